@@ -1,0 +1,3 @@
+from kgctl.cli.app import main
+
+main()

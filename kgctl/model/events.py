@@ -1,0 +1,116 @@
+"""The one event schema: every fact kgctl learns or causes is an `Event`.
+
+Members, the broker observer and chaos all emit the same envelope; the type name says
+what happened (past tense) and `data` holds that type's own fields. docs/events.md is
+the reference for each type's fields; `EVENT_TYPES` is the catalogue it is checked
+against.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+# Partitions are always written as {topic: [partition ids, sorted]}.
+Partitions = dict[str, list[int]]
+
+# type name -> one-line meaning. Grouped by who emits them.
+EVENT_TYPES: dict[str, str] = {
+    # -- a member (kgctl join) --------------------------------------------------------
+    "MemberStarted": "the member process started, with its configuration",
+    "TopicMissing": "a subscribed topic does not exist yet; the member waits for it",
+    "RejoinRequested": "the member decided it must (re)join, with the reason",
+    "CoordinatorLookupSent": "FindCoordinator sent to the least loaded broker",
+    "CoordinatorFound": "the group coordinator is known and connected",
+    "CoordinatorLost": "the coordinator was marked dead (error or disconnect)",
+    "JoinPrepared": "onJoinPrepare ran: auto-commit, revocation, leader duties dropped",
+    "PartitionsRevoked": "onPartitionsRevoked was called",
+    "JoinGroupSent": "a JoinGroup request was sent",
+    "JoinGroupReceived": "the JoinGroup response arrived (generation, leader, members)",
+    "AssignmentComputed": "the leader ran the assignor; the full plan",
+    "SyncGroupSent": "a SyncGroup request was sent",
+    "SyncGroupReceived": "the SyncGroup response arrived with this member's assignment",
+    "JoinCompleted": "onJoinComplete ran: the member owns its new assignment",
+    "PartitionsAssigned": "onPartitionsAssigned was called",
+    "PartitionsLost": "onPartitionsLost was called (generation lost without revocation)",
+    "JoinFailed": "JoinGroup or SyncGroup failed; retried or fatal",
+    "HeartbeatSucceeded": "a heartbeat was answered without error",
+    "HeartbeatFailed": "a heartbeat was answered with an error",
+    "GenerationReset": "the member dropped its generation (and maybe its member id)",
+    "PollIntervalExceeded": "max.poll.interval.ms passed without a poll",
+    "RecordsConsumed": "a poll returned records",
+    "OffsetsCommitted": "offsets were committed",
+    "OffsetCommitFailed": "an offset commit failed",
+    "ControlReceived": "a live control command arrived (stdin or control topic)",
+    "LeaveGroupSent": "LeaveGroup was sent, with its reason",
+    "MemberFailed": "a fatal error ended the member",
+    "MemberStopped": "the member stopped; its totals",
+    # -- the broker observer (kgctl watch) --------------------------------------------
+    "GroupObserved": "a snapshot of the group as the broker describes it",
+    "GroupStateChanged": "the broker's group state changed",
+    "GenerationChanged": "the group's generation (or epoch) changed",
+    "MemberJoinedGroup": "a member appeared in the broker's description",
+    "MemberLeftGroup": "a member disappeared from the broker's description",
+    "PartitionsMoved": "partition ownership changed between two snapshots",
+    "RebalanceAttributed": "the most likely cause of a rebalance (maybe a guess)",
+    "BrokerDisconnected": "the observer lost the broker; retrying",
+    "BrokerReconnected": "the observer reached the broker again",
+    # -- chaos -------------------------------------------------------------------------
+    "ScenarioStarted": "a chaos scenario began",
+    "StepStarted": "a scenario step began",
+    "ActionPerformed": "a chaos action was carried out",
+    "GroupSettled": "the group was stable after a step",
+    "StepFinished": "a scenario step ended, with its report",
+    "InvariantViolated": "an invariant or expectation failed",
+    "ScenarioFinished": "the scenario ended, with its verdict",
+}
+
+
+@dataclass(frozen=True)
+class Event:
+    """One thing that happened, with who, where and when it happened."""
+
+    type: str
+    ts_ms: int  # wall clock, ms since the epoch
+    mono_ms: float  # the emitter's monotonic clock, ms since it started
+    seq: int  # per emitter, from 1
+    group: str
+    member: str = ""  # human label (--name)
+    member_id: str = ""
+    instance_id: str | None = None
+    client_id: str = ""
+    host: str = ""
+    pid: int = 0
+    generation: int = -1
+    source: str = "member"  # member | observer | chaos
+    data: dict[str, Any] = field(default_factory=dict)
+    v: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), separators=(",", ":"), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Event:
+        known = {f for f in cls.__dataclass_fields__}
+        unknown_type = raw.get("type") not in EVENT_TYPES
+        if unknown_type:
+            raise ValueError(f"unknown event type {raw.get('type')!r}")
+        return cls(**{k: v for k, v in raw.items() if k in known})
+
+    @classmethod
+    def from_json(cls, line: str) -> Event:
+        return cls.from_dict(json.loads(line))
+
+
+def partitions_of(pairs: Any) -> Partitions:
+    """Normalise (topic, partition) pairs into {topic: sorted ids}."""
+    out: dict[str, set[int]] = {}
+    for topic, partition in pairs:
+        out.setdefault(str(topic), set()).add(int(partition))
+    return {t: sorted(ps) for t, ps in sorted(out.items())}
