@@ -1,0 +1,1 @@
+"""`kgctl broker`: placeholder until the broker module lands."""
