@@ -112,9 +112,7 @@ class ClientSettings:
         props.update(parse_overrides(overrides or []))
         timeout = DEFAULT_TIMEOUT_S if timeout_s is None else float(timeout_s)
         if not 0 < timeout <= 3600:
-            raise UsageError(
-                f"--timeout {timeout_s}: must be more than 0 and at most 3600 seconds"
-            )
+            raise UsageError(f"--timeout {timeout_s}: must be more than 0 and at most 3600 seconds")
         server = bootstrap or props.pop("bootstrap.servers", None)
         server = server or os.environ.get("KGCTL_BOOTSTRAP_SERVER") or "127.0.0.1:9092"
         for part in server.split(","):

@@ -1,19 +1,41 @@
 """Test fixtures: one real Apache Kafka per test session, started through kgctl.broker.
 
-Set KGCTL_TEST_BOOTSTRAP=host:port to run the suite against an existing cluster.
+Set KGCTL_TEST_BOOTSTRAP=host:port to run the suite against an existing cluster instead.
+The session broker is tied to the pytest process: if pytest dies, so does the broker.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from kgctl.broker.local import LocalBroker
+
 
 @pytest.fixture(scope="session")
-def bootstrap() -> str:
+def session_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker | None]:
+    if os.environ.get("KGCTL_TEST_BOOTSTRAP"):
+        yield None
+        return
+    home: Path = tmp_path_factory.mktemp("kgctl-session-broker")
+    broker = LocalBroker(home / "broker.json")
+    broker.up(tie_to_parent=True, timeout_s=180)
+    try:
+        yield broker
+    finally:
+        broker.down()
+
+
+@pytest.fixture(scope="session")
+def bootstrap(session_broker: LocalBroker | None) -> str:
     """The bootstrap address of a real broker for this test session."""
     existing = os.environ.get("KGCTL_TEST_BOOTSTRAP")
     if existing:
         return existing
-    pytest.fail("no broker: the session broker fixture is not built yet")
+    assert session_broker is not None
+    state = session_broker.load()
+    assert state is not None
+    return state.bootstrap

@@ -1,1 +1,252 @@
-"""`kgctl broker`: placeholder until the broker module lands."""
+"""`kgctl broker up|down|status|logs`: a real local Apache Kafka."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+from kgctl.broker.local import LocalBroker, tail
+from kgctl.broker.provision import DEFAULT_KAFKA_VERSION
+from kgctl.cli.app import app
+from kgctl.cli.common import (
+    Bootstrap,
+    CommandConfig,
+    Env,
+    Output,
+    OutputFormat,
+    Overrides,
+    Quiet,
+    Timeout,
+    Verbose,
+    emit_json,
+    make_env,
+    run,
+)
+from kgctl.errors import ExitStatus, SetupError
+
+broker_app = typer.Typer(
+    help="Run a real local Apache Kafka (KRaft) for trying kgctl without a cluster.",
+    no_args_is_help=True,
+)
+app.add_typer(broker_app, name="broker")
+
+KafkaHome = Annotated[
+    Path | None,
+    typer.Option(
+        "--kafka-home",
+        envvar="KAFKA_HOME",
+        help="An unpacked Apache Kafka distribution to run instead of fetching one.",
+        show_default=False,
+    ),
+]
+
+
+def _spinner(env: Env) -> Callable[[str, Callable[[], bool], float], None]:
+    def wait(label: str, ready: Callable[[], bool], timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        assert env.err is not None
+        with env.err.status(label, spinner="dots") if not env.quiet else _Null():
+            while not ready():
+                if time.monotonic() > deadline:
+                    raise SetupError(
+                        f"{label.replace('waiting for ', '')} did not answer within "
+                        f"{timeout_s:.0f} s; see kgctl broker logs"
+                    )
+                time.sleep(0.3)
+
+    return wait
+
+
+class _Null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *_: object) -> None:
+        return None
+
+
+@broker_app.command("up")
+def up(
+    port: Annotated[
+        int | None,
+        typer.Option(help="Client port of the first node (default: a free port, remembered)."),
+    ] = None,
+    brokers: Annotated[
+        int, typer.Option(help="Nodes: 1, or 3 (each its own process, for failover).")
+    ] = 1,
+    data_dir: Annotated[
+        Path | None, typer.Option(help="Where Kafka keeps its data and logs.", show_default=False)
+    ] = None,
+    kafka_defaults: Annotated[
+        bool,
+        typer.Option(
+            "--kafka-defaults",
+            help="Keep Kafka's own group settings (no 0 ms initial rebalance delay, no "
+            "low minimum session timeout).",
+        ),
+    ] = False,
+    kafka_version: Annotated[
+        str, typer.Option(help="Apache Kafka version to fetch and run.")
+    ] = DEFAULT_KAFKA_VERSION,
+    kafka_home: KafkaHome = None,
+    bootstrap: Bootstrap = None,
+    command_config: CommandConfig = None,
+    x: Overrides = None,
+    output: Output = OutputFormat.text,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds to wait for the broker to answer.")
+    ] = 120.0,
+    verbose: Verbose = False,
+    quiet: Quiet = False,
+) -> None:
+    """Start a local Kafka in the background (idempotent) and print its bootstrap address."""
+    env = make_env(output, verbose, quiet)
+
+    def body() -> None:
+        broker = LocalBroker()
+        progress = Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            console=env.err,
+            transient=True,
+        )
+        tasks: dict[str, int] = {}
+
+        def on_progress(label: str, done: int, total: int | None) -> None:
+            if label not in tasks:
+                progress.start()
+                tasks[label] = progress.add_task(label, total=total)
+            progress.update(tasks[label], completed=done)
+
+        if timeout <= 0:
+            raise SetupError("--timeout must be more than 0 seconds")
+        state = broker.up(
+            port=port,
+            brokers=brokers,
+            data_dir=data_dir,
+            kafka_defaults=kafka_defaults,
+            version=kafka_version,
+            kafka_home=kafka_home,
+            timeout_s=timeout,
+            say=env.say,
+            wait=_spinner(env),
+            progress=on_progress,
+        )
+        progress.stop()
+        if env.json:
+            emit_json(
+                env,
+                {
+                    "bootstrap": state.bootstrap,
+                    "pids": state.pids,
+                    "data_dir": state.data_dir,
+                    "version": state.version,
+                },
+            )
+        else:
+            env.say(
+                f"Apache Kafka {state.version} is up ({len(state.nodes)} node(s), "
+                f"pids {' '.join(map(str, state.pids))}, data in {state.data_dir})"
+            )
+            print(state.bootstrap)
+
+    run(env, body)
+
+
+@broker_app.command("down")
+def down(
+    bootstrap: Bootstrap = None,
+    command_config: CommandConfig = None,
+    x: Overrides = None,
+    output: Output = OutputFormat.text,
+    timeout: Timeout = 30.0,
+    verbose: Verbose = False,
+    quiet: Quiet = False,
+) -> None:
+    """Stop every Kafka node kgctl started, and nothing else."""
+    env = make_env(output, verbose, quiet)
+
+    def body() -> None:
+        stopped = LocalBroker().down(timeout_s=timeout)
+        if env.json:
+            emit_json(env, {"stopped_pids": stopped})
+        else:
+            env.say(
+                f"stopped {len(stopped)} Kafka node(s)" if stopped else "no local Kafka was running"
+            )
+
+    run(env, body)
+
+
+@broker_app.command("status")
+def status(
+    bootstrap: Bootstrap = None,
+    command_config: CommandConfig = None,
+    x: Overrides = None,
+    output: Output = OutputFormat.text,
+    timeout: Timeout = 30.0,
+    verbose: Verbose = False,
+    quiet: Quiet = False,
+) -> None:
+    """Say whether the local Kafka runs; exit 1 when a node is dead or none was started."""
+    env = make_env(output, verbose, quiet)
+
+    def body() -> None:
+        info = LocalBroker().status()
+        if env.json:
+            emit_json(env, info)
+        elif not info["nodes"]:
+            print("not running (start it with: kgctl broker up)")
+        else:
+            for node in info["nodes"]:  # type: ignore[attr-defined]
+                word = "running" if node["running"] else "DEAD (restart with: kgctl broker up)"
+                print(
+                    f"node {node['node_id']}  127.0.0.1:{node['port']}  pid {node['pid']}  {word}"
+                )
+            print(
+                f"bootstrap {info['bootstrap']}  version {info['version']}  data {info['data_dir']}"
+            )
+        if not info["running"]:
+            raise typer.Exit(int(ExitStatus.ERROR))
+
+    run(env, body)
+
+
+@broker_app.command("logs")
+def logs(
+    lines: Annotated[int, typer.Option("--lines", "-n", help="How many last lines.")] = 50,
+    node: Annotated[int | None, typer.Option(help="Only this node id.")] = None,
+    bootstrap: Bootstrap = None,
+    command_config: CommandConfig = None,
+    x: Overrides = None,
+    output: Output = OutputFormat.text,
+    timeout: Timeout = 30.0,
+    verbose: Verbose = False,
+    quiet: Quiet = False,
+) -> None:
+    """Print the last lines of each local Kafka node's log."""
+    env = make_env(output, verbose, quiet)
+
+    def body() -> None:
+        state = LocalBroker().load()
+        if state is None:
+            raise SetupError("no local Kafka was started; start one with: kgctl broker up")
+        for n in state.nodes:
+            if node is not None and n.node_id != node:
+                continue
+            text = tail(n.log, lines)
+            if env.json:
+                emit_json(env, {"node_id": n.node_id, "log": n.log, "lines": text})
+            else:
+                if len(state.nodes) > 1:
+                    print(f"==> node {n.node_id}: {n.log} <==")
+                print("\n".join(text))
+
+    run(env, body)

@@ -54,9 +54,7 @@ Timeout = Annotated[
     float,
     typer.Option("--timeout", help="Seconds to wait when connecting and for each request."),
 ]
-Verbose = Annotated[
-    bool, typer.Option("--verbose", "-v", help="Show debug logs and tracebacks.")
-]
+Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Show debug logs and tracebacks.")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print only results and errors.")]
 
 
