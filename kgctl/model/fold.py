@@ -1,0 +1,640 @@
+"""`fold(state, event, now_ms) -> state`: the one pure function that turns events into state.
+
+Events come from members (their own protocol steps, with real generations) and from the
+broker observer (snapshots diffed into inferred events). Both may describe the same
+member; a member is matched across sources by its member id. The fold never reads a
+clock, never raises on an event it does not understand (unknown types and data fields
+are logged and otherwise ignored), and never mutates the state it is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from kgctl.model.events import Event
+from kgctl.model.state import (
+    PHASE_FAILED,
+    PHASE_JOINING,
+    PHASE_LEFT,
+    PHASE_STABLE,
+    PHASE_SYNCING,
+    GenerationRecord,
+    GroupState,
+    MemberState,
+    Owned,
+    OwnershipSpan,
+    TopicPartition,
+    owned_from,
+    owned_of_pairs,
+    owned_pairs,
+)
+
+# Broker group states during which a rebalance is in progress.
+REBALANCING_STATES = frozenset({"PreparingRebalance", "CompletingRebalance", "Assigning"})
+
+
+def fold(state: GroupState, event: Event, now_ms: int) -> GroupState:
+    """The state after `event`; `now_ms` is the caller's clock (used when an event has none)."""
+    t = event.ts_ms if event.ts_ms > 0 else now_ms
+    s = replace(
+        state,
+        recent=(state.recent + (event,))[-state.log_limit :] if state.log_limit > 0 else (),
+        updated_ms=max(state.updated_ms, now_ms),
+        events_folded=state.events_folded + 1,
+    )
+    handler = _HANDLERS.get(event.type)
+    if event.type in _MEMBER_TYPES:
+        s = _touch_member(s, event, t)
+    if handler is not None:
+        s = handler(s, event, t)
+    return s
+
+
+def fold_all(state: GroupState, events: list[Event], now_ms: int) -> GroupState:
+    """Fold many events in order."""
+    for ev in events:
+        state = fold(state, ev, now_ms)
+    return state
+
+
+# -- members ------------------------------------------------------------------------------
+
+
+def _key_for(s: GroupState, ev: Event) -> str:
+    if ev.member:
+        return ev.member
+    found = s.find_member(ev.member_id)
+    if found is not None:
+        return found.key
+    return ev.member_id or ev.client_id or f"{ev.host}:{ev.pid}"
+
+
+def _with_member(s: GroupState, member: MemberState) -> GroupState:
+    members = dict(s.members)
+    members[member.key] = member
+    return replace(s, members=members)
+
+
+def _touch_member(s: GroupState, ev: Event, t: int) -> GroupState:
+    """Create or refresh the member an event is about, merging identities across sources."""
+    key = _key_for(s, ev)
+    # An observer-made record (keyed by member id) for a member that now names itself.
+    if ev.member and ev.member_id and ev.member_id != key and ev.member_id in s.members:
+        s = _rename_member(s, ev.member_id, key)
+    old = s.members.get(key)
+    source = ev.source if ev.source in ("member", "observer") else "member"
+    if old is None:
+        old = MemberState(
+            key=key, first_seen_ms=t, last_seen_ms=t, unassigned_since_ms=t, sources=frozenset()
+        )
+    member = replace(
+        old,
+        member_id=ev.member_id or old.member_id,
+        client_id=ev.client_id or old.client_id,
+        host=ev.host or old.host,
+        instance_id=ev.instance_id if ev.instance_id is not None else old.instance_id,
+        generation=ev.generation if ev.generation >= 0 else old.generation,
+        last_seen_ms=max(old.last_seen_ms, t),
+        sources=old.sources | {source},
+    )
+    return _with_member(s, member)
+
+
+def _rename_member(s: GroupState, old_key: str, new_key: str) -> GroupState:
+    members = dict(s.members)
+    old = members.pop(old_key)
+    existing = members.get(new_key)
+    merged = replace(
+        existing or old,
+        key=new_key,
+        first_seen_ms=min(old.first_seen_ms, (existing or old).first_seen_ms),
+        sources=old.sources | (existing.sources if existing else frozenset()),
+        subscription=old.subscription or (existing.subscription if existing else ()),
+        lag=old.lag if old.lag is not None else (existing.lag if existing else None),
+    )
+    members[new_key] = merged
+    ownership = {
+        tp: tuple(replace(sp, member=new_key) if sp.member == old_key else sp for sp in spans)
+        for tp, spans in s.ownership.items()
+    }
+    leader = new_key if s.leader == old_key else s.leader
+    return replace(s, members=members, ownership=ownership, leader=leader)
+
+
+def _set_phase(s: GroupState, key: str, phase: str) -> GroupState:
+    m = s.members.get(key)
+    if m is None or m.phase == phase:
+        return s
+    return _with_member(s, replace(m, phase=phase))
+
+
+def _set_partitions(s: GroupState, key: str, new: Owned, t: int) -> GroupState:
+    """Give a member exactly `new`; keep ownership spans and unassigned time in step."""
+    m = s.members.get(key)
+    if m is None:
+        return s
+    before, after = owned_pairs(m.partitions), owned_pairs(new)
+    if before == after:
+        return s
+    gen = m.generation if m.generation >= 0 else s.generation
+    ownership = dict(s.ownership)
+    for tp in before - after:
+        ownership[tp] = _close_span(ownership.get(tp, ()), key, t)
+    for tp in sorted(after - before):
+        ownership[tp] = ownership.get(tp, ()) + (OwnershipSpan(key, gen, t),)
+    since = m.unassigned_since_ms
+    s = replace(s, ownership=ownership)
+    if not after and since is None:
+        since = t
+    elif after and since is not None:
+        s = _add_unassigned(s, key, t - since)
+        since = None
+    return _with_member(s, replace(m, partitions=owned_of_pairs(after), unassigned_since_ms=since))
+
+
+def _close_span(spans: tuple[OwnershipSpan, ...], key: str, t: int) -> tuple[OwnershipSpan, ...]:
+    return tuple(
+        replace(sp, end_ms=t) if sp.member == key and sp.end_ms is None else sp for sp in spans
+    )
+
+
+def _add_unassigned(s: GroupState, key: str, ms: int) -> GroupState:
+    rec = s.current
+    if rec is None or ms <= 0:
+        return s
+    unassigned = dict(rec.unassigned_ms)
+    unassigned[key] = unassigned.get(key, 0) + ms
+    return _replace_current(s, replace(rec, unassigned_ms=unassigned))
+
+
+def _member_gone(s: GroupState, key: str, t: int, phase: str, reason: str) -> GroupState:
+    m = s.members.get(key)
+    if m is None:
+        return s
+    s = _set_partitions(s, key, {}, t)
+    m = s.members[key]
+    if m.unassigned_since_ms is not None:
+        s = _add_unassigned(s, key, t - m.unassigned_since_ms)
+    m = replace(
+        m,
+        alive=False,
+        phase=phase,
+        left_ms=t if m.left_ms is None else m.left_ms,
+        left_reason=reason or m.left_reason,
+        unassigned_since_ms=None,
+    )
+    return _with_member(s, m)
+
+
+# -- generations ----------------------------------------------------------------------------
+
+
+def _replace_current(s: GroupState, rec: GenerationRecord) -> GroupState:
+    return replace(s, generations=s.generations[:-1] + (rec,))
+
+
+def _begin_rebalance(s: GroupState, t: int) -> GroupState:
+    if s.rebalancing:
+        return s
+    return replace(s, rebalancing=True, rebalance_started_ms=t)
+
+
+def _open_generation(
+    s: GroupState, generation: int, t: int, inferred: bool, data: Mapping[str, Any]
+) -> GroupState:
+    """Start a generation record; close the previous one where the rebalance began."""
+    if any(r.generation == generation and r.inferred == inferred for r in s.generations):
+        return s
+    # The rebalance that led here began at the latest rebalance start after the current
+    # generation began (the broker may already say Stable when the number changes).
+    started = s.rebalance_started_ms
+    cur = s.current
+    if started is None or (cur is not None and started <= cur.start_ms):
+        started = t
+    start = min(started, t)
+    gens = s.generations
+    if gens:
+        prev = gens[-1]
+        # Time members spent without partitions up to here belongs to the old generation.
+        unassigned = dict(prev.unassigned_ms)
+        members = dict(s.members)
+        for key, m in s.members.items():
+            if m.alive and m.unassigned_since_ms is not None and start > m.unassigned_since_ms:
+                unassigned[key] = unassigned.get(key, 0) + start - m.unassigned_since_ms
+                members[key] = replace(m, unassigned_since_ms=start)
+        s = replace(s, members=members)
+        end = prev.end_ms if prev.end_ms is not None else start
+        gens = gens[:-1] + (replace(prev, end_ms=end, unassigned_ms=unassigned),)
+    rec = GenerationRecord(
+        generation=generation,
+        start_ms=start,
+        inferred=inferred,
+        cause=str(data.get("cause", "")),
+        cause_guess=bool(data.get("guess", True)),
+        evidence=str(data.get("evidence", "")),
+        members=tuple(sorted(m.key for m in s.live_members)),
+    )
+    return replace(
+        s,
+        generations=gens + (rec,),
+        generation=generation,
+        generation_inferred=inferred,
+    )
+
+
+def _maybe_stable(s: GroupState, t: int) -> GroupState:
+    """Close the rebalance once every traced live member completed the current generation."""
+    traced = [m for m in s.live_members if "member" in m.sources]
+    if not traced or s.generation < 0 or s.generation_inferred:
+        return s
+    if all(m.phase == PHASE_STABLE and m.generation == s.generation for m in traced):
+        return _mark_stable(s, t)
+    return s
+
+
+def _mark_stable(s: GroupState, t: int) -> GroupState:
+    rec = s.current
+    if rec is not None and rec.stable_ms is None:
+        s = _replace_current(
+            s,
+            replace(
+                rec,
+                stable_ms=t,
+                sync_ms=rec.sync_ms if rec.sync_ms is not None else None,
+                members=tuple(sorted(m.key for m in s.live_members)),
+            ),
+        )
+    return replace(s, rebalancing=False)
+
+
+# -- member event handlers ---------------------------------------------------------------
+
+
+def _on_rebalance_hint(s: GroupState, ev: Event, t: int) -> GroupState:
+    return _begin_rebalance(s, t)
+
+
+def _on_join_sent(s: GroupState, ev: Event, t: int) -> GroupState:
+    s = _begin_rebalance(s, t)
+    return _set_phase(s, _key_for(s, ev), PHASE_JOINING)
+
+
+def _on_join_received(s: GroupState, ev: Event, t: int) -> GroupState:
+    key = _key_for(s, ev)
+    gen = ev.generation if ev.generation >= 0 else _int(ev.data.get("generation"), -1)
+    if gen >= 0:
+        m = s.members[key]
+        s = _with_member(s, replace(m, generation=gen))
+    if gen > s.generation or (gen >= 0 and s.generation_inferred):
+        s = _begin_rebalance(s, t)
+        s = _open_generation(s, gen, t, inferred=False, data={})
+    rec = s.current
+    leader_id = str(ev.data.get("leader", "") or "")
+    leader = ""
+    if leader_id:
+        found = s.find_member(leader_id)
+        leader = found.key if found is not None else leader_id
+    if rec is not None and rec.generation == gen:
+        rec = replace(rec, sync_ms=rec.sync_ms if rec.sync_ms is not None else t)
+        rec = replace(rec, leader=leader or rec.leader)
+        s = _replace_current(s, rec)
+    protocol = str(ev.data.get("protocol", "") or ev.data.get("protocol_name", "") or "")
+    if protocol:
+        s = replace(s, protocol=protocol)
+    if leader:
+        s = replace(s, leader=leader)
+    return _set_phase(s, key, PHASE_SYNCING)
+
+
+def _on_sync_received(s: GroupState, ev: Event, t: int) -> GroupState:
+    return _set_phase(s, _key_for(s, ev), PHASE_SYNCING)
+
+
+def _on_join_completed(s: GroupState, ev: Event, t: int) -> GroupState:
+    key = _key_for(s, ev)
+    if "partitions" in ev.data:
+        s = _set_partitions(s, key, owned_from(ev.data["partitions"]), t)
+    s = _set_phase(s, key, PHASE_STABLE)
+    return _maybe_stable(s, t)
+
+
+def _on_assigned(s: GroupState, ev: Event, t: int) -> GroupState:
+    key = _key_for(s, ev)
+    m = s.members[key]
+    added = owned_pairs(owned_from(ev.data.get("partitions")))
+    s = _set_partitions(s, key, owned_of_pairs(owned_pairs(m.partitions) | added), t)
+    s = _set_phase(s, key, PHASE_STABLE)
+    return _maybe_stable(s, t)
+
+
+def _on_revoked(s: GroupState, ev: Event, t: int) -> GroupState:
+    key = _key_for(s, ev)
+    m = s.members[key]
+    removed = owned_pairs(owned_from(ev.data.get("partitions")))
+    s = _begin_rebalance(s, t) if ev.type == "PartitionsRevoked" else s
+    return _set_partitions(s, key, owned_of_pairs(owned_pairs(m.partitions) - removed), t)
+
+
+def _on_generation_reset(s: GroupState, ev: Event, t: int) -> GroupState:
+    key = _key_for(s, ev)
+    m = s.members[key]
+    return _with_member(s, replace(m, generation=-1))
+
+
+def _on_leave(s: GroupState, ev: Event, t: int) -> GroupState:
+    key = _key_for(s, ev)
+    reason = str(ev.data.get("reason", "") or "left the group")
+    s = _member_gone(s, key, t, PHASE_LEFT, reason)
+    return _begin_rebalance(s, t) if s.live_members else s
+
+
+def _on_stopped(s: GroupState, ev: Event, t: int) -> GroupState:
+    key = _key_for(s, ev)
+    m = s.members[key]
+    if not m.alive:
+        return s
+    s = _member_gone(s, key, t, PHASE_LEFT, str(ev.data.get("reason", "") or "stopped"))
+    return _begin_rebalance(s, t) if s.live_members else s
+
+
+def _on_failed(s: GroupState, ev: Event, t: int) -> GroupState:
+    key = _key_for(s, ev)
+    reason = str(ev.data.get("error", "") or ev.data.get("reason", "") or "failed")
+    return _member_gone(s, key, t, PHASE_FAILED, reason)
+
+
+# -- observer event handlers -------------------------------------------------------------
+
+
+def _on_group_observed(s: GroupState, ev: Event, t: int) -> GroupState:
+    d = ev.data
+    broker_state = str(d.get("state", "") or s.state)
+    s = replace(
+        s,
+        state=broker_state,
+        protocol_type=str(d.get("protocol_type", s.protocol_type) or s.protocol_type),
+        protocol=str(d.get("protocol", "") or s.protocol),
+        coordinator=str(d.get("coordinator", "") or s.coordinator),
+        missing=bool(d.get("missing", False)),
+        observed_ms=t,
+        connected=True,
+        disconnected_since_ms=None,
+    )
+    raw_members = d.get("members")
+    described: set[str] = set()
+    if isinstance(raw_members, list):
+        for raw in raw_members:
+            if not isinstance(raw, Mapping) or not raw.get("member_id"):
+                continue
+            member_id = str(raw["member_id"])
+            s = _observe_member(s, raw, member_id, t, with_partitions=broker_state == "Stable")
+            found = s.find_member(member_id)
+            if found is not None:
+                described.add(found.key)
+        # Members only the broker knew about are gone once it stops describing them.
+        for key, m in list(s.members.items()):
+            if m.alive and m.sources == frozenset({"observer"}) and key not in described:
+                s = _member_gone(s, key, t, PHASE_LEFT, "no longer described by the broker")
+    if broker_state in REBALANCING_STATES:
+        s = _begin_rebalance(s, t)
+    s = _apply_lag(s, d.get("lag"), d.get("total_lag"))
+    return s
+
+
+def _observe_member(
+    s: GroupState, raw: Mapping[str, Any], member_id: str, t: int, with_partitions: bool
+) -> GroupState:
+    found = s.find_member(member_id)
+    key = found.key if found is not None else member_id
+    old = found or MemberState(
+        key=key, first_seen_ms=t, last_seen_ms=t, unassigned_since_ms=t, sources=frozenset()
+    )
+    sub = raw.get("subscription")
+    member = replace(
+        old,
+        member_id=member_id,
+        client_id=str(raw.get("client_id", "") or old.client_id),
+        host=str(raw.get("host", "") or old.host),
+        instance_id=_opt_str(raw.get("instance_id")) or old.instance_id,
+        subscription=tuple(str(x) for x in sub) if isinstance(sub, list) else old.subscription,
+        last_seen_ms=max(old.last_seen_ms, t),
+        alive=True,
+        left_ms=None,
+        phase=PHASE_STABLE if with_partitions and "member" not in old.sources else old.phase,
+        sources=old.sources | {"observer"},
+    )
+    s = _with_member(s, member)
+    if with_partitions and "partitions" in raw and "member" not in old.sources:
+        # A traced member's own events say exactly when it owned what; trust those.
+        s = _set_partitions(s, key, owned_from(raw["partitions"]), t)
+    return s
+
+
+def _apply_lag(s: GroupState, raw: Any, total: Any) -> GroupState:
+    if not isinstance(raw, Mapping):
+        return s
+    lag: dict[TopicPartition, int] = {}
+    for topic, parts in raw.items():
+        if isinstance(parts, Mapping):
+            for pid, value in parts.items():
+                p, v = _int(pid, -1), _int(value, -1)
+                if p >= 0 and v >= 0:
+                    lag[(str(topic), p)] = v
+    members = {
+        key: replace(m, lag=sum(lag.get(tp, 0) for tp in owned_pairs(m.partitions)))
+        for key, m in s.members.items()
+    }
+    total_lag = _int(total, -1)
+    return replace(
+        s, lag=lag, total_lag=total_lag if total_lag >= 0 else sum(lag.values()), members=members
+    )
+
+
+def _on_state_changed(s: GroupState, ev: Event, t: int) -> GroupState:
+    to = str(ev.data.get("to", "") or ev.data.get("state", "") or "")
+    if not to:
+        return s
+    s = replace(s, state=to)
+    if to == "PreparingRebalance":
+        s = _begin_rebalance(s, t)
+    elif to in ("CompletingRebalance", "Assigning"):
+        s = _begin_rebalance(s, t)
+        rec = s.current
+        if rec is not None and rec.end_ms is None and rec.stable_ms is None and rec.sync_ms is None:
+            s = _replace_current(s, replace(rec, sync_ms=t))
+    elif to == "Stable":
+        s = _mark_stable(s, t) if s.rebalancing or _current_unstable(s) else s
+    elif to in ("Empty", "Dead"):
+        s = replace(s, rebalancing=False)
+    return s
+
+
+def _current_unstable(s: GroupState) -> bool:
+    rec = s.current
+    return rec is not None and rec.stable_ms is None
+
+
+def _on_generation_changed(s: GroupState, ev: Event, t: int) -> GroupState:
+    d = ev.data
+    gen = ev.generation if ev.generation >= 0 else _int(d.get("generation", d.get("to")), -1)
+    inferred = bool(d.get("inferred", False))
+    if gen < 0:
+        return s
+    if inferred and s.generations and not s.generation_inferred:
+        # Members already report real generations: the observer's numbering adds nothing.
+        return s
+    known_start = s.rebalance_started_ms
+    s = _open_generation(s, gen, t, inferred=inferred, data=d)
+    rec = s.current
+    if rec is None:
+        return s
+    sync = _int(d.get("sync_ms"), -1)
+    if sync >= 0 and rec.sync_ms is None:
+        rec = replace(rec, sync_ms=sync)
+    started = _int(d.get("rebalance_started_ms"), -1)
+    if started >= 0 and known_start is None:
+        rec = replace(rec, start_ms=min(started, rec.start_ms))
+    s = _replace_current(s, rec)
+    if inferred and s.state in ("Stable", "Empty"):
+        s = _mark_stable(s, t)
+    return s
+
+
+def _on_member_joined(s: GroupState, ev: Event, t: int) -> GroupState:
+    raw = dict(ev.data)
+    raw.setdefault("client_id", ev.client_id)
+    raw.setdefault("host", ev.host)
+    raw.setdefault("instance_id", ev.instance_id)
+    member_id = str(raw.get("member_id", "") or ev.member_id)
+    if not member_id:
+        return s
+    return _observe_member(s, raw, member_id, t, with_partitions=False)
+
+
+def _on_member_left(s: GroupState, ev: Event, t: int) -> GroupState:
+    member_id = str(ev.data.get("member_id", "") or ev.member_id)
+    found = s.find_member(member_id) or s.members.get(ev.member)
+    if found is None or not found.alive:
+        return s
+    reason = str(ev.data.get("reason", "") or "left the group")
+    return _member_gone(s, found.key, t, PHASE_LEFT, reason)
+
+
+def _on_partitions_moved(s: GroupState, ev: Event, t: int) -> GroupState:
+    moves = ev.data.get("moves")
+    if not isinstance(moves, list):
+        return s
+    for mv in moves:
+        if not isinstance(mv, Mapping):
+            continue
+        tp = (str(mv.get("topic", "")), _int(mv.get("partition"), -1))
+        if tp[1] < 0:
+            continue
+        src = s.find_member(str(mv.get("from", "") or ""))
+        dst = s.find_member(str(mv.get("to", "") or ""))
+        if src is not None and tp in owned_pairs(src.partitions) and "member" not in src.sources:
+            s = _set_partitions(s, src.key, owned_of_pairs(owned_pairs(src.partitions) - {tp}), t)
+        if dst is not None and dst.alive and "member" not in dst.sources:
+            now_owned = owned_pairs(s.members[dst.key].partitions)
+            if tp not in now_owned:
+                s = _set_partitions(s, dst.key, owned_of_pairs(now_owned | {tp}), t)
+    return s
+
+
+def _on_attributed(s: GroupState, ev: Event, t: int) -> GroupState:
+    d = ev.data
+    target = ev.generation if ev.generation >= 0 else _int(d.get("generation"), -1)
+    gens = list(s.generations)
+    for i in range(len(gens) - 1, -1, -1):
+        if target < 0 or gens[i].generation == target:
+            gens[i] = replace(
+                gens[i],
+                cause=str(d.get("cause", "") or gens[i].cause),
+                cause_guess=bool(d.get("guess", True)),
+                evidence=str(d.get("evidence", "") or gens[i].evidence),
+            )
+            break
+    return replace(s, generations=tuple(gens))
+
+
+def _on_disconnected(s: GroupState, ev: Event, t: int) -> GroupState:
+    return replace(
+        s,
+        connected=False,
+        disconnected_since_ms=s.disconnected_since_ms or t,
+        last_error=str(ev.data.get("error", "") or ""),
+    )
+
+
+def _on_reconnected(s: GroupState, ev: Event, t: int) -> GroupState:
+    return replace(s, connected=True, disconnected_since_ms=None, last_error="")
+
+
+# -- helpers -----------------------------------------------------------------------------
+
+
+def _int(value: Any, default: int) -> int:
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            return default
+    return default
+
+
+def _opt_str(value: Any) -> str | None:
+    return None if value is None or value == "" else str(value)
+
+
+def _on_heartbeat_failed(s: GroupState, ev: Event, t: int) -> GroupState:
+    error = str(ev.data.get("error", "")).lower().replace("_", "")
+    return _begin_rebalance(s, t) if "rebalanceinprogress" in error else s
+
+
+_Handler = Callable[[GroupState, Event, int], GroupState]
+
+_HANDLERS: dict[str, _Handler] = {
+    "RejoinRequested": _on_rebalance_hint,
+    "JoinPrepared": _on_rebalance_hint,
+    "JoinGroupSent": _on_join_sent,
+    "JoinGroupReceived": _on_join_received,
+    "SyncGroupSent": _on_sync_received,
+    "SyncGroupReceived": _on_sync_received,
+    "JoinCompleted": _on_join_completed,
+    "PartitionsAssigned": _on_assigned,
+    "PartitionsRevoked": _on_revoked,
+    "PartitionsLost": _on_revoked,
+    "HeartbeatFailed": _on_heartbeat_failed,
+    "GenerationReset": _on_generation_reset,
+    "LeaveGroupSent": _on_leave,
+    "MemberStopped": _on_stopped,
+    "MemberFailed": _on_failed,
+    "GroupObserved": _on_group_observed,
+    "GroupStateChanged": _on_state_changed,
+    "GenerationChanged": _on_generation_changed,
+    "MemberJoinedGroup": _on_member_joined,
+    "MemberLeftGroup": _on_member_left,
+    "PartitionsMoved": _on_partitions_moved,
+    "RebalanceAttributed": _on_attributed,
+    "BrokerDisconnected": _on_disconnected,
+    "BrokerReconnected": _on_reconnected,
+}
+
+# Member-sourced types that identify a member (chaos and observer types do not).
+_MEMBER_TYPES = frozenset(
+    name
+    for name in (
+        "MemberStarted TopicMissing RejoinRequested CoordinatorLookupSent CoordinatorFound "
+        "CoordinatorLost JoinPrepared PartitionsRevoked JoinGroupSent JoinGroupReceived "
+        "AssignmentComputed SyncGroupSent SyncGroupReceived JoinCompleted PartitionsAssigned "
+        "PartitionsLost JoinFailed HeartbeatSucceeded HeartbeatFailed GenerationReset "
+        "PollIntervalExceeded RecordsConsumed OffsetsCommitted OffsetCommitFailed "
+        "ControlReceived LeaveGroupSent MemberFailed MemberStopped"
+    ).split()
+)

@@ -1,0 +1,218 @@
+"""The group state that `fold` builds from events: members, generations, ownership, log.
+
+Everything here is immutable (frozen dataclasses, tuples, and mappings that are never
+mutated after construction), so a state can be kept, compared and rendered while the
+fold moves on. Times are wall-clock milliseconds taken from the events themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from kgctl.model.events import Event
+
+# A partition as a key: (topic, partition id).
+TopicPartition = tuple[str, int]
+# Owned partitions, {topic: sorted ids}; never mutated once inside a state.
+Owned = Mapping[str, tuple[int, ...]]
+
+# Member phases, in the order a rebalance walks through them.
+PHASE_UNKNOWN = "unknown"
+PHASE_JOINING = "JoinGroup"  # JoinGroup sent, waiting for the response
+PHASE_SYNCING = "SyncGroup"  # JoinGroup answered, SyncGroup pending
+PHASE_STABLE = "Stable"  # assignment received and applied
+PHASE_LEFT = "left"
+PHASE_FAILED = "failed"
+
+DEFAULT_LOG_LIMIT = 200
+
+
+@dataclass(frozen=True)
+class MemberState:
+    """One group member as last seen, by its own events or by the broker."""
+
+    key: str  # the member's label (--name) if it has one, else its member id
+    member_id: str = ""
+    client_id: str = ""
+    host: str = ""
+    instance_id: str | None = None
+    partitions: Owned = field(default_factory=dict)
+    phase: str = PHASE_UNKNOWN
+    generation: int = -1  # the generation the member itself reported; -1 if unknown
+    first_seen_ms: int = 0
+    last_seen_ms: int = 0
+    alive: bool = True
+    left_ms: int | None = None
+    left_reason: str = ""
+    unassigned_since_ms: int | None = None  # set while the member owns nothing
+    subscription: tuple[str, ...] = ()
+    lag: int | None = None
+    sources: frozenset[str] = frozenset()  # member / observer
+
+    @property
+    def name(self) -> str:
+        """What to call the member on screen: its label, else client id, else member id."""
+        if self.key != self.member_id:
+            return self.key
+        return self.client_id or self.member_id
+
+    @property
+    def partition_count(self) -> int:
+        return sum(len(ids) for ids in self.partitions.values())
+
+
+@dataclass(frozen=True)
+class GenerationRecord:
+    """One generation: why it started, its JoinGroup → SyncGroup → Stable phases, its end.
+
+    `start_ms` is when the rebalance that produced it began; `sync_ms` when JoinGroup
+    was answered (SyncGroup phase); `stable_ms` when every live member had its
+    assignment; `end_ms` when the next rebalance began.
+    """
+
+    generation: int
+    start_ms: int
+    inferred: bool = False  # numbered by the observer, not reported by the broker
+    cause: str = ""
+    cause_guess: bool = True
+    evidence: str = ""
+    sync_ms: int | None = None
+    stable_ms: int | None = None
+    end_ms: int | None = None
+    leader: str = ""
+    members: tuple[str, ...] = ()
+    unassigned_ms: Mapping[str, int] = field(default_factory=dict)  # member -> ms owning none
+
+    def duration_ms(self, now_ms: int) -> int:
+        return (self.end_ms if self.end_ms is not None else now_ms) - self.start_ms
+
+    def phase_spans(self, now_ms: int) -> tuple[tuple[str, int, int], ...]:
+        """(phase, start, end) for JoinGroup, SyncGroup and Stable, as far as known."""
+        end = self.end_ms if self.end_ms is not None else now_ms
+        spans: list[tuple[str, int, int]] = []
+        join_end = self.sync_ms if self.sync_ms is not None else self.stable_ms
+        spans.append((PHASE_JOINING, self.start_ms, join_end if join_end is not None else end))
+        if self.sync_ms is not None:
+            sync_end = self.stable_ms if self.stable_ms is not None else end
+            spans.append((PHASE_SYNCING, self.sync_ms, sync_end))
+        if self.stable_ms is not None:
+            spans.append((PHASE_STABLE, self.stable_ms, end))
+        return tuple(spans)
+
+    def rebalance_ms(self) -> int | None:
+        """How long the group took to become stable, if it did."""
+        return None if self.stable_ms is None else self.stable_ms - self.start_ms
+
+
+@dataclass(frozen=True)
+class OwnershipSpan:
+    """A member owned a partition from `start_ms` until `end_ms` (None: still owns it)."""
+
+    member: str
+    generation: int
+    start_ms: int
+    end_ms: int | None = None
+
+    def covers(self, at_ms: int) -> bool:
+        return self.start_ms <= at_ms and (self.end_ms is None or at_ms < self.end_ms)
+
+
+@dataclass(frozen=True)
+class GroupState:
+    """Everything known about one consumer group, built by `fold`."""
+
+    group: str
+    state: str = "Unknown"  # the broker's group state (Stable, PreparingRebalance, ...)
+    protocol_type: str = ""
+    protocol: str = ""  # the assignor the group agreed on (range, roundrobin, ...)
+    leader: str = ""  # member key of the leader, when a member reported it
+    coordinator: str = ""  # "id host:port"
+    generation: int = -1
+    generation_inferred: bool = False
+    rebalancing: bool = False
+    rebalance_started_ms: int | None = None
+    members: Mapping[str, MemberState] = field(default_factory=dict)
+    generations: tuple[GenerationRecord, ...] = ()
+    ownership: Mapping[TopicPartition, tuple[OwnershipSpan, ...]] = field(default_factory=dict)
+    recent: tuple[Event, ...] = ()
+    log_limit: int = DEFAULT_LOG_LIMIT
+    lag: Mapping[TopicPartition, int] = field(default_factory=dict)
+    total_lag: int | None = None
+    connected: bool = True
+    disconnected_since_ms: int | None = None
+    last_error: str = ""
+    missing: bool = False  # the broker does not know the group
+    observed_ms: int | None = None  # the last broker snapshot
+    updated_ms: int = 0
+    events_folded: int = 0
+
+    @property
+    def live_members(self) -> tuple[MemberState, ...]:
+        return tuple(m for m in self.members.values() if m.alive)
+
+    @property
+    def current(self) -> GenerationRecord | None:
+        return self.generations[-1] if self.generations else None
+
+    @property
+    def stable(self) -> bool:
+        """The group is stable: the broker says so (if it was asked) and no rebalance runs."""
+        broker_ok = self.state in ("Stable", "Unknown")
+        return broker_ok and not self.rebalancing and bool(self.live_members)
+
+    def owners(self, at_ms: int | None = None) -> dict[TopicPartition, tuple[str, ...]]:
+        """Who owns each known partition, now (open spans) or at an instant."""
+        out: dict[TopicPartition, tuple[str, ...]] = {}
+        for tp, spans in self.ownership.items():
+            if at_ms is None:
+                out[tp] = tuple(s.member for s in spans if s.end_ms is None)
+            else:
+                out[tp] = tuple(s.member for s in spans if s.covers(at_ms))
+        return out
+
+    def find_member(self, member_id: str) -> MemberState | None:
+        if not member_id:
+            return None
+        for m in self.members.values():
+            if m.member_id == member_id:
+                return m
+        return None
+
+
+def owned_from(raw: object) -> Owned:
+    """Read `{topic: [ids]}` (or a list of [topic, id] pairs) into an `Owned` mapping.
+
+    Anything malformed is skipped: events from other versions must not break the fold.
+    """
+    out: dict[str, set[int]] = {}
+    if isinstance(raw, Mapping):
+        for topic, ids in raw.items():
+            if isinstance(ids, list | tuple):
+                for pid in ids:
+                    if isinstance(pid, int) and not isinstance(pid, bool):
+                        out.setdefault(str(topic), set()).add(pid)
+    elif isinstance(raw, list | tuple):
+        for pair in raw:
+            if isinstance(pair, list | tuple) and len(pair) == 2 and isinstance(pair[1], int):
+                out.setdefault(str(pair[0]), set()).add(pair[1])
+    return {t: tuple(sorted(ids)) for t, ids in sorted(out.items()) if ids}
+
+
+def owned_pairs(owned: Owned) -> frozenset[TopicPartition]:
+    return frozenset((t, p) for t, ids in owned.items() for p in ids)
+
+
+def owned_of_pairs(pairs: frozenset[TopicPartition] | set[TopicPartition]) -> Owned:
+    out: dict[str, list[int]] = {}
+    for t, p in pairs:
+        out.setdefault(t, []).append(p)
+    return {t: tuple(sorted(ids)) for t, ids in sorted(out.items())}
+
+
+def format_owned(owned: Owned, limit: int = 0) -> str:
+    """`orders[0,1,2] pay[3]`, cut to `limit` characters with an ellipsis when asked."""
+    text = " ".join(f"{t}[{','.join(str(p) for p in ids)}]" for t, ids in owned.items())
+    if limit and len(text) > limit:
+        return text[: max(limit - 1, 0)] + "…"
+    return text

@@ -1,0 +1,48 @@
+"""Pure tests of the invariant checks chaos relies on."""
+
+from __future__ import annotations
+
+from test_model_fold import G, mev, two_member_eager_history
+
+from kgctl.model.fold import fold_all
+from kgctl.model.invariants import (
+    check_complete_ownership,
+    check_exclusive_ownership,
+    check_single_generation,
+    check_stable_group,
+)
+from kgctl.model.state import GroupState
+
+
+def test_a_clean_rebalance_breaks_nothing() -> None:
+    s = fold_all(GroupState(G), two_member_eager_history(), now_ms=6000)
+    assert check_stable_group(s, 6000) == []
+
+
+def test_a_zombie_owning_a_reassigned_partition_is_named() -> None:
+    events = two_member_eager_history()
+    # m1 never revokes partition 3 (a zombie) while m2 is given it.
+    events[7] = mev("PartitionsRevoked", 5200, "m1", 1, partitions={"t": [0, 1, 2]})
+    s = fold_all(GroupState(G), events, now_ms=6000)
+    violations = check_exclusive_ownership(s)
+    assert len(violations) == 1
+    v = violations[0]
+    assert (v.rule, v.topic, v.partition, v.at_ms) == ("exclusive-ownership", "t", 3, 5450)
+    assert v.members == ("m1", "m2")
+    assert "t-3 owned by both m1" in v.message
+
+
+def test_an_unowned_partition_in_a_stable_group_is_named() -> None:
+    s = fold_all(GroupState(G), two_member_eager_history(), now_ms=6000)
+    violations = check_complete_ownership(s, 6000, expected=[("t", 0), ("t", 9)])
+    assert [(v.topic, v.partition, v.members) for v in violations] == [("t", 9, ())]
+    assert violations[0].at_ms == 6000
+
+
+def test_a_member_left_behind_on_an_old_generation_is_named() -> None:
+    events = two_member_eager_history()[:-2]  # m2 never completes generation 2...
+    events.append(mev("HeartbeatSucceeded", 5500, "m2", 1))  # ...and claims generation 1
+    s = fold_all(GroupState(G), events, now_ms=6000)
+    violations = check_single_generation(s, 6000)
+    assert [(v.members, v.rule) for v in violations] == [(("m2",), "single-generation")]
+    assert "generation 1 while the group is on 2" in violations[0].message
