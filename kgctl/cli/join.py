@@ -1,21 +1,161 @@
-"""`kgctl join` (not built yet: its issue is open)."""
+"""`kgctl join`: one real consumer-group member that shows every step of the rebalance."""
 
 from __future__ import annotations
 
+import enum
 import sys
+from typing import Annotated
 
 import typer
 
 from kgctl.cli.app import app
-from kgctl.cli.common import Bootstrap, CommandConfig, Output, Overrides, Quiet, Timeout, Verbose
-from kgctl.errors import ExitStatus
-
-
-@app.command(
-    "join",
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+from kgctl.cli.common import (
+    Bootstrap,
+    CommandConfig,
+    Env,
+    Output,
+    Overrides,
+    Quiet,
+    Timeout,
+    Verbose,
+    make_env,
+    make_settings,
+    run,
 )
+from kgctl.errors import ExitStatus, UsageError
+from kgctl.model.events import Event
+
+
+class Assignor(str, enum.Enum):
+    range = "range"
+    roundrobin = "roundrobin"
+    sticky = "sticky"
+    cooperative_sticky = "cooperative-sticky"
+
+
+class Commit(str, enum.Enum):
+    auto = "auto"
+    sync = "sync"
+    async_ = "async"
+    none = "none"
+
+
+class From(str, enum.Enum):
+    earliest = "earliest"
+    latest = "latest"
+
+
+class TextSink:
+    """Lines on stdout (with a live header on a terminal); the exit summary on stderr."""
+
+    def __init__(self, env: Env) -> None:
+        from kgctl.render.member_lines import MemberHeader
+
+        self.env = env
+        self.header = MemberHeader()
+        self.previous: Event | None = None
+        self.live = None
+        assert env.out is not None
+        if env.out.is_terminal and not env.quiet:
+            from rich.live import Live
+
+            self.live = Live(
+                self.header.render(),
+                console=env.out,
+                auto_refresh=True,
+                refresh_per_second=4,
+                transient=True,
+                get_renderable=self.header.render,
+            )
+            self.live.start()
+
+    def __call__(self, event: Event) -> None:
+        from kgctl.render.member_lines import render_line, summary_lines
+
+        self.header.update(event)
+        assert self.env.out is not None
+        if event.type == "MemberStopped":
+            self.close()
+            if not self.env.quiet or event.data.get("exit_status"):
+                for line in summary_lines(event):
+                    print(line, file=sys.stderr, flush=True)
+            return
+        if self.env.quiet and event.type not in ("MemberFailed",):
+            return
+        line = render_line(event, self.previous, heartbeats=self.env.verbose)
+        if event.type != "HeartbeatSucceeded":
+            self.previous = event
+        if line is not None:
+            console = self.live.console if self.live is not None else self.env.out
+            console.print(line, highlight=False, soft_wrap=True)
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+
+def json_sink(event: Event) -> None:
+    sys.stdout.write(event.to_json() + "\n")
+    sys.stdout.flush()
+
+
+@app.command("join")
 def join_command(
+    topics: Annotated[
+        list[str] | None,
+        typer.Argument(help="Topics to subscribe to (or use --pattern).", show_default=False),
+    ] = None,
+    group: Annotated[str, typer.Option("--group", "-g", help="Consumer group id.")] = "",
+    pattern: Annotated[
+        str | None, typer.Option("--pattern", help="Subscribe to topics matching this regex.")
+    ] = None,
+    assignor: Annotated[
+        list[Assignor] | None,
+        typer.Option("--assignor", help="Partition assignor, repeatable, in preference order."),
+    ] = None,
+    instance_id: Annotated[
+        str | None, typer.Option("--instance-id", help="group.instance.id: a static member.")
+    ] = None,
+    session_timeout: Annotated[
+        int | None, typer.Option("--session-timeout", help="session.timeout.ms.", min=1)
+    ] = None,
+    heartbeat_interval: Annotated[
+        int | None, typer.Option("--heartbeat-interval", help="heartbeat.interval.ms.", min=1)
+    ] = None,
+    max_poll_interval: Annotated[
+        int | None, typer.Option("--max-poll-interval", help="max.poll.interval.ms.", min=1)
+    ] = None,
+    client_id: Annotated[str | None, typer.Option("--client-id", help="client.id.")] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="Label of this member in events and output.")
+    ] = None,
+    processing_ms: Annotated[
+        float, typer.Option("--processing-ms", help="Sleep per polled batch (ms).", min=0)
+    ] = 0.0,
+    commit: Annotated[Commit, typer.Option("--commit", help="How offsets are committed.")] = (
+        Commit.auto
+    ),
+    from_: Annotated[
+        From, typer.Option("--from", help="Where to start without a committed offset.")
+    ] = From.earliest,
+    max_records: Annotated[
+        int | None, typer.Option("--max-records", help="Stop after N records.", min=1)
+    ] = None,
+    duration: Annotated[
+        float | None, typer.Option("--duration", help="Stop after S seconds.", min=0)
+    ] = None,
+    control_topic: Annotated[
+        str | None,
+        typer.Option("--control-topic", help="Also read control JSON from this topic."),
+    ] = None,
+    trace_topic: Annotated[
+        str | None, typer.Option("--trace-topic", help="Also publish each event to this topic.")
+    ] = None,
+    fail_on_missing: Annotated[
+        bool,
+        typer.Option("--fail-on-missing", help="Exit NOT_FOUND if a topic does not exist."),
+    ] = False,
     bootstrap: Bootstrap = None,
     command_config: CommandConfig = None,
     x: Overrides = None,
@@ -24,6 +164,48 @@ def join_command(
     verbose: Verbose = False,
     quiet: Quiet = False,
 ) -> None:
-    """Not built yet."""
-    print("kgctl: join is not built yet", file=sys.stderr)
-    raise typer.Exit(int(ExitStatus.NOT_BUILT))
+    """Join a consumer group as one real member and show every step of each rebalance.
+
+    Control it live with JSON lines on stdin (see docs/member.md), for example
+    {"op":"rejoin"}. Ctrl-C or SIGTERM commits (if configured), leaves and exits.
+    """
+    env = make_env(output, verbose, quiet)
+
+    def body() -> ExitStatus:
+        from kgctl.member.runner import Member, MemberConfig
+
+        if not group:
+            raise UsageError("--group/-g is required")
+        if bool(topics) == bool(pattern):
+            raise UsageError("give TOPICS... or --pattern REGEX (exactly one of them)")
+        settings = make_settings(bootstrap, command_config, x, timeout)
+        config = MemberConfig(
+            group=group,
+            topics=list(topics or []),
+            pattern=pattern,
+            assignors=[a.value for a in (assignor or [Assignor.range])],
+            instance_id=instance_id,
+            session_timeout_ms=session_timeout,
+            heartbeat_interval_ms=heartbeat_interval,
+            max_poll_interval_ms=max_poll_interval,
+            client_id=client_id,
+            name=name,
+            processing_ms=processing_ms,
+            commit=commit.value,
+            offset_reset=from_.value,
+            max_records=max_records,
+            duration_s=duration,
+            control_topic=control_topic,
+            trace_topic=trace_topic,
+            fail_on_missing=fail_on_missing,
+        )
+        sink = json_sink if env.json else TextSink(env)
+        try:
+            return Member(config, settings, [sink]).run()
+        finally:
+            if isinstance(sink, TextSink):
+                sink.close()
+
+    status = run(env, body)
+    if status:
+        raise typer.Exit(int(status))

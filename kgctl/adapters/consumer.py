@@ -1,0 +1,761 @@
+"""kafka-python's KafkaConsumer with kgctl's coordinator: every rebalance step is an event.
+
+Pinned to kafka-python 3.0.12. `TracedCoordinator` subclasses its ConsumerCoordinator
+(the documented seam, private API) and `build_consumer` makes KafkaConsumer use it by
+swapping the `ConsumerCoordinator` name that `kafka/consumer/group.py` looks up, only for
+the duration of the constructor and under a lock. The subclass also fixes the departures
+from the Java client listed in docs/member.md. Its hooks run on kafka-python's I/O
+thread: they only read state and call `emit`, which queues.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import kafka.consumer.group as _group_module
+import kafka.errors as Errors
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.consumer.subscription_state import ConsumerRebalanceListener
+from kafka.coordinator.assignors.abstract import RebalanceProtocol
+from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+from kafka.coordinator.assignors.range import RangePartitionAssignor
+from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+from kafka.coordinator.base import Generation
+from kafka.coordinator.consumer import ConsumerCoordinator
+from kafka.protocol.consumer import (
+    DEFAULT_GENERATION_ID,
+    UNKNOWN_MEMBER_ID,
+    JoinGroupRequest,
+    SyncGroupRequest,
+)
+from kafka.protocol.consumer.metadata import (
+    ConsumerProtocolAssignment,
+    ConsumerProtocolSubscription,
+)
+from kafka.structs import MemberState, OffsetAndMetadata, TopicPartition
+
+from kgctl.errors import ConnectError, UsageError
+from kgctl.member.reasons import FATAL_ERRORS, join_retry, rejoin_reason
+from kgctl.model.events import partitions_of
+
+Emit = Callable[..., Any]
+
+ASSIGNORS = {
+    "range": RangePartitionAssignor,
+    "roundrobin": RoundRobinPartitionAssignor,
+    "sticky": StickyPartitionAssignor,
+    "cooperative-sticky": CooperativeStickyAssignor,
+}
+
+# Highest JoinGroup version kgctl asks for: v8 carries the rebalance reason (KIP-800).
+JOIN_GROUP_MAX_VERSION = 9
+
+
+def error_name(exc: BaseException | type) -> str:
+    """Kafka's protocol name for a broker error (FENCED_INSTANCE_ID), else the class name."""
+    cls = exc if isinstance(exc, type) else type(exc)
+    if cls is Errors.NoError:
+        return "NONE"
+    if issubclass(cls, Errors.BrokerResponseError) and getattr(cls, "message", None):
+        return str(cls.message)
+    return cls.__name__
+
+
+def is_retriable(exc: BaseException) -> bool:
+    return bool(getattr(exc, "retriable", False))
+
+
+def _ms(since: float) -> float:
+    return round((time.monotonic() - since) * 1000, 1)
+
+
+def _offsets_doc(offsets: dict[Any, Any]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for tp, meta in sorted(offsets.items()):
+        value = meta.offset if isinstance(meta, OffsetAndMetadata) else int(meta)
+        out.setdefault(tp.topic, {})[str(tp.partition)] = value
+    return out
+
+
+def _assignment_of(assignment: Any) -> dict[str, list[int]]:
+    if isinstance(assignment, bytes | bytearray | memoryview):
+        assignment = ConsumerProtocolAssignment.decode(bytes(assignment))
+    return partitions_of((tp.topic, tp.partition) for tp in assignment.partitions())
+
+
+class TracedCoordinator(ConsumerCoordinator):
+    """ConsumerCoordinator that emits an event at every step and behaves like Java's."""
+
+    _kg_emit: Emit = staticmethod(lambda type_, **data: None)
+
+    def __init__(self, client: Any, subscription: Any, **configs: Any) -> None:
+        self._kg_ready = False
+        self._kg_joined_before = False
+        self._kg_rejoin_reported = False
+        self._kg_pending_reason: str | None = None
+        self._kg_context: str | None = None  # reason for a request_rejoin made by super
+        self._kg_cause = ""  # why the next reset_generation happens
+        self._kg_reason = "first_join"
+        self._kg_retry_of = ""
+        self._kg_rebalance_started: float | None = None
+        self._kg_fatal: BaseException | None = None
+        self._kg_closing = False
+        self._kg_leave_reason: str | None = None
+        self._kg_hb_handled = False
+        self._kg_last_heartbeat_ms: float | None = None
+        super().__init__(client, subscription, **configs)
+        self._kg_ready = True
+
+    def _kg(self, type_: str, **data: Any) -> None:
+        self._kg_emit(type_, **data)
+
+    # -- identity, read by the emitter from any thread --------------------------------
+    def kg_identity(self) -> tuple[str, int]:
+        gen = self._generation
+        return gen.member_id, gen.generation_id
+
+    @property
+    def kg_is_leader(self) -> bool:
+        return bool(self._is_leader)
+
+    @property
+    def kg_protocol(self) -> str:
+        proto = self._rebalance_protocol or RebalanceProtocol.EAGER
+        return "cooperative" if proto == RebalanceProtocol.COOPERATIVE else "eager"
+
+    # -- poll: fail fast on a fatal error seen on the I/O thread (departure 2) ----------
+    def poll(self, timeout_ms: Any = None) -> Any:
+        if self._kg_fatal is not None:
+            raise self._kg_fatal
+        return super().poll(timeout_ms=timeout_ms)
+
+    # -- rejoinNeededOrPending, with its reason -------------------------------------
+    def need_rejoin(self) -> bool:
+        metadata_changed = (
+            self._assignment_snapshot is not None
+            and self._assignment_snapshot != self._metadata_snapshot
+        )
+        subscription_changed = (
+            self._joined_subscription is not None
+            and self._joined_subscription != self._subscription.subscription
+        )
+        needed = bool(super().need_rejoin())
+        if needed and not self._kg_rejoin_reported and not self._kg_closing:
+            reason = rejoin_reason(
+                joined_before=self._kg_joined_before,
+                metadata_changed=metadata_changed,
+                subscription_changed=subscription_changed,
+                pending=self._kg_pending_reason,
+            ).value
+            self._kg_rejoin_reported = True
+            self._kg_reason = reason
+            self._kg_retry_of = ""
+            self._kg_rebalance_started = time.monotonic()
+            data: dict[str, Any] = {"reason": reason}
+            if reason == "metadata_changed":
+                data["partition_counts"] = {
+                    t: len(ps) for t, ps in sorted((self._metadata_snapshot or {}).items())
+                }
+                data["assigned_with"] = {
+                    t: len(ps) for t, ps in sorted((self._assignment_snapshot or {}).items())
+                }
+            elif reason == "subscription_changed":
+                data["subscription"] = sorted(self._subscription.subscription or ())
+                data["joined_subscription"] = sorted(self._joined_subscription or ())
+            self._kg("RejoinRequested", **data)
+        return needed
+
+    def request_rejoin(self, reason: str | None = None) -> None:
+        if self._kg_pending_reason is None:
+            self._kg_pending_reason = reason or self._kg_context or "requested"
+        super().request_rejoin()
+
+    def reset_generation(self, member_id: str = UNKNOWN_MEMBER_ID) -> None:
+        old = self._generation
+        super().reset_generation(member_id)
+        if not getattr(self, "_kg_ready", False):
+            return
+        if self._kg_pending_reason is None:
+            self._kg_pending_reason = "generation_reset"
+        if old.generation_id != DEFAULT_GENERATION_ID or (old.member_id and not member_id):
+            self._kg(
+                "GenerationReset",
+                previous_generation=old.generation_id,
+                previous_member_id=old.member_id,
+                member_id_kept=bool(member_id),
+                cause=self._kg_cause or "unknown",
+            )
+
+    # -- 1. find the coordinator -------------------------------------------------------
+    async def _send_group_coordinator_request(self) -> Any:
+        node_id = self._client.least_loaded_node()
+        if node_id is not None:
+            self._kg("CoordinatorLookupSent", node=str(node_id))
+            self._kg_lookup_started = time.monotonic()
+        return await super()._send_group_coordinator_request()
+
+    def _handle_find_coordinator_response(self, response: Any) -> Any:
+        try:
+            node = super()._handle_find_coordinator_response(response)
+        except Errors.KafkaError as exc:
+            if isinstance(exc, Errors.GroupAuthorizationFailedError):
+                self._kg_fatal = exc
+            raise
+        broker = self._cluster.broker_metadata(node)
+        self._kg(
+            "CoordinatorFound",
+            coordinator=str(node),
+            host=getattr(broker, "host", None),
+            port=getattr(broker, "port", None),
+            duration_ms=_ms(getattr(self, "_kg_lookup_started", time.monotonic())),
+        )
+        return node
+
+    def coordinator_dead(self, error: Any) -> None:
+        if self.coordinator_id is not None:
+            name = error_name(error) if isinstance(error, BaseException | type) else str(error)
+            self._kg("CoordinatorLost", coordinator=str(self.coordinator_id), error=name)
+        super().coordinator_dead(error)
+
+    # -- onJoinPrepare (departure 4: no revoked(set()) on a join without generation) ----
+    async def _on_join_prepare_async(
+        self, generation: int, member_id: str, timeout_ms: Any = None
+    ) -> None:
+        started = time.monotonic()
+        owned = partitions_of(
+            (tp.topic, tp.partition) for tp in self._subscription.assigned_partitions()
+        )
+        lost = self._generation.is_lost()
+        if lost and not owned:
+            # Java's onJoinPrepare without a generation: nothing to lose, nothing to
+            # revoke, no listener call at all (kafka-python calls revoked(set())).
+            self._is_leader = False
+            self._subscription.reset_group_subscription()
+        else:
+            await super()._on_join_prepare_async(generation, member_id, timeout_ms=timeout_ms)
+        self._kg(
+            "JoinPrepared",
+            previous_generation=generation,
+            previous_member_id=member_id,
+            owned=owned,
+            lost=bool(lost and owned),
+            protocol=self.kg_protocol,
+            auto_commit=bool(self.config["enable_auto_commit"]),
+            duration_ms=_ms(started),
+        )
+
+    # -- joinGroupIfNeeded (departures 1, 3, 5) -------------------------------------------
+    async def join_group_async(self, timeout_ms: Any = None) -> bool:
+        from kafka.util import Timer
+
+        timer = Timer(timeout_ms)
+        while self.need_rejoin():
+            if self._kg_closing:
+                return False
+            if not await self.ensure_coordinator_ready_async(timeout_ms=timer.timeout_ms):
+                return False
+            # Departure 1: a join that finished while the caller was outside poll() is
+            # reused (Java keeps its joinFuture), not discarded for a new JoinGroup.
+            if self._join_task is None:
+                if not self.rejoining:
+                    await self._on_join_prepare_async(
+                        self._generation.generation_id,
+                        self._generation.member_id,
+                        timeout_ms=timer.timeout_ms,
+                    )
+                    self.rejoining = True
+                    self._disable_heartbeat()
+                self._join_task = self._manager.call_soon(self._do_join_and_sync_async)
+            try:
+                assignment_bytes = await self._manager.wait_for(self._join_task, timer.timeout_ms)
+            except Errors.KafkaTimeoutError:
+                if self._join_task is not None and self._join_task.is_done:
+                    self._join_task = None  # the join itself timed out: retry it
+                    self._kg_join_failed(Errors.KafkaTimeoutError(), "backoff")
+                return False
+            except Errors.KafkaError as exc:
+                self._join_task = None
+                name = error_name(exc)
+                retry = join_retry(name, is_retriable(exc))
+                if self._kg_closing:
+                    retry = "abandoned"
+                self._kg_join_failed(exc, retry)
+                if retry == "immediate":
+                    continue
+                if retry == "backoff":
+                    if timer.expired:
+                        return False
+                    backoff_ms = self.config["retry_backoff_ms"]
+                    if timer.timeout_ms is not None:
+                        backoff_ms = min(backoff_ms, timer.timeout_ms)
+                    if backoff_ms > 0:
+                        await self._manager._net.sleep(backoff_ms / 1000)
+                    continue
+                raise
+            self._join_task = None
+            # Departure 5: Java's hasGenerationReset check. Another path may have reset
+            # the generation while the join was finishing; do not complete a stale join.
+            with self._lock:
+                generation = self._generation
+                state = self.state
+            if (
+                generation.generation_id == DEFAULT_GENERATION_ID
+                or state is not MemberState.REBALANCING
+            ):
+                self._kg(
+                    "JoinFailed",
+                    error="GENERATION_RESET",
+                    retry="immediate",
+                    detail=(
+                        f"generation/state became {generation.generation_id}/{state.name} "
+                        "before onJoinComplete"
+                    ),
+                )
+                self._kg_cause = "generation_reset_during_join"
+                self.reset_generation(member_id=generation.member_id)
+                continue
+            with self._lock:
+                self.rejoining = False
+                self.rejoin_needed = False
+                self.state = MemberState.STABLE
+                self._enable_heartbeat()
+            await self._on_join_complete_async(
+                generation.generation_id,
+                generation.member_id,
+                generation.protocol,
+                assignment_bytes,
+            )
+            return True
+        return True
+
+    def _kg_join_failed(self, exc: BaseException, retry: str) -> None:
+        name = error_name(exc)
+        self._kg_retry_of = name
+        self._kg("JoinFailed", error=name, retry=retry, detail=str(exc)[:200])
+        if retry == "fatal" and name in FATAL_ERRORS:
+            self._kg_fatal = exc
+
+    # -- JoinGroup -> SyncGroup, one attempt (departures 3 and 6) ----------------------
+    async def _do_join_and_sync_async(self) -> Any:
+        if self.coordinator_unknown():
+            raise Errors.CoordinatorNotAvailableError(self.coordinator_id)
+        with self._lock:
+            self.state = MemberState.REBALANCING
+        protocols = self.group_protocols()
+        reason = self._kg_reason
+        wire_reason = f"kgctl: {reason}"
+        if self._kg_retry_of:
+            wire_reason += f" (retry after {self._kg_retry_of})"
+        join_request = JoinGroupRequest(
+            group_id=self.group_id,
+            session_timeout_ms=self.config["session_timeout_ms"],
+            rebalance_timeout_ms=self.config["max_poll_interval_ms"],
+            member_id=self._generation.member_id,
+            group_instance_id=self.group_instance_id,
+            protocol_type=self.protocol_type(),
+            protocols=protocols,
+            reason=wire_reason[:255],
+            max_version=JOIN_GROUP_MAX_VERSION,
+        )
+        self._kg(
+            "JoinGroupSent",
+            reason=reason,
+            wire_reason=wire_reason[:255],
+            protocols=[name for name, _ in protocols],
+            member_id=self._generation.member_id,
+            session_timeout_ms=self.config["session_timeout_ms"],
+            rebalance_timeout_ms=self.config["max_poll_interval_ms"],
+            coordinator=str(self.coordinator_id),
+        )
+        sent = time.monotonic()
+        join_timeout_ms = max(
+            self.config["request_timeout_ms"], self.config["max_poll_interval_ms"] + 5000
+        )
+        join_response = await self._manager.send(
+            join_request, node_id=self.coordinator_id, request_timeout_ms=join_timeout_ms
+        )
+        is_leader = bool(join_response.leader) and join_response.leader == join_response.member_id
+        received: dict[str, Any] = {
+            "error": error_name(Errors.for_code(join_response.error_code)),
+            "generation": join_response.generation_id,
+            "member_id": join_response.member_id,
+            "leader": join_response.leader,
+            "protocol": join_response.protocol_name,
+            "is_leader": is_leader,
+            "duration_ms": _ms(sent),
+        }
+        if is_leader:
+            members = []
+            for m in join_response.members:
+                try:
+                    sub = ConsumerProtocolSubscription.decode(bytes(m.metadata))
+                    topics = sorted(sub.topics or [])
+                    owned = {tp.topic: sorted(tp.partitions) for tp in (sub.owned_partitions or [])}
+                except Exception:  # a foreign member's metadata: report it undecoded
+                    topics, owned = [], {}
+                members.append(
+                    {
+                        "member_id": m.member_id,
+                        "instance_id": m.group_instance_id,
+                        "topics": topics,
+                        "owned": owned,
+                    }
+                )
+            received["members"] = members
+        self._kg_cause = f"join:{received['error']}"
+        self._kg("JoinGroupReceived", **received)
+        self._process_join_group_response(join_response, sent)  # raises on error
+        if self._kg_closing:
+            # Departure 3: close() after LeaveGroup must not let this join go on to a
+            # SyncGroup for a member that has left.
+            raise Errors.KafkaError("member closing: join abandoned before SyncGroup")
+
+        assignments: list[Any] = []
+        if is_leader:
+            started = time.monotonic()
+            group_assignment = self._perform_assignment(
+                join_response.leader, join_response.protocol_name, join_response.members
+            )
+            self._kg(
+                "AssignmentComputed",
+                assignor=join_response.protocol_name,
+                plan={mid: _assignment_of(a) for mid, a in sorted(group_assignment.items())},
+                duration_ms=_ms(started),
+            )
+            assignments = list(group_assignment.items())
+        sync_request = SyncGroupRequest(
+            group_id=self.group_id,
+            generation_id=self._generation.generation_id,
+            member_id=self._generation.member_id,
+            group_instance_id=self.group_instance_id,
+            protocol_type=self.protocol_type(),
+            protocol_name=self._generation.protocol,
+            assignments=assignments,
+            max_version=5,
+        )
+        self._kg("SyncGroupSent", is_leader=is_leader, assignments=len(assignments))
+        sent = time.monotonic()
+        sync_response = await self._manager.send(sync_request, node_id=self.coordinator_id)
+        sync_error = error_name(Errors.for_code(sync_response.error_code))
+        synced: dict[str, Any] = {"error": sync_error, "duration_ms": _ms(sent)}
+        if sync_error == "NONE":
+            try:
+                synced["assignment"] = _assignment_of(sync_response.assignment)
+            except Exception:
+                synced["assignment"] = {}
+        self._kg("SyncGroupReceived", **synced)
+        self._kg_cause = f"sync:{sync_error}"
+        return self._process_sync_group_response(sync_response, sent)
+
+    def _perform_assignment(self, leader_id: str, protocol_name: str, members: Any) -> Any:
+        assignments = super()._perform_assignment(leader_id, protocol_name, members)
+        # Departure (g): kafka-python snapshots the metadata it last *received* before
+        # the assignor ran, which is empty when the first join beats the first metadata
+        # response, so every new leader rebalanced twice. Snapshot what the assignor
+        # actually saw, as Java's assignmentSnapshot does.
+        snapshot = self._build_metadata_snapshot(self._subscription, self._cluster)
+        self._metadata_snapshot = snapshot
+        self._assignment_snapshot = snapshot
+        return assignments
+
+    # -- onJoinComplete ------------------------------------------------------------------
+    async def _on_join_complete_async(
+        self, generation: int, member_id: str, protocol: str, member_assignment_bytes: Any
+    ) -> None:
+        before = partitions_of(
+            (tp.topic, tp.partition) for tp in self._subscription.assigned_partitions()
+        )
+        self._kg_joined_before = True
+        self._kg_rejoin_reported = False
+        self._kg_pending_reason = None
+        self._kg_retry_of = ""
+        self._kg_cause = ""
+        self._kg_context = (
+            "cooperative_followup" if self.kg_protocol == "cooperative" else "assignment_failed"
+        )
+        try:
+            await super()._on_join_complete_async(
+                generation, member_id, protocol, member_assignment_bytes
+            )
+        finally:
+            self._kg_context = None
+        after = partitions_of(
+            (tp.topic, tp.partition) for tp in self._subscription.assigned_partitions()
+        )
+        started = self._kg_rebalance_started
+        self._kg(
+            "JoinCompleted",
+            generation=generation,
+            member_id=member_id,
+            protocol=protocol,
+            is_leader=bool(self._is_leader),
+            assignment=after,
+            added=_diff(after, before),
+            removed=_diff(before, after),
+            rebalance_ms=_ms(started) if started is not None else None,
+        )
+
+    # -- heartbeats (departure 2: FENCED_INSTANCE_ID ends the member) -------------------
+    async def _send_heartbeat_request(self) -> Any:
+        self._kg_hb_handled = False
+        try:
+            return await super()._send_heartbeat_request()
+        except Errors.KafkaError as exc:
+            if not self._kg_hb_handled:
+                self._kg("HeartbeatFailed", error=error_name(exc), transport=True)
+            raise
+
+    def _handle_heartbeat_response(self, response: Any, send_time: float) -> Any:
+        self._kg_hb_handled = True
+        error_type = Errors.for_code(response.error_code)
+        rtt = round((time.monotonic() - send_time) * 1000, 1)
+        if error_type is Errors.NoError:
+            self._kg_last_heartbeat_ms = time.time() * 1000
+            self._kg(
+                "HeartbeatSucceeded",
+                rtt_ms=rtt,
+                throttle_time_ms=getattr(response, "throttle_time_ms", 0) or 0,
+            )
+        else:
+            self._kg("HeartbeatFailed", error=error_name(error_type), rtt_ms=rtt, transport=False)
+        if error_type in (Errors.FencedInstanceIdError, Errors.GroupAuthorizationFailedError):
+            self._kg_fatal = error_type(
+                f"group {self.group_id!r} instance {self.group_instance_id!r}"
+            )
+        self._kg_context = (
+            "rebalance_in_progress" if error_type is Errors.RebalanceInProgressError else None
+        )
+        self._kg_cause = f"heartbeat:{error_name(error_type)}"
+        try:
+            return super()._handle_heartbeat_response(response, send_time)
+        finally:
+            self._kg_context = None
+
+    # -- offsets -------------------------------------------------------------------------
+    async def _send_offset_commit_request(self, offsets: Any) -> Any:
+        started = time.monotonic()
+        try:
+            result = await super()._send_offset_commit_request(offsets)
+        except Exception as exc:
+            if offsets:
+                self._kg(
+                    "OffsetCommitFailed",
+                    error=error_name(exc),
+                    retriable=is_retriable(exc),
+                    offsets=_offsets_doc(offsets),
+                )
+            raise
+        if offsets:
+            self._kg("OffsetsCommitted", offsets=_offsets_doc(offsets), duration_ms=_ms(started))
+        return result
+
+    # -- leaving -------------------------------------------------------------------------
+    async def maybe_leave_group_async(
+        self, reason: str | None = None, timeout_ms: Any = None
+    ) -> Any:
+        if reason is None and not self._kg_closing and self.heartbeat.poll_timeout_expired():
+            self._kg(
+                "PollIntervalExceeded",
+                max_poll_interval_ms=self.config["max_poll_interval_ms"],
+                static=not self.is_dynamic_member(),
+            )
+            self._kg_pending_reason = "poll_interval_exceeded"
+            self._kg_cause = "poll_interval_exceeded"
+            reason = "consumer poll timeout has expired."
+        if reason is None:
+            reason = self._kg_leave_reason or "the consumer is being closed"
+        if (
+            self.is_dynamic_member()
+            and not self.coordinator_unknown()
+            and self.state is not MemberState.UNJOINED
+            and self._generation.has_member_id()
+        ):
+            self._kg("LeaveGroupSent", reason=reason[:255], member_id=self._generation.member_id)
+        if self._kg_cause != "poll_interval_exceeded":
+            self._kg_cause = "left_group"
+        return await super().maybe_leave_group_async(reason, timeout_ms)
+
+    def close(self, autocommit: bool = True, timeout_ms: Any = None) -> None:
+        # Departure 3: mark closing first so an in-flight join stops before SyncGroup
+        # and the join loop does not start another one.
+        self._kg_closing = True
+        super().close(autocommit=autocommit, timeout_ms=timeout_ms)
+
+
+def _diff(a: dict[str, list[int]], b: dict[str, list[int]]) -> dict[str, list[int]]:
+    out = {t: sorted(set(ps) - set(b.get(t, []))) for t, ps in a.items()}
+    return {t: ps for t, ps in out.items() if ps}
+
+
+class EventListener(ConsumerRebalanceListener):
+    """The rebalance listener: turns onPartitions* calls into events."""
+
+    def __init__(self, emit: Emit) -> None:
+        self._emit = emit
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        self._emit("PartitionsRevoked", partitions=_tps(revoked))
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        self._emit("PartitionsAssigned", partitions=_tps(assigned))
+
+    def on_partitions_lost(self, lost: Any) -> None:
+        self._emit("PartitionsLost", partitions=_tps(lost))
+
+
+def _tps(tps: Any) -> dict[str, list[int]]:
+    return partitions_of((tp.topic, tp.partition) for tp in tps)
+
+
+_CONSTRUCT_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _coordinator_class(cls: type) -> Iterator[None]:
+    """Make KafkaConsumer's constructor build `cls` instead of ConsumerCoordinator."""
+    with _CONSTRUCT_LOCK:
+        original = _group_module.ConsumerCoordinator
+        _group_module.ConsumerCoordinator = cls  # type: ignore[misc]
+        try:
+            yield
+        finally:
+            _group_module.ConsumerCoordinator = original  # type: ignore[misc]
+
+
+def build_consumer(
+    kafka_config: dict[str, Any], emit: Emit, **consumer_config: Any
+) -> tuple[KafkaConsumer, TracedCoordinator]:
+    """A KafkaConsumer whose coordinator is a TracedCoordinator emitting through `emit`."""
+    bound = type("BoundTracedCoordinator", (TracedCoordinator,), {"_kg_emit": staticmethod(emit)})
+    config = {**kafka_config, **consumer_config}
+    config.setdefault("bootstrap_timeout_ms", config.get("request_timeout_ms", 30000))
+    try:
+        with _coordinator_class(bound):
+            consumer = KafkaConsumer(**config)
+    except Errors.KafkaConfigurationError as exc:
+        raise UsageError(f"invalid consumer settings: {exc}") from None
+    except (Errors.KafkaConnectionError, Errors.KafkaTimeoutError) as exc:
+        servers = ",".join(kafka_config.get("bootstrap_servers", []))
+        raise ConnectError(
+            f"cannot reach Kafka at {servers} ({error_name(exc)}); check -b and that the "
+            "broker is up"
+        ) from None
+    coordinator = consumer._coordinator
+    assert isinstance(coordinator, TracedCoordinator)
+    return consumer, coordinator
+
+
+def subscribe(
+    consumer: KafkaConsumer, emit: Emit, topics: list[str] | None, pattern: str | None
+) -> None:
+    """Subscribe (or change the subscription) with kgctl's listener."""
+    state = consumer._subscription
+    wanted = "AUTO_PATTERN" if pattern else "AUTO_TOPICS"
+    if state.subscription_type.name not in ("NONE", wanted):
+        # Switching between topics and a pattern: kafka-python refuses; Java allows it.
+        state.subscription_type = type(state.subscription_type).NONE
+        state.subscribed_pattern = None
+    listener = EventListener(emit)
+    if pattern:
+        consumer.subscribe(pattern=pattern, listener=listener)
+    else:
+        consumer.subscribe(topics=list(topics or []), listener=listener)
+
+
+def existing_topics(consumer: KafkaConsumer) -> set[str]:
+    return set(consumer.topics())
+
+
+class TracePublisher:
+    """Publishes each event's JSON to a Kafka topic, keyed by group."""
+
+    def __init__(self, kafka_config: dict[str, Any], topic: str) -> None:
+        self.topic = topic
+        try:
+            self._producer = KafkaProducer(**kafka_config, linger_ms=20)
+        except (Errors.KafkaConnectionError, Errors.KafkaTimeoutError) as exc:
+            raise ConnectError(f"--trace-topic: cannot reach Kafka ({error_name(exc)})") from None
+
+    def publish(self, key: str, document: dict[str, Any]) -> None:
+        value = json.dumps(document, separators=(",", ":"), sort_keys=True).encode()
+        self._producer.send(self.topic, key=key.encode(), value=value)
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        try:
+            self._producer.flush(timeout=timeout_s)
+        finally:
+            self._producer.close(timeout=timeout_s)
+
+
+class ControlTopicReader:
+    """Reads control commands from a topic on a daemon thread (from its end, no group)."""
+
+    def __init__(
+        self, kafka_config: dict[str, Any], topic: str, keys: set[str], feed: Callable[[str], None]
+    ) -> None:
+        self._stop = threading.Event()
+        self._keys = keys
+        self._feed = feed
+        try:
+            self._consumer = KafkaConsumer(
+                **kafka_config,
+                group_id=None,
+                auto_offset_reset="latest",
+                enable_auto_commit=False,
+            )
+        except (Errors.KafkaConnectionError, Errors.KafkaTimeoutError) as exc:
+            raise ConnectError(f"--control-topic: cannot reach Kafka ({error_name(exc)})") from None
+        partitions = self._consumer.partitions_for_topic(topic) or set()
+        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+        if not tps:
+            from kgctl.errors import NotFoundError
+
+            self._consumer.close()
+            raise NotFoundError(f"--control-topic {topic!r} does not exist; create it first")
+        self._consumer.assign(tps)
+        self._consumer.seek_to_end(*tps)
+        for tp in tps:
+            self._consumer.position(tp)  # resolve now: commands sent from here on count
+        self._thread = threading.Thread(target=self._loop, name="kgctl-control-topic", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                batches = self._consumer.poll(timeout_ms=300)
+            except Exception:
+                if self._stop.is_set():
+                    return
+                time.sleep(0.5)
+                continue
+            for records in batches.values():
+                for record in records:
+                    key = record.key.decode(errors="replace") if record.key else ""
+                    if key in self._keys and record.value:
+                        self._feed(record.value.decode(errors="replace"))
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        with contextlib.suppress(Exception):
+            self._consumer.close(autocommit=False, timeout_ms=2000)
+
+
+__all__ = [
+    "ASSIGNORS",
+    "ControlTopicReader",
+    "EventListener",
+    "Generation",
+    "TracePublisher",
+    "TracedCoordinator",
+    "build_consumer",
+    "error_name",
+    "existing_topics",
+    "subscribe",
+]

@@ -1,0 +1,101 @@
+"""Pure decisions of the member: why it rejoins, how a failed join is retried, which
+errors end it. No kafka import: the adapter passes error names (Kafka's protocol names,
+for example ``FENCED_INSTANCE_ID``) and flags read off the coordinator.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from kgctl.errors import ExitStatus, FencedError, KgctlError, MemberFailedError, NotAuthorizedError
+
+
+class RejoinReason(str, enum.Enum):
+    """Why the member decided to (re)join; carried by RejoinRequested and JoinGroupSent."""
+
+    FIRST_JOIN = "first_join"
+    SUBSCRIPTION_CHANGED = "subscription_changed"
+    METADATA_CHANGED = "metadata_changed"
+    ASSIGNMENT_FAILED = "assignment_failed"
+    GENERATION_RESET = "generation_reset"
+    REBALANCE_IN_PROGRESS = "rebalance_in_progress"
+    POLL_INTERVAL_EXCEEDED = "poll_interval_exceeded"
+    EXPLICIT_REQUEST = "explicit_request"
+    COOPERATIVE_FOLLOWUP = "cooperative_followup"
+    REQUESTED = "requested"  # the base flag was set by a path kgctl does not name
+
+
+def rejoin_reason(
+    *,
+    joined_before: bool,
+    metadata_changed: bool,
+    subscription_changed: bool,
+    pending: str | None,
+) -> RejoinReason:
+    """The reason for a rejoin, checked in the order of Java's rejoinNeededOrPending.
+
+    A member that never completed a join is on its first join whatever else is true;
+    then the assignment's metadata snapshot, then the joined subscription, then the
+    reason recorded when the base class's rejoin flag was set.
+    """
+    if not joined_before:
+        return RejoinReason.FIRST_JOIN
+    if metadata_changed:
+        return RejoinReason.METADATA_CHANGED
+    if subscription_changed:
+        return RejoinReason.SUBSCRIPTION_CHANGED
+    if pending:
+        return RejoinReason(pending)
+    return RejoinReason.REQUESTED
+
+
+# AbstractCoordinator#joinGroupIfNeeded retries these at once, without backoff.
+IMMEDIATE_RETRY = frozenset(
+    {"UNKNOWN_MEMBER_ID", "REBALANCE_IN_PROGRESS", "ILLEGAL_GENERATION", "MEMBER_ID_REQUIRED"}
+)
+
+# Errors that end the member, with the exit status the CLI reports.
+FATAL_ERRORS: dict[str, ExitStatus] = {
+    "FENCED_INSTANCE_ID": ExitStatus.FENCED,
+    "GROUP_AUTHORIZATION_FAILED": ExitStatus.NOT_AUTHORIZED,
+    "TOPIC_AUTHORIZATION_FAILED": ExitStatus.NOT_AUTHORIZED,
+    "CLUSTER_AUTHORIZATION_FAILED": ExitStatus.NOT_AUTHORIZED,
+    "SASL_AUTHENTICATION_FAILED": ExitStatus.NOT_AUTHORIZED,
+    "INVALID_SESSION_TIMEOUT": ExitStatus.MEMBER_FAILED,
+    "INCONSISTENT_GROUP_PROTOCOL": ExitStatus.MEMBER_FAILED,
+    "INVALID_GROUP_ID": ExitStatus.MEMBER_FAILED,
+    "GROUP_MAX_SIZE_REACHED": ExitStatus.MEMBER_FAILED,
+    "UNSUPPORTED_VERSION": ExitStatus.MEMBER_FAILED,
+}
+
+_HINTS = {
+    "FENCED_INSTANCE_ID": "another member joined with the same --instance-id",
+    "GROUP_AUTHORIZATION_FAILED": "the principal may not use this group (check the ACLs)",
+    "TOPIC_AUTHORIZATION_FAILED": "the principal may not read a subscribed topic",
+    "INVALID_SESSION_TIMEOUT": (
+        "--session-timeout is outside the broker's group.min/max.session.timeout.ms"
+    ),
+    "INCONSISTENT_GROUP_PROTOCOL": "no --assignor in common with the group's other members",
+    "GROUP_MAX_SIZE_REACHED": "the group is full (group.max.size)",
+}
+
+
+def join_retry(error: str, retriable: bool) -> str:
+    """How joinGroupIfNeeded continues after a failed JoinGroup/SyncGroup."""
+    if error in FATAL_ERRORS:
+        return "fatal"
+    if error in IMMEDIATE_RETRY:
+        return "immediate"
+    return "backoff" if retriable else "fatal"
+
+
+def fatal_error(error: str, group: str, detail: str = "") -> KgctlError:
+    """The one-line error (and its exit status) for a fatal protocol error."""
+    status = FATAL_ERRORS.get(error, ExitStatus.MEMBER_FAILED)
+    hint = _HINTS.get(error, detail or "the member cannot continue")
+    message = f"group {group!r}: {error}: {hint}"
+    if status is ExitStatus.FENCED:
+        return FencedError(message)
+    if status is ExitStatus.NOT_AUTHORIZED:
+        return NotAuthorizedError(message)
+    return MemberFailedError(message, status)

@@ -1,0 +1,403 @@
+"""One real consumer-group member: the poll loop, live control, stopping, and totals.
+
+The protocol steps themselves are traced by the adapter's coordinator (on kafka-python's
+I/O thread); this module owns the main thread: it polls, applies control commands,
+writes every queued event to the sinks, and stops cleanly (commit, LeaveGroup, totals).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import IO, Any
+
+from kgctl.errors import ExitStatus, KgctlError, NotFoundError, UsageError
+from kgctl.member.control import Command, ControlQueue
+from kgctl.member.emitter import Emitter
+from kgctl.member.reasons import FATAL_ERRORS, fatal_error
+from kgctl.member.stats import ConsumeStats
+from kgctl.model.events import Event
+from kgctl.settings import ClientSettings
+
+Sink = Callable[[Event], None]
+COMMIT_MODES = ("auto", "sync", "async", "none")
+POLL_MS = 200
+
+
+@dataclass
+class MemberConfig:
+    """What `kgctl join` was asked to do (times in ms unless named _s)."""
+
+    group: str
+    topics: list[str] = field(default_factory=list)
+    pattern: str | None = None
+    assignors: list[str] = field(default_factory=lambda: ["range"])
+    instance_id: str | None = None
+    session_timeout_ms: int | None = None
+    heartbeat_interval_ms: int | None = None
+    max_poll_interval_ms: int | None = None
+    client_id: str | None = None
+    name: str | None = None
+    processing_ms: float = 0.0
+    commit: str = "auto"
+    offset_reset: str = "earliest"
+    max_records: int | None = None
+    duration_s: float | None = None
+    control_topic: str | None = None
+    trace_topic: str | None = None
+    fail_on_missing: bool = False
+    read_stdin: bool = True
+
+    def validate(self) -> None:
+        if bool(self.topics) == bool(self.pattern):
+            raise UsageError("give TOPICS... or --pattern REGEX (exactly one of them)")
+        if not self.group:
+            raise UsageError("--group is required")
+        if self.commit not in COMMIT_MODES:
+            raise UsageError(f"--commit {self.commit!r}: expected one of {COMMIT_MODES}")
+        if self.pattern is not None:
+            import re
+
+            try:
+                re.compile(self.pattern)
+            except re.error as exc:
+                raise UsageError(f"--pattern {self.pattern!r}: not a regex ({exc})") from None
+        kinds = {"cooperative-sticky" == a for a in self.assignors}
+        if len(kinds) > 1:
+            raise UsageError(
+                "--assignor: cooperative-sticky cannot be listed with eager assignors in "
+                "kafka-python (no upgrade path); use it alone"
+            )
+
+    @property
+    def label(self) -> str:
+        return self.name or self.instance_id or f"member-{os.getpid()}"
+
+
+def _set_parent_death_signal() -> None:
+    """Linux: ask the kernel to send SIGTERM when the parent dies (prctl PR_SET_PDEATHSIG)."""
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+
+
+class Member:
+    """A consumer-group member that emits an event at every step of the protocol."""
+
+    def __init__(
+        self,
+        config: MemberConfig,
+        settings: ClientSettings,
+        sinks: list[Sink],
+        *,
+        stdin: IO[str] | None = None,
+    ) -> None:
+        config.validate()
+        self.config = config
+        self.settings = settings
+        self.sinks = list(sinks)
+        self.stdin = stdin if stdin is not None else sys.stdin
+        client_id = config.client_id or f"kgctl-{config.label}"
+        self.client_id = client_id
+        self.emitter = Emitter(config.group, config.label, client_id, config.instance_id)
+        self.control = ControlQueue()
+        self.stats = ConsumeStats()
+        self.processing_ms = config.processing_ms
+        self.paused = False
+        self._stop: str | None = None
+        self._exit = ExitStatus.OK
+        self._started = time.monotonic()
+        self._ppid = os.getppid()
+        self._consumer: Any = None
+        self._coordinator: Any = None
+        self._trace: Any = None
+        self._control_reader: Any = None
+
+    # -- events ---------------------------------------------------------------------------
+    def emit(self, type_: str, **data: Any) -> None:
+        self.emitter.emit(type_, **data)
+
+    def flush(self) -> None:
+        for event in self.emitter.drain():
+            if event.type == "OffsetsCommitted":
+                self.stats.add_commit(
+                    {
+                        (t, int(p)): o
+                        for t, ps in event.data.get("offsets", {}).items()
+                        for p, o in ps.items()
+                    }
+                )
+            for sink in self.sinks:
+                sink(event)
+            if self._trace is not None:
+                with contextlib.suppress(Exception):
+                    self._trace.publish(event.group, event.to_dict())
+
+    # -- stopping -------------------------------------------------------------------------
+    def request_stop(self, reason: str, status: ExitStatus = ExitStatus.OK) -> None:
+        if self._stop is None:
+            self._stop = reason
+            self._exit = status
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        if signum == signal.SIGINT:
+            self.request_stop("SIGINT", ExitStatus.INTERRUPTED)
+        else:
+            self.request_stop("SIGTERM", ExitStatus.OK)
+
+    def _install_signals(self) -> dict[int, Any]:
+        previous: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                previous[sig] = signal.signal(sig, self._on_signal)
+        return previous
+
+    # -- the member ---------------------------------------------------------------------
+    def run(self) -> ExitStatus:
+        """Join, consume until told to stop, leave; return the exit status."""
+        from kgctl.adapters import consumer as adapter
+
+        previous = self._install_signals()
+        _set_parent_death_signal()
+        cfg = self.config
+        self.emit(
+            "MemberStarted",
+            config={k: v for k, v in asdict(cfg).items() if k != "read_stdin"},
+            bootstrap=self.settings.bootstrap,
+            client=self.settings.redacted()["properties"],
+        )
+        self.flush()
+        kafka_config = self.settings.kafka_config()
+        try:
+            if cfg.trace_topic:
+                self._trace = adapter.TracePublisher(kafka_config, cfg.trace_topic)
+            consumer_config: dict[str, Any] = {
+                "group_id": cfg.group,
+                "client_id": self.client_id,
+                "group_instance_id": cfg.instance_id,
+                "enable_auto_commit": cfg.commit == "auto",
+                "auto_offset_reset": cfg.offset_reset,
+                "partition_assignment_strategy": [adapter.ASSIGNORS[a] for a in cfg.assignors],
+                "fetch_max_bytes": 8 * 1024 * 1024,
+            }
+            for key in ("session_timeout_ms", "heartbeat_interval_ms", "max_poll_interval_ms"):
+                if getattr(cfg, key) is not None:
+                    consumer_config[key] = getattr(cfg, key)
+            if cfg.max_records is not None:
+                consumer_config["max_poll_records"] = max(1, min(500, cfg.max_records))
+            consumer, coordinator = adapter.build_consumer(
+                kafka_config, self.emitter.emit, **consumer_config
+            )
+            self._consumer, self._coordinator = consumer, coordinator
+            self.emitter.identity = coordinator.kg_identity
+            if cfg.topics:
+                missing = sorted(set(cfg.topics) - adapter.existing_topics(consumer))
+                if missing:
+                    if cfg.fail_on_missing:
+                        raise NotFoundError(
+                            f"topic(s) {', '.join(missing)} do not exist "
+                            "(drop --fail-on-missing to wait for them)"
+                        )
+                    self.emit("TopicMissing", topics=missing)
+            adapter.subscribe(consumer, self.emitter.emit, cfg.topics, cfg.pattern)
+            if cfg.read_stdin:
+                self.control.read_stream(self.stdin, "stdin")
+            if cfg.control_topic:
+                keys = {cfg.group, cfg.label}
+                self._control_reader = adapter.ControlTopicReader(
+                    kafka_config,
+                    cfg.control_topic,
+                    keys,
+                    lambda line: self.control.feed(line, "topic"),
+                )
+            self._loop()
+        except KgctlError as exc:
+            self.emit(
+                "MemberFailed",
+                error=type(exc).__name__,
+                message=str(exc),
+                exit_status=int(exc.status),
+            )
+            self._exit = exc.status
+            self._close(leave=False)
+            self._stopped("failed")
+            self._restore(previous)
+            raise
+        except Exception as exc:
+            name = adapter.error_name(exc)
+            if name in FATAL_ERRORS or _is_kafka_error(exc):
+                err = fatal_error(name, cfg.group, str(exc)[:160])
+                self.emit("MemberFailed", error=name, message=str(err), exit_status=int(err.status))
+                self._exit = err.status
+                self._close(leave=name != "FENCED_INSTANCE_ID")
+                self._stopped("failed")
+                self._restore(previous)
+                raise err from None
+            raise
+        self._close(leave=True)
+        self._stopped(self._stop or "stopped")
+        self._restore(previous)
+        return self._exit
+
+    def _restore(self, previous: dict[int, Any]) -> None:
+        for sig, handler in previous.items():
+            with contextlib.suppress(Exception):
+                signal.signal(sig, handler)
+
+    def _should_stop(self) -> bool:
+        cfg = self.config
+        if self._stop is None:
+            if os.getppid() != self._ppid:
+                self.request_stop("parent_exited")
+            elif cfg.duration_s is not None and time.monotonic() - self._started >= cfg.duration_s:
+                self.request_stop("duration")
+            elif cfg.max_records is not None and self.stats.records >= cfg.max_records:
+                self.request_stop("max_records")
+        return self._stop is not None
+
+    def _loop(self) -> None:
+        consumer = self._consumer
+        assigned: set[Any] = set()
+        while True:
+            self.flush()
+            for command in self.control.drain():
+                self._apply(command)
+            if self._should_stop():
+                return
+            max_records = None
+            if self.config.max_records is not None:
+                max_records = max(1, self.config.max_records - self.stats.records)
+            try:
+                batches = consumer.poll(timeout_ms=POLL_MS, max_records=max_records)
+            except Exception as exc:
+                from kgctl.adapters.consumer import error_name, is_retriable
+
+                if is_retriable(exc) and error_name(exc) not in FATAL_ERRORS:
+                    time.sleep(0.1)
+                    continue
+                raise
+            now_assigned = consumer.assignment()
+            if self.paused and now_assigned != assigned:
+                consumer.pause(*now_assigned)
+            assigned = set(now_assigned)
+            if batches:
+                self._consumed(batches)
+
+    def _consumed(self, batches: dict[Any, list[Any]]) -> None:
+        entries = []
+        for tp, records in sorted(batches.items()):
+            if records:
+                entries.append(
+                    self.stats.add_batch(tp.topic, tp.partition, [r.offset for r in records])
+                )
+        self.emit(
+            "RecordsConsumed",
+            batches=entries,
+            count=sum(e["count"] for e in entries),
+            duplicates=sum(e["duplicates"] for e in entries),
+            total=self.stats.records,
+        )
+        self._process()
+        self._commit(self.config.commit)
+
+    def _process(self) -> None:
+        """Simulated processing: sleep in slices, still writing events and obeying stops."""
+        deadline = time.monotonic() + self.processing_ms / 1000
+        while not self._stop:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(left, 0.05))
+            self.flush()
+
+    def _commit(self, mode: str) -> None:
+        from kgctl.adapters.consumer import error_name
+
+        try:
+            if mode == "sync":
+                self._consumer.commit(timeout_ms=int(self.settings.timeout_s * 1000))
+            elif mode == "async":
+                self._consumer.commit_async()
+        except Exception as exc:
+            # The coordinator already emitted OffsetCommitFailed; only fencing is fatal.
+            if error_name(exc) in FATAL_ERRORS:
+                raise
+
+    def _apply(self, command: Command) -> None:
+        from kgctl.adapters import consumer as adapter
+
+        info: dict[str, Any] = {"op": command.op, "source": command.source, "args": command.raw}
+        if command.error:
+            self.emit("ControlReceived", **info, applied=False, error=command.error)
+            return
+        applied, error = True, None
+        try:
+            if command.op == "subscribe":
+                adapter.subscribe(
+                    self._consumer, self.emitter.emit, list(command.topics), command.pattern
+                )
+            elif command.op == "pause":
+                self.paused = True
+                self._consumer.pause(*self._consumer.assignment())
+            elif command.op == "resume":
+                self.paused = False
+                self._consumer.resume(*self._consumer.paused())
+            elif command.op == "processing_ms":
+                self.processing_ms = float(command.value or 0)
+            elif command.op == "commit":
+                self.emit("ControlReceived", **info, applied=True)
+                self._commit("sync")
+                return
+            elif command.op == "leave":
+                self.request_stop("control_leave")
+            elif command.op == "rejoin":
+                self._coordinator.request_rejoin("explicit_request")
+        except (ValueError, TypeError) as exc:
+            applied, error = False, str(exc)
+        except Exception as exc:
+            applied, error = False, f"{adapter.error_name(exc)}: {exc}"
+        self.emit("ControlReceived", **info, applied=applied, **({"error": error} if error else {}))
+
+    def _close(self, leave: bool) -> None:
+        consumer = self._consumer
+        if consumer is not None:
+            timeout_ms = int(min(self.settings.timeout_s, 10) * 1000)
+            coordinator = self._coordinator
+            with contextlib.suppress(Exception):
+                if leave and self.config.commit in ("sync", "async"):
+                    self._commit("sync")
+            if coordinator is not None:
+                coordinator._kg_leave_reason = f"kgctl: member stopping ({self._stop or 'failed'})"
+                if not leave:
+                    coordinator._kg_closing = True
+            with contextlib.suppress(Exception):
+                consumer.close(
+                    autocommit=leave and self.config.commit == "auto", timeout_ms=timeout_ms
+                )
+            self._consumer = None
+        if self._control_reader is not None:
+            self._control_reader.close()
+            self._control_reader = None
+
+    def _stopped(self, reason: str) -> None:
+        self.emit(
+            "MemberStopped", reason=reason, exit_status=int(self._exit), **self.stats.totals()
+        )
+        self.flush()
+        if self._trace is not None:
+            with contextlib.suppress(Exception):
+                self._trace.close()
+            self._trace = None
+
+
+def _is_kafka_error(exc: BaseException) -> bool:
+    return any(c.__module__.startswith("kafka") for c in type(exc).__mro__[:-2])

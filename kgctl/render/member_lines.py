@@ -1,0 +1,242 @@
+"""Text view of a member's events: one coloured line per protocol step, a compact live
+header (state, generation, role, assignment, last heartbeat) and the exit summary.
+
+Pure: events in, rich `Text` out. Heartbeats are collapsed into the header (shown as
+lines only when asked), so a quiet group does not flood the terminal.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.text import Text
+
+from kgctl.model.events import Event
+
+STYLES = {
+    "MemberStarted": "bold",
+    "TopicMissing": "yellow",
+    "RejoinRequested": "bold magenta",
+    "CoordinatorLookupSent": "blue",
+    "CoordinatorFound": "blue",
+    "CoordinatorLost": "bold red",
+    "JoinPrepared": "cyan",
+    "PartitionsRevoked": "yellow",
+    "JoinGroupSent": "cyan",
+    "JoinGroupReceived": "cyan",
+    "AssignmentComputed": "bold cyan",
+    "SyncGroupSent": "cyan",
+    "SyncGroupReceived": "cyan",
+    "JoinCompleted": "bold green",
+    "PartitionsAssigned": "green",
+    "PartitionsLost": "bold red",
+    "JoinFailed": "red",
+    "HeartbeatSucceeded": "dim",
+    "HeartbeatFailed": "yellow",
+    "GenerationReset": "bold yellow",
+    "PollIntervalExceeded": "bold red",
+    "RecordsConsumed": "white",
+    "OffsetsCommitted": "dim green",
+    "OffsetCommitFailed": "red",
+    "ControlReceived": "magenta",
+    "LeaveGroupSent": "bold yellow",
+    "MemberFailed": "bold red",
+    "MemberStopped": "bold",
+}
+
+
+def fmt_partitions(parts: dict[str, list[int]] | None) -> str:
+    """{topic: [ids]} as `topic[0,1,2] other[3]`, or `-` when empty."""
+    if not parts:
+        return "-"
+    return " ".join(f"{t}[{','.join(str(p) for p in ps)}]" for t, ps in sorted(parts.items()))
+
+
+def fmt_offsets(offsets: dict[str, dict[str, int]] | None) -> str:
+    if not offsets:
+        return "-"
+    return " ".join(
+        f"{t}-{p}@{o}"
+        for t, ps in sorted(offsets.items())
+        for p, o in sorted(ps.items(), key=lambda kv: int(kv[0]))
+    )
+
+
+def describe(event: Event) -> str:
+    """What happened, in a few words (the type and timing are added by `render_line`)."""
+    d: dict[str, Any] = event.data
+    t = event.type
+    if t == "MemberStarted":
+        cfg = d.get("config", {})
+        what = cfg.get("pattern") or ",".join(cfg.get("topics") or [])
+        static = f" instance={cfg['instance_id']}" if cfg.get("instance_id") else ""
+        assignors = ",".join(cfg.get("assignors") or [])
+        return f"group={event.group} subscribe={what} assignors={assignors}{static}"
+    if t == "TopicMissing":
+        return f"waiting for topic(s) {', '.join(d.get('topics', []))} (they do not exist yet)"
+    if t == "RejoinRequested":
+        extra = ""
+        if d.get("reason") == "subscription_changed":
+            extra = f" {d.get('joined_subscription')} -> {d.get('subscription')}"
+        elif d.get("reason") == "metadata_changed":
+            extra = f" partitions {d.get('assigned_with')} -> {d.get('partition_counts')}"
+        return f"reason={d.get('reason')}{extra}"
+    if t == "CoordinatorLookupSent":
+        return f"FindCoordinator -> node {d.get('node')}"
+    if t == "CoordinatorFound":
+        return f"coordinator {d.get('coordinator')} at {d.get('host')}:{d.get('port')}"
+    if t == "CoordinatorLost":
+        return f"coordinator {d.get('coordinator')} marked dead: {d.get('error')}"
+    if t == "JoinPrepared":
+        lost = " (lost)" if d.get("lost") else ""
+        return f"{d.get('protocol')} prepare; owned {fmt_partitions(d.get('owned'))}{lost}"
+    if t in ("PartitionsRevoked", "PartitionsAssigned", "PartitionsLost"):
+        return fmt_partitions(d.get("partitions"))
+    if t == "JoinGroupSent":
+        return f"reason={d.get('reason')} protocols={','.join(d.get('protocols', []))}"
+    if t == "JoinGroupReceived":
+        if d.get("error") != "NONE":
+            return f"error={d.get('error')}"
+        role = "leader" if d.get("is_leader") else "follower"
+        members = f" members={len(d['members'])}" if "members" in d else ""
+        return f"generation={d.get('generation')} {role} protocol={d.get('protocol')}{members}"
+    if t == "AssignmentComputed":
+        plan = d.get("plan", {})
+        parts = "; ".join(f"{mid[-8:]}: {fmt_partitions(p)}" for mid, p in plan.items())
+        return f"{d.get('assignor')} -> {parts}"
+    if t == "SyncGroupSent":
+        return "leader (with assignments)" if d.get("is_leader") else "follower"
+    if t == "SyncGroupReceived":
+        if d.get("error") != "NONE":
+            return f"error={d.get('error')}"
+        return f"assignment {fmt_partitions(d.get('assignment'))}"
+    if t == "JoinCompleted":
+        role = "leader" if d.get("is_leader") else "follower"
+        took = f" rebalance took {d['rebalance_ms']:.0f}ms" if d.get("rebalance_ms") else ""
+        owns = fmt_partitions(d.get("assignment"))
+        return f"generation={d.get('generation')} {role} owns {owns}{took}"
+    if t == "JoinFailed":
+        return f"{d.get('error')} -> retry {d.get('retry')}"
+    if t == "HeartbeatSucceeded":
+        return f"rtt {d.get('rtt_ms')}ms"
+    if t == "HeartbeatFailed":
+        return f"{d.get('error')}"
+    if t == "GenerationReset":
+        kept = "kept" if d.get("member_id_kept") else "dropped"
+        return f"was generation {d.get('previous_generation')}, member id {kept} ({d.get('cause')})"
+    if t == "PollIntervalExceeded":
+        return f"no poll for {d.get('max_poll_interval_ms')}ms: leaving the group"
+    if t == "RecordsConsumed":
+        dup = f" ({d['duplicates']} duplicates)" if d.get("duplicates") else ""
+        parts = " ".join(
+            f"{b['topic']}-{b['partition']}:{b['first']}..{b['last']}" for b in d.get("batches", [])
+        )
+        return f"{d.get('count')} records{dup} {parts}"
+    if t == "OffsetsCommitted":
+        return fmt_offsets(d.get("offsets"))
+    if t == "OffsetCommitFailed":
+        return f"{d.get('error')} {fmt_offsets(d.get('offsets'))}"
+    if t == "ControlReceived":
+        status = "applied" if d.get("applied") else f"rejected: {d.get('error')}"
+        return f"{d.get('op')} from {d.get('source')} ({status})"
+    if t == "LeaveGroupSent":
+        return f"reason={d.get('reason')!r}"
+    if t == "MemberFailed":
+        return str(d.get("message"))
+    if t == "MemberStopped":
+        return f"{d.get('reason')}: {d.get('records')} records, {d.get('duplicates')} duplicates"
+    return " ".join(f"{k}={v}" for k, v in sorted(d.items()))
+
+
+def render_line(
+    event: Event, previous: Event | None = None, heartbeats: bool = False
+) -> Text | None:
+    """One line for an event, or None when the event is collapsed into the header."""
+    if event.type == "HeartbeatSucceeded" and not heartbeats:
+        return None
+    clock = time.strftime("%H:%M:%S", time.localtime(event.ts_ms / 1000))
+    stamp = f"{clock}.{event.ts_ms % 1000:03d}"
+    gen = f"g{event.generation}" if event.generation >= 0 else "g-"
+    duration = event.data.get("duration_ms")
+    if duration is None and previous is not None:
+        took = f"+{event.mono_ms - previous.mono_ms:.0f}ms"
+    elif duration is not None:
+        took = f"{duration:.0f}ms"
+    else:
+        took = ""
+    line = Text()
+    line.append(f"{stamp} ", style="dim")
+    line.append(f"{gen:>4} ", style="bold")
+    line.append(f"{event.member} ", style="dim")
+    line.append(f"{event.type:<22}", style=STYLES.get(event.type, ""))
+    line.append(describe(event))
+    if took:
+        line.append(f"  {took}", style="dim")
+    return line
+
+
+class MemberHeader:
+    """The live header's state, folded from the member's own events."""
+
+    def __init__(self) -> None:
+        self.state = "starting"
+        self.generation = -1
+        self.role = "-"
+        self.assignment: dict[str, list[int]] = {}
+        self.last_heartbeat_ms: int | None = None
+        self.heartbeats = 0
+        self.records = 0
+        self.member = ""
+        self.group = ""
+
+    def update(self, event: Event) -> None:
+        self.member, self.group = event.member, event.group
+        if event.generation >= 0:
+            self.generation = event.generation
+        t, d = event.type, event.data
+        if t in ("RejoinRequested", "JoinGroupSent"):
+            self.state = "rebalancing"
+        elif t == "JoinGroupReceived" and d.get("error") == "NONE":
+            self.role = "leader" if d.get("is_leader") else "follower"
+        elif t == "JoinCompleted":
+            self.state = "stable"
+            self.assignment = d.get("assignment", {})
+        elif t in ("PartitionsLost", "PartitionsRevoked") and self.state != "stable":
+            self.assignment = {}
+        elif t == "HeartbeatSucceeded":
+            self.heartbeats += 1
+            self.last_heartbeat_ms = event.ts_ms
+        elif t == "RecordsConsumed":
+            self.records = int(d.get("total", self.records))
+        elif t in ("MemberFailed",):
+            self.state = "failed"
+        elif t == "MemberStopped":
+            self.state = "stopped"
+        elif t in ("LeaveGroupSent", "GenerationReset"):
+            self.state = "unjoined"
+
+    def render(self, now_ms: int | None = None) -> Text:
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        hb = "-"
+        if self.last_heartbeat_ms is not None:
+            hb = f"{(now_ms - self.last_heartbeat_ms) / 1000:.1f}s ago (#{self.heartbeats})"
+        style = {"stable": "bold green", "rebalancing": "bold magenta", "failed": "bold red"}
+        text = Text()
+        text.append(f" {self.member} ", style="reverse")
+        text.append(f" {self.group}  ")
+        text.append(self.state, style=style.get(self.state, "bold yellow"))
+        text.append(f"  generation {self.generation}  {self.role}  ")
+        text.append(f"owns {fmt_partitions(self.assignment)}", style="green")
+        text.append(f"  heartbeat {hb}  records {self.records}", style="dim")
+        return text
+
+
+def summary_lines(event: Event) -> list[str]:
+    """The exit report of a MemberStopped event, for people."""
+    d = event.data
+    return [
+        f"{event.member}: stopped ({d.get('reason')}), exit status {d.get('exit_status')}",
+        f"  records consumed: {d.get('records')}  duplicates: {d.get('duplicates')}",
+        f"  committed offsets: {fmt_offsets(d.get('committed'))}",
+    ]
