@@ -1,29 +1,177 @@
-"""`kgctl watch` (not built yet: its issue is open)."""
+"""`kgctl watch [GROUP]`: live view of a consumer group, inferred events, guessed causes."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from kgctl.cli.app import app
-from kgctl.cli.common import Bootstrap, CommandConfig, Output, Overrides, Quiet, Timeout, Verbose
-from kgctl.errors import ExitStatus
-
-
-@app.command(
-    "watch",
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+from kgctl.cli.common import (
+    Bootstrap,
+    CommandConfig,
+    Env,
+    Output,
+    OutputFormat,
+    Overrides,
+    Quiet,
+    Timeout,
+    Verbose,
+    emit_json,
+    make_env,
+    make_settings,
+    run,
 )
+from kgctl.errors import UsageError
+from kgctl.model.events import Event
+from kgctl.observe.watch import Watch, event_line, list_groups, listing_json
+from kgctl.settings import ClientSettings
+
+
+@app.command("watch")
 def watch_command(
+    group: Annotated[
+        str | None,
+        typer.Argument(help="The consumer group; without it, list the groups.", show_default=False),
+    ] = None,
+    interval: Annotated[
+        float, typer.Option("--interval", help="Seconds between two DescribeGroups polls.")
+    ] = 1.0,
+    trace_topic: Annotated[
+        str | None,
+        typer.Option(
+            "--trace-topic",
+            help="Also read kgctl member events from this topic.",
+            show_default=False,
+        ),
+    ] = None,
+    replay: Annotated[
+        Path | None,
+        typer.Option(
+            "--replay",
+            help="Show events from a JSON-lines file instead of a broker.",
+            show_default=False,
+        ),
+    ] = None,
+    record: Annotated[
+        Path | None,
+        typer.Option(
+            "--record", help="Append every event to this JSON-lines file.", show_default=False
+        ),
+    ] = None,
+    once: Annotated[bool, typer.Option("--once", help="Print one snapshot and exit.")] = False,
+    fail_if_missing: Annotated[
+        bool,
+        typer.Option(
+            "--fail-if-missing", help="Exit 4 if the group does not exist (default: wait)."
+        ),
+    ] = False,
     bootstrap: Bootstrap = None,
     command_config: CommandConfig = None,
     x: Overrides = None,
-    output: Output = "text",  # type: ignore[assignment]
+    output: Output = OutputFormat.text,
     timeout: Timeout = 30.0,
     verbose: Verbose = False,
     quiet: Quiet = False,
 ) -> None:
-    """Not built yet."""
-    print("kgctl: watch is not built yet", file=sys.stderr)
-    raise typer.Exit(int(ExitStatus.NOT_BUILT))
+    """Watch a consumer group live: members, generations, lag, and why it rebalanced.
+
+    Keys in the live view: q quits, p pauses. Without a terminal, or with --output json,
+    prints one JSON event per line.
+    """
+    env = make_env(output, verbose, quiet)
+
+    def body() -> None:
+        settings = make_settings(bootstrap, command_config, x, timeout)
+        if group is None:
+            if replay is not None:
+                raise UsageError("--replay needs a GROUP: the group whose events to show")
+            _list(env, settings)
+            return
+        _watch(env, settings, group, interval, trace_topic, replay, record, once, fail_if_missing)
+
+    run(env, body)
+
+
+def _list(env: Env, settings: ClientSettings) -> None:
+    groups = list_groups(settings)
+    if env.json:
+        emit_json(env, listing_json(groups))
+        return
+    from kgctl.render.group_view import render_group_list
+
+    assert env.out is not None
+    env.out.print(render_group_list(groups))
+
+
+def _watch(
+    env: Env,
+    settings: ClientSettings,
+    group: str,
+    interval: float,
+    trace_topic: str | None,
+    replay: Path | None,
+    record: Path | None,
+    once: bool,
+    fail_if_missing: bool,
+) -> None:
+    watch = Watch(
+        settings,
+        group,
+        interval_s=interval,
+        trace_topic=trace_topic,
+        replay=replay,
+        record=record,
+        observe=replay is None,
+    )
+    with watch:
+        if replay is None:
+            first = watch.first_snapshot(fail_if_missing=fail_if_missing)
+            if not once and any(e.data.get("missing") for e in first):
+                env.say(f"group {group!r} does not exist yet; waiting for it (Ctrl-C stops)")
+        else:
+            watch.start()
+        if once:
+            events = watch.drain()
+            if env.json or not sys.stdout.isatty():
+                _write_lines(events)
+            else:
+                from kgctl.render.group_view import render_group
+
+                assert env.out is not None
+                env.out.print(render_group(watch.state, now_ms=_now()))
+            return
+        if replay is None:
+            watch.start()
+        if env.json or not sys.stdout.isatty():
+            _stream_json(watch, until_drained=replay is not None)
+            return
+        from kgctl.render.live import run_live
+
+        run_live(watch, console=env.out)
+
+
+def _now() -> int:
+    from kgctl.observe.watch import now_ms
+
+    return now_ms()
+
+
+def _write_lines(events: list[Event]) -> None:
+    for ev in events:
+        if ev.type == "GroupObserved" and not ev.data.get("changed", True):
+            continue  # only its lag moved: not worth a line
+        sys.stdout.write(event_line(ev) + "\n")
+    sys.stdout.flush()
+
+
+def _stream_json(watch: Watch, until_drained: bool) -> None:
+    while True:
+        events = watch.drain(wait_s=0.25)
+        _write_lines(events)
+        if until_drained and not events and watch.queue.empty():
+            return
+        if watch.fatal is not None:
+            raise watch.fatal

@@ -1,0 +1,243 @@
+"""Admin calls through kafka-python for the observer: list, describe, offsets, lag.
+
+The only module of `kgctl watch` that imports kafka-python. Retriable errors are retried
+here (tenacity); what is left is raised as a kgctl error for the caller to report.
+
+kafka-python 3.0.12 quirks handled here:
+- `KafkaAdminClient.describe_groups` always asks for authorized operations and can fail
+  decoding bits it does not know; we send DescribeGroups ourselves without them.
+- Member metadata and assignment are raw bytes; they are decoded with kafka-python's
+  ConsumerProtocol subscription and assignment structs, and left unreported when they
+  do not decode (a non-consumer protocol, or a state where the broker omits them).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from tenacity import (
+    retry,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential,
+)
+
+from kgctl.errors import ConnectError, KgctlError, NotAuthorizedError
+from kgctl.model.snapshot import GroupListing, GroupSnapshot, MemberSnapshot
+from kgctl.settings import ClientSettings
+
+log = logging.getLogger(__name__)
+
+
+def _retriable(exc: BaseException) -> bool:
+    import kafka.errors as Errors
+
+    if isinstance(exc, Errors.NoBrokersAvailable | Errors.KafkaConnectionError):
+        return True
+    return bool(getattr(exc, "retriable", False))
+
+
+_retry = retry(
+    retry=retry_if_exception(_retriable),
+    stop=stop_after_attempt(3),
+    wait=wait_exponential(multiplier=0.2, max=2.0),
+    reraise=True,
+)
+
+
+def _translate(exc: Exception, bootstrap: str) -> KgctlError:
+    import kafka.errors as Errors
+
+    if isinstance(exc, Errors.AuthorizationError | Errors.AuthenticationFailedError):
+        return NotAuthorizedError(
+            f"the cluster refused: {exc}; check --command-config credentials and ACLs"
+        )
+    return ConnectError(
+        f"cannot reach Kafka at {bootstrap}: {type(exc).__name__}: {exc}; "
+        "check --bootstrap-server and that the broker is up"
+    )
+
+
+def _decode_subscription(raw: Any) -> tuple[str, ...] | None:
+    from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
+
+    if not raw:
+        return None
+    try:
+        sub = ConsumerProtocolSubscription.decode(bytes(raw))
+        return tuple(sorted(str(t) for t in sub.topics))
+    except Exception:  # not the consumer protocol, or a version kafka-python lacks
+        return None
+
+
+def _decode_assignment(raw: Any) -> dict[str, list[int]] | None:
+    from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
+
+    if raw is None:
+        return None
+    if not raw:
+        return {}
+    try:
+        assignment = ConsumerProtocolAssignment.decode(bytes(raw))
+        out: dict[str, list[int]] = {}
+        for item in assignment.assigned_partitions:
+            out.setdefault(str(item.topic), []).extend(int(p) for p in item.partitions)
+        return {t: sorted(ps) for t, ps in sorted(out.items()) if ps}
+    except Exception:
+        return None
+
+
+class GroupAdmin:
+    """A kafka-python admin client opened lazily and reopened after a failure."""
+
+    def __init__(self, settings: ClientSettings) -> None:
+        self.settings = settings
+        self._admin: Any = None
+
+    # -- connection -------------------------------------------------------------------
+
+    def _client(self) -> Any:
+        if self._admin is None:
+            from kafka import KafkaAdminClient
+
+            cfg = self.settings.kafka_config()
+            cfg.setdefault("client_id", "kgctl-watch")
+            self._admin = KafkaAdminClient(**cfg)
+        return self._admin
+
+    def close(self) -> None:
+        admin, self._admin = self._admin, None
+        if admin is not None:
+            try:
+                admin.close()
+            except Exception:  # closing a broken client must not hide the real error
+                log.debug("admin close failed", exc_info=True)
+
+    def _call(self, fn: Any, *args: Any) -> Any:
+        @_retry
+        def attempt() -> Any:
+            try:
+                return fn(self._client(), *args)
+            except Exception:
+                # A client that failed mid-request may be wedged; start over next time.
+                self.close()
+                raise
+
+        try:
+            return attempt()
+        except KgctlError:
+            raise
+        except Exception as exc:
+            raise _translate(exc, self.settings.bootstrap) from exc
+
+    # -- calls ------------------------------------------------------------------------
+
+    def list_groups(self) -> list[GroupListing]:
+        """Every group with its state and (for classic groups) member count."""
+        return list(self._call(_list_groups))
+
+    def describe(self, group: str, with_lag: bool = True) -> GroupSnapshot:
+        """The group as its coordinator describes it now; `missing` if it does not exist."""
+        snap: GroupSnapshot = self._call(_describe, group)
+        if with_lag and not snap.missing:
+            try:
+                lag = self._call(_lag, group, snap)
+            except KgctlError:
+                raise
+            except Exception:  # lag is a nicety; a snapshot without it is still useful
+                log.debug("lag failed", exc_info=True)
+                lag = None
+            snap = GroupSnapshot(**{**snap.__dict__, "lag": lag})
+        return snap
+
+
+async def _describe_async(admin: Any, group: str) -> tuple[int, Any]:
+    from kafka.protocol.admin import DescribeGroupsRequest
+
+    coordinator = await admin._find_coordinator_id(group)
+    request = DescribeGroupsRequest(groups=[group], include_authorized_operations=False)
+    response = await admin._manager.send(request, node_id=coordinator)
+    return coordinator, response
+
+
+def _describe(admin: Any, group: str) -> GroupSnapshot:
+    import kafka.errors as Errors
+
+    coordinator, response = admin._manager.run(_describe_async, admin, group)
+    described = response.groups[0]
+    error = Errors.for_code(described.error_code)
+    node = admin._manager.cluster.broker_metadata(coordinator)
+    where = f"{coordinator} {node.host}:{node.port}" if node is not None else str(coordinator)
+    if error is Errors.GroupIdNotFoundError or (
+        described.group_state == "Dead" and not described.members
+    ):
+        return GroupSnapshot(group=group, state="Dead", coordinator=where, missing=True)
+    if error is not Errors.NoError:
+        raise error(f"DescribeGroups {group}: {described.error_message or error.__name__}")
+    consumer = described.protocol_type == "consumer"
+    members = tuple(
+        MemberSnapshot(
+            member_id=m.member_id,
+            client_id=m.client_id or "",
+            host=m.client_host or "",
+            instance_id=m.group_instance_id,
+            subscription=_decode_subscription(m.member_metadata) if consumer else None,
+            # Outside Stable the broker sends no assignment: unknown, not empty.
+            partitions=_decode_assignment(m.member_assignment)
+            if consumer and described.group_state == "Stable"
+            else None,
+        )
+        for m in sorted(described.members, key=lambda m: m.member_id)
+    )
+    return GroupSnapshot(
+        group=group,
+        state=described.group_state,
+        protocol_type=described.protocol_type or "",
+        protocol=described.protocol_data or "",
+        coordinator=where,
+        members=members,
+    )
+
+
+def _lag(admin: Any, group: str, snap: GroupSnapshot) -> dict[str, dict[int, int]]:
+    from kafka import TopicPartition
+    from kafka.admin import OffsetSpec
+
+    committed = admin.list_group_offsets(group).get(group, {})
+    partitions = {tp for tp, om in committed.items() if om.offset >= 0}
+    if not partitions:
+        return {}
+    ends = admin.list_partition_offsets({tp: OffsetSpec.LATEST for tp in partitions})
+    out: dict[str, dict[int, int]] = {}
+    for tp in sorted(partitions):
+        end = ends.get(TopicPartition(tp.topic, tp.partition))
+        if end is None:
+            continue
+        out.setdefault(tp.topic, {})[tp.partition] = max(end.offset - committed[tp].offset, 0)
+    return out
+
+
+def _list_groups(admin: Any) -> list[GroupListing]:
+    listed = admin.list_groups()
+    names = sorted({g["group_id"] for g in listed})
+    counts: dict[str, int] = {}
+    classic = [
+        g["group_id"] for g in listed if g.get("group_type", "classic") in ("classic", "", None)
+    ]
+    for name in classic:
+        try:
+            counts[name] = len(_describe(admin, name).members)
+        except Exception:  # counts are a nicety; the listing stands without them
+            log.debug("describe %s for counts failed", name, exc_info=True)
+    by_name = {g["group_id"]: g for g in listed}
+    return [
+        GroupListing(
+            group=name,
+            state=str(by_name[name].get("group_state", "") or ""),
+            protocol_type=str(by_name[name].get("protocol_type", "") or ""),
+            group_type=str(by_name[name].get("group_type", "") or ""),
+            members=counts.get(name),
+        )
+        for name in names
+    ]

@@ -1,0 +1,75 @@
+"""Read kgctl member events from a Kafka trace topic (JSON values = Event.to_json())."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from kgctl.model.events import Event
+from kgctl.settings import ClientSettings
+
+log = logging.getLogger(__name__)
+
+
+class TraceTopicReader(threading.Thread):
+    """A daemon thread that hands every event of one group on `topic` to `deliver`.
+
+    It reads all partitions without joining a group (so it never disturbs anything),
+    starting at the end of the topic: a watch shows what happens from now on.
+    """
+
+    def __init__(
+        self,
+        settings: ClientSettings,
+        topic: str,
+        group: str,
+        deliver: Callable[[Event], None],
+        on_error: Callable[[str], None],
+    ) -> None:
+        super().__init__(name=f"kgctl-trace-{topic}", daemon=True)
+        self.settings, self.topic, self.group = settings, topic, group
+        self.deliver, self.on_error = deliver, on_error
+        self.stopping = threading.Event()
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def run(self) -> None:
+        from kafka import KafkaConsumer, TopicPartition
+
+        consumer: Any = None
+        try:
+            cfg = self.settings.kafka_config()
+            cfg.setdefault("client_id", "kgctl-watch-trace")
+            consumer = KafkaConsumer(enable_auto_commit=False, group_id=None, **cfg)
+            parts: Any = None
+            while parts is None and not self.stopping.is_set():
+                parts = consumer.partitions_for_topic(self.topic)
+                if parts is None:
+                    self.stopping.wait(1.0)
+            if self.stopping.is_set():
+                return
+            consumer.assign([TopicPartition(self.topic, p) for p in sorted(parts)])
+            consumer.seek_to_end()
+            while not self.stopping.is_set():
+                for records in consumer.poll(timeout_ms=200).values():
+                    for record in records:
+                        self._handle(record.value)
+        except Exception as exc:  # the watch goes on with the observer alone
+            self.on_error(f"trace topic {self.topic}: {type(exc).__name__}: {exc}")
+        finally:
+            if consumer is not None:
+                consumer.close()
+
+    def _handle(self, value: bytes | None) -> None:
+        if not value:
+            return
+        try:
+            event = Event.from_json(value.decode("utf-8"))
+        except (ValueError, TypeError, UnicodeDecodeError):
+            log.debug("skipping a trace record that is not a kgctl event")
+            return
+        if event.group == self.group:
+            self.deliver(event)

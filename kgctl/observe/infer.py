@@ -1,0 +1,330 @@
+"""Diff consecutive broker snapshots of a group into events, and guess each rebalance's cause.
+
+Pure: snapshots and `now_ms` in, `Event`s out; no I/O, no clock. What the classic
+DescribeGroups gives is limited, so some of this is inference:
+
+- Membership (member id, client id, host, instance id) and the broker's group state are
+  facts, diffed on every snapshot.
+- The generation id is not in DescribeGroups. The observer counts rebalances itself:
+  each time the group settles (Stable or Empty) after a visible change (a member came
+  or went, a rebalancing state was seen, subscriptions or assignments changed), it emits
+  GenerationChanged with `inferred: true` and a number relative to the watch's start.
+- Assignments are only reported in Stable, so partition moves are diffed between
+  settled snapshots.
+- Causes, in order of precedence (see docs/watch.md): timed_out, member_left,
+  member_joined, subscription_changed, partitions_changed, unknown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kgctl.model.events import Event
+from kgctl.model.snapshot import GroupSnapshot, MemberSnapshot
+
+REBALANCING = frozenset({"PreparingRebalance", "CompletingRebalance", "Assigning"})
+
+
+@dataclass
+class _Pending:
+    """What changed since the group last settled."""
+
+    joined: dict[str, MemberSnapshot] = field(default_factory=dict)
+    left: dict[str, MemberSnapshot] = field(default_factory=dict)
+    dropped_in_rebalance: set[str] = field(default_factory=set)  # left while rebalancing
+    resubscribed: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=dict)
+    saw_rebalancing: bool = False
+    started_ms: int | None = None
+    sync_ms: int | None = None
+    outage: bool = False
+
+    def any(self) -> bool:
+        return bool(self.joined or self.left or self.resubscribed or self.saw_rebalancing)
+
+
+class Inferrer:
+    """Holds the previous snapshot and turns each new one into events."""
+
+    def __init__(self, group: str, host: str = "", pid: int = 0) -> None:
+        self.group = group
+        self.host = host
+        self.pid = pid
+        self.seq = 0
+        self.generation = 0  # rebalances seen since the watch started
+        self.prev: GroupSnapshot | None = None
+        self.baseline: GroupSnapshot | None = None  # the last settled snapshot
+        self.subscriptions: dict[str, tuple[str, ...]] = {}
+        self.pending = _Pending()
+        self.connected = True
+        self.down_since_ms: int | None = None
+        self.started_mid_rebalance = False
+
+    # -- event construction -------------------------------------------------------------
+
+    def _event(
+        self, type_: str, now_ms: int, member: MemberSnapshot | None = None, **data: Any
+    ) -> Event:
+        self.seq += 1
+        return Event(
+            type=type_,
+            ts_ms=now_ms,
+            mono_ms=float(now_ms),
+            seq=self.seq,
+            group=self.group,
+            member_id=member.member_id if member else "",
+            instance_id=member.instance_id if member else None,
+            client_id=member.client_id if member else "",
+            host=member.host if member else self.host,
+            pid=self.pid,
+            generation=self.generation if type_ in _GENERATION_TYPES else -1,
+            source="observer",
+            data=data,
+        )
+
+    # -- broker reachability --------------------------------------------------------------
+
+    def disconnected(self, error: str, now_ms: int, retry_in_s: float) -> list[Event]:
+        """The broker could not be reached; one event per outage."""
+        if not self.connected:
+            return []
+        self.connected = False
+        self.down_since_ms = now_ms
+        return [self._event("BrokerDisconnected", now_ms, error=error, retry_in_s=retry_in_s)]
+
+    def _reconnected(self, now_ms: int) -> list[Event]:
+        if self.connected:
+            return []
+        self.connected = True
+        down = now_ms - (self.down_since_ms or now_ms)
+        self.down_since_ms = None
+        self.pending.outage = True
+        return [self._event("BrokerReconnected", now_ms, down_ms=down)]
+
+    # -- snapshots ------------------------------------------------------------------------
+
+    def observe(self, snap: GroupSnapshot, now_ms: int) -> list[Event]:
+        """Events for one new snapshot, ending with the GroupObserved snapshot itself."""
+        events = self._reconnected(now_ms)
+        prev = self.prev
+        if prev is None:
+            if snap.state in REBALANCING:
+                self.started_mid_rebalance = True
+                self.pending.saw_rebalancing = True
+                self.pending.started_ms = now_ms
+            if snap.settled or snap.missing:
+                # A missing group is an empty baseline: whatever appears has joined.
+                self.baseline = snap
+        else:
+            events += self._diff(prev, snap, now_ms)
+        for m in snap.members:
+            if m.subscription:
+                self.subscriptions[m.member_id] = m.subscription
+        if snap.settled:
+            events += self._settle(snap, now_ms)
+        changed = prev is None or _shape(prev) != _shape(snap)
+        events.append(self._event("GroupObserved", now_ms, changed=changed, **snap.to_data()))
+        self.prev = snap
+        return events
+
+    def _diff(self, prev: GroupSnapshot, snap: GroupSnapshot, now_ms: int) -> list[Event]:
+        events: list[Event] = []
+        p = self.pending
+        if prev.state != snap.state:
+            events.append(
+                self._event(
+                    "GroupStateChanged", now_ms, None, **{"from": prev.state, "to": snap.state}
+                )
+            )
+        if snap.state in REBALANCING:
+            p.saw_rebalancing = True
+            p.started_ms = p.started_ms if p.started_ms is not None else now_ms
+            if snap.state != "PreparingRebalance" and p.sync_ms is None:
+                p.sync_ms = now_ms
+        before = {m.member_id: m for m in prev.members}
+        after = {m.member_id: m for m in snap.members}
+        for mid in sorted(after.keys() - before.keys()):
+            m = after[mid]
+            p.joined[mid] = m
+            p.started_ms = p.started_ms if p.started_ms is not None else now_ms
+            events.append(self._event("MemberJoinedGroup", now_ms, m, **m.to_data()))
+        for mid in sorted(before.keys() - after.keys()):
+            m = before[mid]
+            if mid in p.joined:  # came and went within one rebalance
+                del p.joined[mid]
+            else:
+                p.left[mid] = m
+            if prev.state in REBALANCING:
+                # It was there while the group waited for rejoins, then dropped: it did
+                # not rejoin within the rebalance timeout.
+                p.dropped_in_rebalance.add(mid)
+            p.started_ms = p.started_ms if p.started_ms is not None else now_ms
+            reason = (
+                "dropped during a rebalance (did not rejoin in time)"
+                if prev.state in REBALANCING
+                else "no longer described by the broker (LeaveGroup or session timeout)"
+            )
+            events.append(self._event("MemberLeftGroup", now_ms, m, **m.to_data(), reason=reason))
+        for mid in sorted(before.keys() & after.keys()):
+            old_sub = self.subscriptions.get(mid)
+            new_sub = after[mid].subscription
+            if old_sub is not None and new_sub is not None and old_sub != new_sub:
+                first = p.resubscribed.get(mid, (old_sub, new_sub))[0]
+                p.resubscribed[mid] = (first, new_sub)
+        return events
+
+    def _settle(self, snap: GroupSnapshot, now_ms: int) -> list[Event]:
+        base = self.baseline
+        moves = _moves(base, snap) if base is not None else []
+        p = self.pending
+        if base is None and not p.any():
+            self.baseline = snap
+            return []
+        if not p.any() and not moves and (base is None or base.member_ids() == snap.member_ids()):
+            self.baseline = snap
+            return []
+        self.generation += 1
+        cause = attribute(p, base, snap, self.started_mid_rebalance)
+        events = [
+            self._event(
+                "GenerationChanged",
+                now_ms,
+                inferred=True,
+                previous=self.generation - 1,
+                rebalance_started_ms=p.started_ms if p.started_ms is not None else now_ms,
+                sync_ms=p.sync_ms,
+                cause=cause["cause"],
+                guess=cause["guess"],
+                evidence=cause["evidence"],
+                note="DescribeGroups reports no generation id: numbered from the watch start",
+            )
+        ]
+        if moves:
+            events.append(self._event("PartitionsMoved", now_ms, moves=moves, count=len(moves)))
+        events.append(self._event("RebalanceAttributed", now_ms, **cause))
+        self.pending = _Pending()
+        self.started_mid_rebalance = False
+        self.baseline = snap
+        return events
+
+
+_GENERATION_TYPES = frozenset({"GenerationChanged", "RebalanceAttributed", "PartitionsMoved"})
+
+
+def _shape(snap: GroupSnapshot) -> tuple[Any, ...]:
+    """A snapshot without its lag: what makes a GroupObserved worth printing again."""
+    return (snap.state, snap.protocol, snap.coordinator, snap.missing, snap.members)
+
+
+def _moves(base: GroupSnapshot, snap: GroupSnapshot) -> list[dict[str, Any]]:
+    if base.state == "Stable" and any(m.partitions is None for m in base.members):
+        return []
+    before, after = base.owners(), snap.owners()
+    clients = {m.member_id: m.client_id for m in (*base.members, *snap.members)}
+    out: list[dict[str, Any]] = []
+    for tp in sorted(before.keys() | after.keys()):
+        src, dst = before.get(tp), after.get(tp)
+        if src != dst:
+            out.append(
+                {
+                    "topic": tp[0],
+                    "partition": tp[1],
+                    "from": src,
+                    "to": dst,
+                    "from_client": clients.get(src or "", ""),
+                    "to_client": clients.get(dst or "", ""),
+                }
+            )
+    return out
+
+
+def _names(members: dict[str, MemberSnapshot]) -> str:
+    return ", ".join(m.label for m in members.values())
+
+
+def attribute(
+    p: _Pending, base: GroupSnapshot | None, snap: GroupSnapshot, mid_rebalance: bool = False
+) -> dict[str, Any]:
+    """The most likely cause of the rebalance that just settled, and whether it is a guess.
+
+    Returns the data of a RebalanceAttributed event: cause, guess, evidence, also.
+    """
+    found: list[tuple[str, str]] = []  # (cause, evidence), most likely first
+    joined, left = dict(p.joined), dict(p.left)
+    # The same process (client id and host) leaving and joining again with a new member
+    # id is a rejoin: kafka-python and Java dynamic members do that after
+    # max.poll.interval.ms expires (LeaveGroup, reset, JoinGroup).
+    rejoined: list[str] = []
+    for lid, lm in list(left.items()):
+        for jid, jm in list(joined.items()):
+            if (lm.client_id, lm.host, lm.instance_id) == (jm.client_id, jm.host, jm.instance_id):
+                rejoined.append(f"{jm.label} left and rejoined as {jid}")
+                del left[lid], joined[jid]
+                break
+    dropped = {mid: m for mid, m in left.items() if mid in p.dropped_in_rebalance}
+    if dropped:
+        found.append(
+            (
+                "timed_out",
+                f"{_names(dropped)} stayed in the group while it rebalanced, then was "
+                "dropped: it did not rejoin within the rebalance timeout "
+                "(max.poll.interval.ms)",
+            )
+        )
+        left = {mid: m for mid, m in left.items() if mid not in dropped}
+    if rejoined:
+        found.append(
+            (
+                "timed_out",
+                "; ".join(rejoined) + ": most likely max.poll.interval.ms expired "
+                "(or the process restarted)",
+            )
+        )
+    if left:
+        found.append(
+            (
+                "member_left",
+                f"{_names(left)} left (the broker does not say whether by LeaveGroup or "
+                "session timeout)",
+            )
+        )
+    if joined:
+        found.append(("member_joined", f"{_names(joined)} joined"))
+    for mid, (old, new) in p.resubscribed.items():
+        who = next((m.label for m in snap.members if m.member_id == mid), mid)
+        found.append(
+            ("subscription_changed", f"{who} changed subscription {list(old)} → {list(new)}")
+        )
+    if base is not None and base.state == "Stable" and snap.state == "Stable":
+        before, after = set(base.owners()), set(snap.owners())
+        if before != after and not (p.joined or p.left or p.resubscribed):
+            found.append(
+                (
+                    "partitions_changed",
+                    f"assigned partitions went from {len(before)} to {len(after)} with the "
+                    "same members and subscriptions: a subscribed topic grew, appeared or "
+                    "was deleted",
+                )
+            )
+    if not found:
+        if mid_rebalance:
+            evidence = "the watch started during this rebalance; its cause was not seen"
+        elif p.outage:
+            evidence = "it happened while the broker was unreachable"
+        else:
+            evidence = (
+                "the group rebalanced with the same members, subscriptions and partitions: "
+                "a member rejoined (poll timeout with a static member, metadata refresh, or "
+                "a client-side rejoin)"
+            )
+        return {"cause": "unknown", "guess": True, "evidence": evidence, "also": []}
+    cause, evidence = found[0]
+    # A fact when exactly one thing visibly changed; a guess when several did, or when the
+    # cause is itself an inference (timed out, partitions changed).
+    guess = len(found) > 1 or cause in ("timed_out", "partitions_changed") or p.outage
+    return {
+        "cause": cause,
+        "guess": guess,
+        "evidence": evidence,
+        "also": [{"cause": c, "evidence": e} for c, e in found[1:]],
+    }

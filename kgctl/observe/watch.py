@@ -1,0 +1,229 @@
+"""A watch on one group: sources (observer, trace topic, replay file) feed one folded state.
+
+Sources run on daemon threads and put events on a queue; the caller (the live view or
+the JSON writer) drains the queue on its own thread, so the fold and every view only
+ever run on one thread.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from kgctl.adapters.admin import GroupAdmin
+from kgctl.errors import ConnectError, KgctlError, NotFoundError, UsageError
+from kgctl.model.events import Event
+from kgctl.model.fold import fold
+from kgctl.model.snapshot import GroupListing
+from kgctl.model.state import GroupState
+from kgctl.observe.infer import Inferrer
+from kgctl.settings import ClientSettings
+
+MAX_BACKOFF_S = 15.0
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def read_events(path: Path) -> Iterator[Event]:
+    """Events from a JSON-lines file; a bad line is a usage error naming file and line."""
+    try:
+        handle = path.open(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--replay {path}: cannot read it ({exc.strerror})") from None
+    with handle:
+        for lineno, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                yield Event.from_json(line)
+            except (ValueError, TypeError) as exc:
+                raise UsageError(
+                    f"--replay {path}:{lineno}: not a kgctl event ({exc}); "
+                    "pass a file written by --record or --output json"
+                ) from None
+
+
+class GroupObserver:
+    """Polls DescribeGroups (and offsets for lag) and turns snapshots into events."""
+
+    def __init__(self, admin: GroupAdmin, group: str, interval_s: float) -> None:
+        self.admin, self.group, self.interval_s = admin, group, interval_s
+        self.inferrer = Inferrer(group, host=socket.gethostname(), pid=os.getpid())
+        self.failures = 0
+
+    def poll(self, clock: Callable[[], int] = now_ms) -> list[Event]:
+        """One snapshot's events; on a connection failure, a BrokerDisconnected (once)."""
+        try:
+            snap = self.admin.describe(self.group)
+        except ConnectError as exc:
+            self.failures += 1
+            return self.inferrer.disconnected(str(exc), clock(), self.next_delay())
+        self.failures = 0
+        return self.inferrer.observe(snap, clock())
+
+    def next_delay(self) -> float:
+        """The interval while connected; exponential backoff while the broker is away."""
+        if self.failures == 0:
+            return self.interval_s
+        factor = float(2 ** min(self.failures, 6))
+        return min(self.interval_s * factor, MAX_BACKOFF_S)
+
+
+class Watch:
+    """Watch one group; `drain()` returns new events and keeps `state` folded."""
+
+    def __init__(
+        self,
+        settings: ClientSettings,
+        group: str,
+        interval_s: float = 1.0,
+        trace_topic: str | None = None,
+        replay: Path | None = None,
+        record: Path | None = None,
+        observe: bool = True,
+    ) -> None:
+        if interval_s <= 0:
+            raise UsageError(f"--interval {interval_s}: must be more than 0 seconds")
+        self.settings, self.group, self.interval_s = settings, group, interval_s
+        self.trace_topic, self.replay = trace_topic, replay
+        self.state = GroupState(group)
+        self.queue: queue.Queue[Event] = queue.Queue()
+        self.notes: queue.Queue[str] = queue.Queue()
+        self.stopping = threading.Event()
+        self.threads: list[threading.Thread] = []
+        self.admin = GroupAdmin(settings) if observe else None
+        self.observer = GroupObserver(self.admin, group, interval_s) if self.admin else None
+        self._record: IO[str] | None = None
+        if record is not None:
+            try:
+                self._record = record.open("a", encoding="utf-8")
+            except OSError as exc:
+                raise UsageError(f"--record {record}: cannot write it ({exc.strerror})") from None
+        self.fatal: KgctlError | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def first_snapshot(self, fail_if_missing: bool = False) -> list[Event]:
+        """Describe the group once, synchronously: connection and missing-group errors
+        surface here, before any view starts."""
+        if self.observer is None:
+            return []
+        assert self.admin is not None
+        snap = self.admin.describe(self.group)
+        if snap.missing and fail_if_missing:
+            raise NotFoundError(
+                f"group {self.group!r} does not exist (coordinator {snap.coordinator}); "
+                "run `kgctl watch` without a group to list the groups"
+            )
+        events = self.observer.inferrer.observe(snap, now_ms())
+        for ev in events:
+            self.queue.put(ev)
+        return events
+
+    def start(self) -> None:
+        if self.replay is not None:
+            for ev in read_events(self.replay):
+                if ev.group == self.group or not self.group:
+                    self.queue.put(ev)
+        if self.observer is not None:
+            self._spawn(self._observe_loop, "kgctl-observer")
+        if self.trace_topic:
+            from kgctl.adapters.trace import TraceTopicReader
+
+            reader = TraceTopicReader(
+                self.settings, self.trace_topic, self.group, self.queue.put, self.notes.put
+            )
+            reader.start()
+            self.threads.append(reader)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        for th in self.threads:
+            stop = getattr(th, "stop", None)
+            if callable(stop):
+                stop()
+        for th in self.threads:
+            th.join(timeout=5)
+        if self.admin is not None:
+            self.admin.close()
+        if self._record is not None:
+            self._record.close()
+            self._record = None
+
+    def __enter__(self) -> Watch:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def _spawn(self, target: Callable[[], None], name: str) -> None:
+        th = threading.Thread(target=target, name=name, daemon=True)
+        th.start()
+        self.threads.append(th)
+
+    def _observe_loop(self) -> None:
+        assert self.observer is not None
+        # The first snapshot was usually taken already; wait one interval before the next.
+        while not self.stopping.wait(self.observer.next_delay()):
+            try:
+                for ev in self.observer.poll():
+                    self.queue.put(ev)
+            except KgctlError as exc:  # not authorized, or similar: nothing to retry
+                self.fatal = exc
+                self.notes.put(str(exc))
+                return
+
+    # -- consuming ----------------------------------------------------------------------
+
+    def drain(self, clock: Callable[[], int] = now_ms, wait_s: float = 0.0) -> list[Event]:
+        """Every event that arrived since the last call, folded into `state`."""
+        out: list[Event] = []
+        try:
+            out.append(self.queue.get(timeout=wait_s) if wait_s > 0 else self.queue.get_nowait())
+            while True:
+                out.append(self.queue.get_nowait())
+        except queue.Empty:
+            pass
+        now = clock()
+        for ev in out:
+            self.state = fold(self.state, ev, now)
+            if self._record is not None:
+                self._record.write(ev.to_json() + "\n")
+        if out and self._record is not None:
+            self._record.flush()
+        return out
+
+
+def list_groups(settings: ClientSettings) -> list[GroupListing]:
+    """Every group the cluster knows, with state and member count."""
+    admin = GroupAdmin(settings)
+    try:
+        return admin.list_groups()
+    finally:
+        admin.close()
+
+
+def listing_json(items: list[GroupListing]) -> list[dict[str, Any]]:
+    return [
+        {
+            "group": g.group,
+            "state": g.state,
+            "protocol_type": g.protocol_type,
+            "group_type": g.group_type,
+            "members": g.members,
+        }
+        for g in items
+    ]
+
+
+def event_line(ev: Event) -> str:
+    return json.dumps(ev.to_dict(), sort_keys=True, separators=(",", ":"))

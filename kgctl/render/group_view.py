@@ -1,0 +1,315 @@
+"""Pure views of a group state: `render_group(state, now_ms, width, height)` and the list.
+
+No I/O and no clock: the caller passes `now_ms` and the screen size. The view budgets
+its rows so it fits the screen: at 80x24 it keeps the header, the members, the latest
+generations and a few log lines; at 160x50 it adds member ids, hosts, instance ids,
+phase timings and a longer log.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from kgctl.model.events import Event
+from kgctl.model.snapshot import GroupListing
+from kgctl.model.state import GenerationRecord, GroupState, MemberState, format_owned
+
+STATE_STYLE = {
+    "Stable": "bold green",
+    "PreparingRebalance": "bold yellow",
+    "CompletingRebalance": "bold yellow",
+    "Empty": "dim",
+    "Dead": "bold red",
+}
+CAUSE_TEXT = {
+    "member_joined": "member joined",
+    "member_left": "member left",
+    "timed_out": "timed out",
+    "subscription_changed": "subscription changed",
+    "partitions_changed": "partitions changed",
+    "unknown": "unknown",
+}
+
+
+def fmt_ms(ms: int | None) -> str:
+    """850ms, 3.2s, 2m05s, 1h02m; '-' when unknown."""
+    if ms is None:
+        return "-"
+    if ms < 1000:
+        return f"{max(ms, 0)}ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f}s"
+    if ms < 3_600_000:
+        return f"{ms // 60_000}m{(ms // 1000) % 60:02d}s"
+    return f"{ms // 3_600_000}h{(ms // 60_000) % 60:02d}m"
+
+
+def fmt_clock(ts_ms: int) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(ts_ms / 1000)) + f".{ts_ms % 1000:03d}"
+
+
+# -- header -----------------------------------------------------------------------------
+
+
+def _generation_text(s: GroupState) -> str:
+    if s.generation < 0:
+        return "? (no rebalance seen yet)"
+    if s.generation_inferred:
+        return f"+{s.generation} since watch start (inferred)"
+    return str(s.generation)
+
+
+def render_header(s: GroupState, now_ms: int, paused: bool = False) -> RenderableType:
+    title = Text.assemble(("group ", "dim"), (s.group, "bold"), "  ")
+    if s.missing:
+        title.append("missing: the broker does not know this group (waiting)", "bold red")
+    else:
+        title.append(s.state, STATE_STYLE.get(s.state, "bold"))
+        if s.rebalancing:
+            title.append("  rebalancing", "yellow")
+    if not s.connected:
+        down = now_ms - (s.disconnected_since_ms or now_ms)
+        title.append(f"  disconnected, retrying ({fmt_ms(down)})", "bold red")
+    if paused:
+        title.append("  [paused]", "reverse")
+    live = s.live_members
+    line1 = Text.assemble(
+        ("protocol ", "dim"),
+        s.protocol_type or "-",
+        ("  assignor ", "dim"),
+        s.protocol or "-",
+        ("  generation ", "dim"),
+        _generation_text(s),
+    )
+    line2 = Text.assemble(
+        ("leader ", "dim"),
+        s.leader or "- (DescribeGroups does not say)",
+        ("  coordinator ", "dim"),
+        s.coordinator or "-",
+        ("  members ", "dim"),
+        str(len(live)),
+        ("  lag ", "dim"),
+        "-" if s.total_lag is None else f"{s.total_lag:,}",
+    )
+    for line in (title, line1, line2):
+        line.no_wrap = True
+        line.overflow = "ellipsis"
+    return Group(title, line1, line2)
+
+
+# -- members ----------------------------------------------------------------------------
+
+
+def _table(title: str, wide: bool) -> Table:
+    return Table(
+        title=title,
+        title_justify="left",
+        title_style="bold",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 1),
+        expand=wide,
+    )
+
+
+def render_members(s: GroupState, now_ms: int, width: int, rows: int) -> RenderableType:
+    wide = width >= 120
+    t = _table(f"Members ({len(s.live_members)} live)", wide)
+    t.add_column("member", no_wrap=True, overflow="ellipsis", max_width=28 if wide else 16)
+    if wide:
+        t.add_column("member id", no_wrap=True, overflow="ellipsis", max_width=24)
+        t.add_column("host", no_wrap=True, overflow="ellipsis", max_width=18)
+        t.add_column("instance", no_wrap=True, overflow="ellipsis", max_width=14)
+    t.add_column("partitions", no_wrap=True, overflow="ellipsis", ratio=1)
+    t.add_column("phase", no_wrap=True)
+    t.add_column("gen", justify="right", no_wrap=True)
+    t.add_column("lag", justify="right", no_wrap=True)
+    t.add_column("seen", justify="right", no_wrap=True)
+    members = sorted(s.members.values(), key=lambda m: (not m.alive, m.name))
+    shown = members[: max(rows, 0)]
+    for m in shown:
+        t.add_row(*_member_row(m, now_ms, wide), style=None if m.alive else "dim")
+    if len(members) > len(shown):
+        t.add_row(f"… {len(members) - len(shown)} more", *[""] * (len(t.columns) - 1))
+    if not members:
+        t.add_row("(no members)", *[""] * (len(t.columns) - 1))
+    return t
+
+
+def _member_row(m: MemberState, now_ms: int, wide: bool) -> list[str]:
+    if not m.alive:
+        parts = f"gone: {m.left_reason}" if m.left_reason else "gone"
+    elif m.partitions:
+        parts = format_owned(m.partitions)
+    else:
+        since = m.unassigned_since_ms
+        parts = "none" + (f" for {fmt_ms(now_ms - since)}" if since is not None else "")
+    row = [m.name]
+    if wide:
+        row += [m.member_id or "-", m.host.lstrip("/") or "-", m.instance_id or "-"]
+    row += [
+        parts,
+        m.phase,
+        "-" if m.generation < 0 else str(m.generation),
+        "-" if m.lag is None else f"{m.lag:,}",
+        fmt_ms(now_ms - m.last_seen_ms),
+    ]
+    return row
+
+
+# -- generations ------------------------------------------------------------------------
+
+
+def render_generations(s: GroupState, now_ms: int, width: int, rows: int) -> RenderableType:
+    wide = width >= 120
+    t = _table("Generations", wide)
+    t.add_column("gen", justify="right", no_wrap=True)
+    t.add_column("started", no_wrap=True)
+    t.add_column("cause", no_wrap=True, overflow="ellipsis", ratio=1)
+    if wide:
+        t.add_column("join", justify="right", no_wrap=True)
+        t.add_column("sync", justify="right", no_wrap=True)
+    t.add_column("to stable", justify="right", no_wrap=True)
+    t.add_column("lasted", justify="right", no_wrap=True)
+    t.add_column("without partitions", no_wrap=True, overflow="ellipsis", ratio=1)
+    gens = list(s.generations)[-max(rows, 0) :] if rows > 0 else []
+    for g in reversed(gens):
+        t.add_row(*_generation_row(g, now_ms, wide))
+    if not s.generations:
+        t.add_row(
+            "-", "-", "no rebalance seen since the watch started", *[""] * (len(t.columns) - 3)
+        )
+    return t
+
+
+def _generation_row(g: GenerationRecord, now_ms: int, wide: bool) -> list[str]:
+    cause = CAUSE_TEXT.get(g.cause, g.cause) or "-"
+    if g.cause and g.cause_guess:
+        cause += " (guess)"
+    if g.evidence and wide:
+        cause += f": {g.evidence}"
+    label = f"+{g.generation}" if g.inferred else str(g.generation)
+    row = [label, fmt_clock(g.start_ms)[:8], cause]
+    if wide:
+        join_end = g.sync_ms if g.sync_ms is not None else g.stable_ms
+        row += [
+            fmt_ms(None if join_end is None else join_end - g.start_ms),
+            fmt_ms(None if g.sync_ms is None or g.stable_ms is None else g.stable_ms - g.sync_ms),
+        ]
+    row += [
+        fmt_ms(g.rebalance_ms()) if g.stable_ms is not None else "not yet",
+        fmt_ms(g.duration_ms(now_ms)) + ("" if g.end_ms is not None else "…"),
+        ", ".join(f"{k} {fmt_ms(v)}" for k, v in sorted(g.unassigned_ms.items())) or "-",
+    ]
+    return row
+
+
+# -- event log --------------------------------------------------------------------------
+
+
+def describe_event(ev: Event) -> str:
+    """One short human line for an event."""
+    d = ev.data
+    who = ev.member or ev.client_id or ev.member_id
+    if ev.type == "GroupStateChanged":
+        return f"state {d.get('from', '?')} → {d.get('to', '?')}"
+    if ev.type == "MemberJoinedGroup":
+        return f"{who}@{ev.host.lstrip('/')} joined ({ev.member_id})"
+    if ev.type == "MemberLeftGroup":
+        return f"{who} left: {d.get('reason', '')}"
+    if ev.type == "GenerationChanged":
+        sign = "+" if d.get("inferred") else ""
+        return f"generation {sign}{ev.generation}"
+    if ev.type == "RebalanceAttributed":
+        guess = " (guess)" if d.get("guess") else ""
+        cause = CAUSE_TEXT.get(str(d.get("cause", "")), str(d.get("cause", "")))
+        return f"cause: {cause}{guess}: {d.get('evidence', '')}"
+    if ev.type == "PartitionsMoved":
+        moves = d.get("moves") or []
+        shown = ", ".join(
+            f"{m.get('topic')}-{m.get('partition')} {m.get('from_client') or '∅'}→"
+            f"{m.get('to_client') or '∅'}"
+            for m in moves[:4]
+            if isinstance(m, dict)
+        )
+        more = f" +{len(moves) - 4}" if len(moves) > 4 else ""
+        return f"{len(moves)} partitions moved: {shown}{more}"
+    if ev.type == "GroupObserved":
+        return f"snapshot: {d.get('state', '?')}, {len(d.get('members') or [])} members"
+    if ev.type == "BrokerDisconnected":
+        return f"broker unreachable, retrying: {d.get('error', '')}"
+    if ev.type == "BrokerReconnected":
+        return f"broker reachable again after {fmt_ms(int(d.get('down_ms', 0) or 0))}"
+    extra = {k: v for k, v in d.items() if k in ("partitions", "reason", "error", "leader")}
+    text = f"{who} {ev.type}"
+    if ev.generation >= 0:
+        text += f" gen {ev.generation}"
+    if extra:
+        text += " " + json.dumps(extra, separators=(",", ":"))
+    return text
+
+
+def render_log(events: Sequence[Event], width: int, rows: int) -> RenderableType:
+    """The newest events last, one line each, as many as `rows` allows."""
+    shown = [e for e in events if not (e.type == "GroupObserved" and not e.data.get("changed"))]
+    shown = shown[-rows:] if rows > 0 else []
+    lines = [Text("Events", style="bold")]
+    for ev in shown:
+        line = Text.assemble(
+            (fmt_clock(ev.ts_ms), "dim"), " ", (ev.source[:3], "cyan"), " ", describe_event(ev)
+        )
+        line.no_wrap = True
+        line.overflow = "ellipsis"
+        lines.append(line)
+    if not shown:
+        lines.append(Text("(no events yet)", style="dim"))
+    return Group(*lines)
+
+
+# -- the whole screen -------------------------------------------------------------------
+
+
+def render_group(
+    s: GroupState, now_ms: int, width: int = 80, height: int = 24, paused: bool = False
+) -> RenderableType:
+    """Header, members, generations and the event log, sized to fit width x height."""
+    budget = max(height - 1, 12)  # keep the last line free (the cursor, the key hint)
+    header_rows = 4  # three lines and a blank
+    # Each table costs a title, a header and a rule besides its rows, and a blank line.
+    members_rows = min(max(len(s.members), 1), max(2, (budget - header_rows) // 3))
+    gen_rows = min(max(len(s.generations), 1), 3 if height < 40 else 8)
+    used = header_rows + (members_rows + 4) + (gen_rows + 4) + 1
+    log_rows = max(budget - used, 2)
+    return Group(
+        render_header(s, now_ms, paused),
+        Text(""),
+        render_members(s, now_ms, width, members_rows),
+        render_generations(s, now_ms, width, gen_rows),
+        render_log(s.recent, width, log_rows),
+    )
+
+
+def render_group_list(groups: Sequence[GroupListing]) -> RenderableType:
+    t = _table(f"{len(groups)} groups", False)
+    t.add_column("group", no_wrap=True, overflow="ellipsis")
+    t.add_column("state", no_wrap=True)
+    t.add_column("type", no_wrap=True)
+    t.add_column("members", justify="right", no_wrap=True)
+    for g in groups:
+        t.add_row(
+            g.group,
+            Text(g.state, STATE_STYLE.get(g.state, "")),
+            g.group_type or g.protocol_type or "-",
+            "-" if g.members is None else str(g.members),
+        )
+    if not groups:
+        t.add_row("(no groups)", "", "", "")
+    return t

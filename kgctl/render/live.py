@@ -1,0 +1,81 @@
+"""The live terminal loop of `kgctl watch`: rich Live at 4+ refreshes a second, keys q and p.
+
+The loop drains the watch's event queue, folds, and redraws from state; `p` freezes the
+screen (events keep being folded and recorded), `q` or Ctrl-C quits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import sys
+import time
+from collections.abc import Iterator
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.text import Text
+
+from kgctl.observe.watch import Watch, now_ms
+from kgctl.render.group_view import render_group
+
+REFRESH_PER_S = 8
+
+
+@contextlib.contextmanager
+def _cbreak() -> Iterator[bool]:
+    """Single-key input without echo, when stdin is a terminal; yields whether it is."""
+    if not sys.stdin.isatty():
+        yield False
+        return
+    import termios
+    import tty
+
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd)
+    try:
+        tty.setcbreak(fd)
+        yield True
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+def _key(enabled: bool, wait_s: float) -> str:
+    if not enabled:
+        time.sleep(wait_s)
+        return ""
+    ready, _, _ = select.select([sys.stdin], [], [], wait_s)
+    if not ready:
+        return ""
+    return os.read(sys.stdin.fileno(), 1).decode(errors="ignore")
+
+
+def run_live(watch: Watch, console: Console | None = None) -> None:
+    """Show the watch until q or Ctrl-C."""
+    console = console or Console()
+    paused = False
+    frozen = None
+    period = 1.0 / REFRESH_PER_S
+
+    def frame() -> Group:
+        width, height = console.size
+        hint = Text("q quit  p pause/resume", style="dim")
+        body = render_group(watch.state, now_ms(), width=width, height=height - 1, paused=paused)
+        return Group(body, hint)
+
+    with (
+        _cbreak() as keys,
+        Live(frame(), console=console, screen=True, auto_refresh=False, transient=True) as live,
+    ):
+        while True:
+            watch.drain()
+            if watch.fatal is not None:
+                raise watch.fatal
+            key = _key(keys, period)
+            if key in ("q", "Q"):
+                return
+            if key in ("p", "P"):
+                paused = not paused
+                frozen = frame() if paused else None
+            live.update(frozen if paused and frozen is not None else frame(), refresh=True)
