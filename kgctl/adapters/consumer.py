@@ -381,6 +381,7 @@ class TracedCoordinator(ConsumerCoordinator):
             join_request, node_id=self.coordinator_id, request_timeout_ms=join_timeout_ms
         )
         is_leader = bool(join_response.leader) and join_response.leader == join_response.member_id
+        skip_assignment = bool(getattr(join_response, "skip_assignment", False))
         received: dict[str, Any] = {
             "error": error_name(Errors.for_code(join_response.error_code)),
             "generation": join_response.generation_id,
@@ -388,6 +389,7 @@ class TracedCoordinator(ConsumerCoordinator):
             "leader": join_response.leader,
             "protocol": join_response.protocol_name,
             "is_leader": is_leader,
+            "skip_assignment": skip_assignment,
             "duration_ms": _ms(sent),
         }
         if is_leader:
@@ -417,7 +419,13 @@ class TracedCoordinator(ConsumerCoordinator):
             raise Errors.KafkaError("member closing: join abandoned before SyncGroup")
 
         assignments: list[Any] = []
-        if is_leader:
+        if is_leader and skip_assignment:
+            # KIP-814 (JoinGroup v9): a static leader rejoined a stable group; like Java,
+            # only take up the leader's metadata watch and send no assignment.
+            self._perform_assignment(
+                join_response.leader, join_response.protocol_name, join_response.members
+            )
+        elif is_leader:
             started = time.monotonic()
             group_assignment = self._perform_assignment(
                 join_response.leader, join_response.protocol_name, join_response.members

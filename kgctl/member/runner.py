@@ -203,9 +203,10 @@ class Member:
                 missing = sorted(set(cfg.topics) - adapter.existing_topics(consumer))
                 if missing:
                     if cfg.fail_on_missing:
+                        verb = "does not exist" if len(missing) == 1 else "do not exist"
                         raise NotFoundError(
-                            f"topic(s) {', '.join(missing)} do not exist "
-                            "(drop --fail-on-missing to wait for them)"
+                            f"topic {', '.join(missing)} {verb} "
+                            "(drop --fail-on-missing to wait for it)"
                         )
                     self.emit("TopicMissing", topics=missing)
             adapter.subscribe(consumer, self.emitter.emit, cfg.topics, cfg.pattern)

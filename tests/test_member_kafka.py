@@ -1,0 +1,417 @@
+"""`kgctl join` against a real broker: members are real subprocesses, judged by events.
+
+Run with KGCTL_TEST_BOOTSTRAP=127.0.0.1:19092 (or the session broker fixture).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from kgctl.errors import ExitStatus
+
+with warnings.catch_warnings():
+    # kafka-python 3.0.12 builds its protocol classes with a deprecated importlib call.
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka import KafkaProducer
+    from kafka.admin import KafkaAdminClient, NewPartitions, NewTopic
+
+SESSION_MS = 6000
+HEARTBEAT_MS = 500
+
+
+class MemberProc:
+    """A `kgctl join --output json` child; its stdout events collected on a thread."""
+
+    def __init__(self, bootstrap: str, group: str, *args: str, name: str) -> None:
+        cmd = [
+            sys.executable, "-m", "kgctl", "join", "-b", bootstrap, "-g", group,
+            "--name", name, "--output", "json",
+            "--session-timeout", str(SESSION_MS), "--heartbeat-interval", str(HEARTBEAT_MS),
+            "-X", "metadata.max.age.ms=1000", *args,
+        ]  # fmt: skip
+        self.name = name
+        self.events: list[dict[str, Any]] = []
+        self.stdout_noise: list[str] = []
+        self._stderr: str | None = None
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                self.events.append(json.loads(line))
+            except json.JSONDecodeError:
+                self.stdout_noise.append(line)
+
+    def of(self, type_: str) -> list[dict[str, Any]]:
+        return [e for e in list(self.events) if e["type"] == type_]
+
+    def wait(self, pred: Callable[[], Any], timeout: float = 20.0, what: str = "") -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            result = pred()
+            if result:
+                return result
+            if self.proc.poll() is not None:
+                time.sleep(0.3)  # let the reader catch the last lines
+                result = pred()
+                if result:
+                    return result
+                raise AssertionError(f"{self.name} exited {self.proc.returncode} before {what}")
+            time.sleep(0.1)
+        raise AssertionError(f"{self.name}: timed out waiting for {what}")
+
+    def wait_event(self, type_: str, timeout: float = 20.0, **match: Any) -> dict[str, Any]:
+        def found() -> dict[str, Any] | None:
+            for e in self.of(type_):
+                if all(e["data"].get(k) == v for k, v in match.items()):
+                    return e
+            return None
+
+        return self.wait(found, timeout, f"{type_} {match}")
+
+    def send(self, command: dict[str, Any]) -> None:  # a control line on stdin
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(command) + "\n")
+        self.proc.stdin.flush()
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
+        self.proc.send_signal(sig)
+        code = self.proc.wait(timeout=timeout)
+        self._reader.join(timeout=5)
+        return code
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=10)
+        self._reader.join(timeout=5)
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+
+    @property
+    def stderr(self) -> str:
+        assert self.proc.stderr is not None
+        if self.proc.poll() is None:
+            return ""
+        if self._stderr is None:
+            self._stderr = self.proc.stderr.read()
+        return self._stderr
+
+    def last_completed(self) -> dict[str, Any] | None:
+        done = self.of("JoinCompleted")
+        return done[-1] if done else None
+
+
+@pytest.fixture
+def admin(bootstrap: str) -> Iterator[Any]:
+    client = KafkaAdminClient(bootstrap_servers=bootstrap)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def topic(admin: Any) -> Callable[[int], str]:
+    def make(partitions: int) -> str:
+        name = f"kgctl-test-{uuid.uuid4().hex[:10]}"
+        admin.create_topics([NewTopic(name, partitions, 1)])
+        return name
+
+    return make
+
+
+@pytest.fixture
+def group() -> str:
+    return f"kgctl-test-group-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def spawn(bootstrap: str) -> Iterator[Callable[..., MemberProc]]:
+    members: list[MemberProc] = []
+
+    def start(group: str, *args: str, name: str) -> MemberProc:
+        member = MemberProc(bootstrap, group, *args, name=name)
+        members.append(member)
+        return member
+
+    yield start
+    for member in members:
+        member.kill()
+
+
+def converged(members: list[MemberProc], topic: str, partitions: int) -> int | None:
+    """The generation every member completed with, if their assignments are disjoint and
+    cover every partition and no member has started another rebalance since."""
+    lasts = [m.last_completed() for m in members]
+    if any(last is None for last in lasts):
+        return None
+    generations = {last["data"]["generation"] for last in lasts if last}
+    if len(generations) != 1:
+        return None
+    owned: list[int] = []
+    for member, last in zip(members, lasts, strict=True):
+        assert last is not None
+        if any(e["seq"] > last["seq"] for e in member.of("RejoinRequested")):
+            return None
+        owned += last["data"]["assignment"].get(topic, [])
+    if sorted(owned) != list(range(partitions)):
+        return None
+    return generations.pop()
+
+
+def wait_converged(
+    members: list[MemberProc], topic: str, partitions: int, timeout: float = 30.0
+) -> int:
+    return members[0].wait(
+        lambda: converged(members, topic, partitions), timeout, f"{len(members)} converge"
+    )
+
+
+pytestmark = [
+    pytest.mark.kafka,
+    pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning"),
+]
+
+
+def test_two_members_converge_without_revoking_nothing_on_first_join(
+    spawn: Callable[..., MemberProc], topic: Callable[[int], str], group: str
+) -> None:
+    t = topic(4)
+    a = spawn(group, t, name="a")
+    a.wait_event("JoinCompleted")
+    b = spawn(group, t, name="b")
+    generation = wait_converged([a, b], t, 4)
+    assert generation >= 2
+    for member in (a, b):
+        first_done = member.of("JoinCompleted")[0]["seq"]
+        revoked = member.of("PartitionsRevoked")
+        # Java's onJoinPrepare calls no listener on a join without a generation.
+        assert all(e["seq"] > first_done for e in revoked), member.name
+        assert all(e["data"]["partitions"] for e in revoked), member.name
+        assert member.of("RejoinRequested")[0]["data"]["reason"] == "first_join"
+    # The leader saw both members and its plan is what each member received.
+    leader = a if a.last_completed()["data"]["is_leader"] else b  # type: ignore[index]
+    plan = leader.of("AssignmentComputed")[-1]["data"]["plan"]
+    assert len(plan) == 2
+    for member in (a, b):
+        last = member.last_completed()
+        assert last is not None
+        assert plan[last["member_id"]] == last["data"]["assignment"]
+    # The other member rejoined because the heartbeat said so.
+    assert any(e["data"]["reason"] == "rebalance_in_progress" for e in a.of("RejoinRequested"))
+    received = [e for e in a.of("JoinGroupReceived") if e["data"]["error"] == "NONE"]
+    assert received[-1]["data"]["generation"] == generation
+
+
+def test_three_members_then_sigkill_rebalances_after_session_timeout(
+    spawn: Callable[..., MemberProc], topic: Callable[[int], str], group: str
+) -> None:
+    t = topic(6)
+    members = [spawn(group, t, name=n) for n in ("a", "b", "c")]
+    generation = wait_converged(members, t, 6)
+    killed_at = time.monotonic()
+    members[2].proc.send_signal(signal.SIGKILL)
+    members[2].proc.wait(timeout=5)
+    survivors = members[:2]
+    new_generation = wait_converged(survivors, t, 6, timeout=SESSION_MS / 1000 + 20)
+    took = time.monotonic() - killed_at
+    assert new_generation > generation
+    # No LeaveGroup from a killed process: the broker waited for the session timeout.
+    assert took >= SESSION_MS / 1000 * 0.8, took
+
+
+def test_sigterm_leaves_with_reason_and_the_group_rebalances_quickly(
+    spawn: Callable[..., MemberProc], topic: Callable[[int], str], group: str
+) -> None:
+    t = topic(4)
+    a = spawn(group, t, "--commit", "sync", name="a")
+    b = spawn(group, t, name="b")
+    generation = wait_converged([a, b], t, 4)
+    stopped_at = time.monotonic()
+    assert b.stop(signal.SIGTERM) == 0
+    leave = b.of("LeaveGroupSent")
+    assert leave and "SIGTERM" in leave[-1]["data"]["reason"]
+    stopped = b.of("MemberStopped")
+    assert stopped and stopped[-1]["data"]["reason"] == "SIGTERM"
+    assert wait_converged([a], t, 4, timeout=SESSION_MS / 1000) > generation
+    assert time.monotonic() - stopped_at < SESSION_MS / 1000
+
+
+def test_sigint_exits_130_after_leaving(
+    spawn: Callable[..., MemberProc], topic: Callable[[int], str], group: str
+) -> None:
+    t = topic(1)
+    a = spawn(group, t, name="a")
+    a.wait_event("JoinCompleted")
+    assert a.stop(signal.SIGINT) == int(ExitStatus.INTERRUPTED)
+    assert a.of("LeaveGroupSent") and a.of("MemberStopped")[-1]["data"]["reason"] == "SIGINT"
+
+
+def test_subscription_change_from_stdin_rejoins_with_its_reason(
+    spawn: Callable[..., MemberProc], topic: Callable[[int], str], group: str
+) -> None:
+    t1, t2 = topic(2), topic(3)
+    a = spawn(group, t1, name="a")
+    first = a.wait_event("JoinCompleted")
+    a.send({"op": "subscribe", "topics": [t1, t2]})
+    a.wait_event("ControlReceived", op="subscribe", applied=True)
+    rejoin = a.wait_event("RejoinRequested", reason="subscription_changed")
+    assert rejoin["data"]["subscription"] == sorted([t1, t2])
+    done = a.wait(
+        lambda: [e for e in a.of("JoinCompleted") if e["seq"] > rejoin["seq"]], what="rejoin"
+    )[0]
+    assert done["data"]["generation"] > first["data"]["generation"]
+    assert done["data"]["assignment"] == {t1: [0, 1], t2: [0, 1, 2]}
+    sent = [e for e in a.of("JoinGroupSent") if e["seq"] > rejoin["seq"]]
+    assert sent[0]["data"]["reason"] == "subscription_changed"
+
+
+def test_partition_growth_rejoins_with_metadata_changed(
+    spawn: Callable[..., MemberProc], topic: Callable[[int], str], group: str, admin: Any
+) -> None:
+    t = topic(2)
+    a = spawn(group, t, name="a")
+    b = spawn(group, t, name="b")
+    generation = wait_converged([a, b], t, 2)
+    admin.create_partitions({t: NewPartitions(total_count=4)})
+    assert wait_converged([a, b], t, 4, timeout=30) > generation
+    reasons = [e["data"]["reason"] for m in (a, b) for e in m.of("RejoinRequested")]
+    assert "metadata_changed" in reasons
+    changed = next(
+        e for m in (a, b) for e in m.of("RejoinRequested")
+        if e["data"]["reason"] == "metadata_changed"
+    )  # fmt: skip
+    assert changed["data"]["partition_counts"] == {t: 4}
+    assert changed["data"]["assigned_with"] == {t: 2}
+
+
+def test_static_member_restart_within_session_timeout_keeps_the_generation(
+    spawn: Callable[..., MemberProc], topic: Callable[[int], str], group: str
+) -> None:
+    t = topic(4)
+    instance = f"static-{uuid.uuid4().hex[:6]}"
+    leader = spawn(group, t, name="leader")
+    leader.wait_event("JoinCompleted")
+    static = spawn(group, t, "--instance-id", instance, name="static")
+    generation = wait_converged([leader, static], t, 4)
+    before = static.last_completed()
+    assert before is not None
+    assert static.stop(signal.SIGTERM) == 0
+    assert not static.of("LeaveGroupSent")  # a static member does not leave on close
+    again = spawn(group, t, "--instance-id", instance, name="static2")
+    done = again.wait_event("JoinCompleted")
+    assert done["data"]["generation"] == generation
+    assert done["data"]["assignment"] == before["data"]["assignment"]
+    time.sleep(2 * HEARTBEAT_MS / 1000 + 0.5)
+    assert not [
+        e for e in leader.of("RejoinRequested") if e["seq"] > leader.last_completed()["seq"]
+    ]  # type: ignore[index]
+    assert leader.last_completed()["data"]["generation"] == generation  # type: ignore[index]
+
+
+def test_duplicate_instance_id_fences_the_older_member(
+    spawn: Callable[..., MemberProc], topic: Callable[[int], str], group: str
+) -> None:
+    t = topic(2)
+    instance = f"dup-{uuid.uuid4().hex[:6]}"
+    old = spawn(group, t, "--instance-id", instance, name="old")
+    old.wait_event("JoinCompleted")
+    new = spawn(group, t, "--instance-id", instance, name="new")
+    new.wait_event("JoinCompleted")
+    code = old.proc.wait(timeout=SESSION_MS / 1000 + 10)
+    old._reader.join(timeout=5)
+    assert code == int(ExitStatus.FENCED)
+    failed = old.of("MemberFailed")
+    assert failed and failed[-1]["data"]["error"] == "FENCED_INSTANCE_ID"
+    assert old.of("HeartbeatFailed")[-1]["data"]["error"] == "FENCED_INSTANCE_ID"
+    err = old.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("kgctl: error:") and "FENCED_INSTANCE_ID" in err[0]
+    assert new.proc.poll() is None  # the newer member goes on
+
+
+def test_records_consumed_committed_and_reported_at_exit(
+    spawn: Callable[..., MemberProc], topic: Callable[[int], str], group: str, bootstrap: str
+) -> None:
+    t = topic(2)
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    for i in range(30):
+        producer.send(t, value=b"x", partition=i % 2)
+    producer.flush()
+    producer.close()
+    a = spawn(group, t, "--commit", "sync", "--max-records", "30", name="a")
+    assert a.proc.wait(timeout=30) == 0
+    a._reader.join(timeout=5)
+    consumed = a.of("RecordsConsumed")
+    assert sum(e["data"]["count"] for e in consumed) == 30
+    stopped = a.of("MemberStopped")[-1]["data"]
+    assert stopped["reason"] == "max_records" and stopped["records"] == 30
+    assert stopped["duplicates"] == 0
+    assert stopped["committed"] == {t: {"0": 15, "1": 15}}
+    assert not a.stdout_noise
+
+
+def test_unknown_topic_with_fail_on_missing_exits_not_found(
+    spawn: Callable[..., MemberProc], group: str
+) -> None:
+    missing = f"missing-{uuid.uuid4().hex[:8]}"
+    a = spawn(group, missing, "--fail-on-missing", name="a")
+    assert a.proc.wait(timeout=30) == int(ExitStatus.NOT_FOUND)
+    assert missing in a.stderr and "does not exist" in a.stderr
+    assert a.of("MemberFailed") and not a.of("JoinGroupSent")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["join", "-g", "g"],
+        ["join", "-g", "g", "t", "--pattern", "t.*"],
+        ["join", "t"],
+    ],
+)
+def test_usage_errors_exit_2(args: list[str]) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "kgctl", *args], capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == int(ExitStatus.USAGE)
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("kind", ["unreachable"])
+def test_unreachable_bootstrap_is_one_line_within_timeout(kind: str) -> None:
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "kgctl", "join", "-b", "127.0.0.1:1", "-g", "g", "t",
+         "--timeout", "3", "--output", "json"],
+        capture_output=True, text=True, timeout=30, env={**os.environ},
+    )  # fmt: skip
+    assert done.returncode == int(ExitStatus.CANNOT_CONNECT)
+    assert time.monotonic() - started < 3 + 8
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot reach Kafka" in lines[0]
+    for line in done.stdout.splitlines():  # json mode: only events on stdout
+        assert json.loads(line)["type"] in ("MemberStarted", "MemberFailed", "MemberStopped")

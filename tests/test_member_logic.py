@@ -1,0 +1,229 @@
+"""Pure tests of the member's decisions, control parsing, totals and text rendering."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+
+import pytest
+
+from kgctl.errors import ExitStatus, FencedError, NotAuthorizedError, UsageError
+from kgctl.member.control import ControlQueue, parse_command
+from kgctl.member.emitter import Emitter
+from kgctl.member.reasons import RejoinReason, fatal_error, join_retry, rejoin_reason
+from kgctl.member.runner import MemberConfig
+from kgctl.member.stats import ConsumeStats
+from kgctl.model.events import EVENT_TYPES, Event
+from kgctl.render.member_lines import MemberHeader, describe, render_line, summary_lines
+
+
+def reason(**kw: object) -> RejoinReason:
+    base = dict(
+        joined_before=True, metadata_changed=False, subscription_changed=False, pending=None
+    )
+    base.update(kw)
+    return rejoin_reason(**base)  # type: ignore[arg-type]
+
+
+def test_first_join_wins_over_everything_else() -> None:
+    assert (
+        reason(joined_before=False, subscription_changed=True, pending="generation_reset")
+        is RejoinReason.FIRST_JOIN
+    )
+
+
+def test_reasons_follow_java_rejoin_needed_or_pending_order() -> None:
+    assert reason(metadata_changed=True, subscription_changed=True) is RejoinReason.METADATA_CHANGED
+    assert reason(subscription_changed=True, pending="explicit_request") is (
+        RejoinReason.SUBSCRIPTION_CHANGED
+    )
+    assert reason(pending="rebalance_in_progress") is RejoinReason.REBALANCE_IN_PROGRESS
+    assert reason(pending="poll_interval_exceeded") is RejoinReason.POLL_INTERVAL_EXCEEDED
+    assert reason() is RejoinReason.REQUESTED
+
+
+def test_join_retry_matches_join_group_if_needed() -> None:
+    for name in ("UNKNOWN_MEMBER_ID", "REBALANCE_IN_PROGRESS", "ILLEGAL_GENERATION"):
+        assert join_retry(name, retriable=False) == "immediate"
+    assert join_retry("MEMBER_ID_REQUIRED", retriable=False) == "immediate"
+    assert join_retry("COORDINATOR_NOT_AVAILABLE", retriable=True) == "backoff"
+    assert join_retry("FENCED_INSTANCE_ID", retriable=True) == "fatal"
+    assert join_retry("SOMETHING_ELSE", retriable=False) == "fatal"
+
+
+def test_fatal_errors_carry_their_exit_status() -> None:
+    fenced = fatal_error("FENCED_INSTANCE_ID", "g1")
+    assert isinstance(fenced, FencedError) and fenced.status is ExitStatus.FENCED
+    assert "same --instance-id" in str(fenced) and "\n" not in str(fenced)
+    denied = fatal_error("GROUP_AUTHORIZATION_FAILED", "g1")
+    assert isinstance(denied, NotAuthorizedError)
+    assert fatal_error("INVALID_SESSION_TIMEOUT", "g1").status is ExitStatus.MEMBER_FAILED
+
+
+@pytest.mark.parametrize(
+    ("line", "op", "error"),
+    [
+        ('{"op":"subscribe","topics":["a","b"]}', "subscribe", None),
+        ('{"op":"subscribe","pattern":"a.*"}', "subscribe", None),
+        ('{"op":"subscribe","topics":["a"],"pattern":"a"}', "subscribe", "exactly one"),
+        ('{"op":"processing_ms","value":500}', "processing_ms", None),
+        ('{"op":"processing_ms","value":-1}', "processing_ms", "value"),
+        ('{"op":"jump"}', "jump", "unknown op"),
+        ("not json", "invalid", "not JSON"),
+        ("[1]", "invalid", "JSON object"),
+    ],
+)
+def test_parse_command(line: str, op: str, error: str | None) -> None:
+    command = parse_command(line, "stdin")
+    assert command is not None and command.op == op
+    if error is None:
+        assert command.error is None
+    else:
+        assert command.error is not None and error in command.error
+
+
+def test_blank_lines_are_ignored_and_eof_only_ends_the_reader() -> None:
+    control = ControlQueue()
+    thread = control.read_stream(io.StringIO('\n{"op":"pause"}\n\n{"op":"resume"}\n'))
+    thread.join(timeout=2)
+    assert [c.op for c in control.drain()] == ["pause", "resume"]
+    assert not thread.is_alive()
+
+
+def test_stats_count_duplicates_and_committed_offsets() -> None:
+    stats = ConsumeStats()
+    first = stats.add_batch("t", 0, [0, 1, 2])
+    assert first == {
+        "topic": "t",
+        "partition": 0,
+        "first": 0,
+        "last": 2,
+        "count": 3,
+        "duplicates": 0,
+    }
+    again = stats.add_batch("t", 0, [1, 2, 3])  # redelivered after a rebalance
+    assert again["duplicates"] == 2
+    stats.add_commit({("t", 0): 4})
+    totals = stats.totals()
+    assert totals["records"] == 6 and totals["duplicates"] == 2
+    assert totals["committed"] == {"t": {"0": 4}}
+    assert totals["consumed_up_to"] == {"t": {"0": 4}}
+
+
+def test_emitter_stamps_identity_and_sequence() -> None:
+    emitter = Emitter("g", "m1", "c1", "i1", wall=lambda: 1000.0, mono=time.monotonic)
+    emitter.identity = lambda: ("member-1", 7)
+    emitter.emit("RejoinRequested", reason="first_join")
+    emitter.emit("JoinCompleted", generation=7)
+    events = emitter.drain()
+    assert [e.seq for e in events] == [1, 2]
+    assert events[0].member_id == "member-1" and events[0].generation == 7
+    assert events[0].ts_ms == 1_000_000 and events[0].instance_id == "i1"
+    assert Event.from_json(events[1].to_json()) == events[1]
+    with pytest.raises(ValueError):
+        emitter.emit("NoSuchEvent")
+
+
+def test_member_config_rejects_topics_and_pattern_together() -> None:
+    with pytest.raises(UsageError):
+        MemberConfig(group="g", topics=["a"], pattern="a.*").validate()
+    with pytest.raises(UsageError):
+        MemberConfig(group="g").validate()
+    with pytest.raises(UsageError, match="cooperative-sticky"):
+        MemberConfig(group="g", topics=["a"], assignors=["range", "cooperative-sticky"]).validate()
+
+
+def event(type_: str, generation: int = 3, mono: float = 10.0, **data: object) -> Event:
+    return Event(
+        type_, 1_700_000_000_123, mono, 1, "g", member="m1", generation=generation, data=data
+    )
+
+
+def test_every_member_event_type_has_a_description() -> None:
+    member_types = [t for t in EVENT_TYPES if t not in _OBSERVER_AND_CHAOS]
+    for type_ in member_types:
+        assert describe(event(type_)) is not None
+
+
+_OBSERVER_AND_CHAOS = {
+    "GroupObserved",
+    "GroupStateChanged",
+    "GenerationChanged",
+    "MemberJoinedGroup",
+    "MemberLeftGroup",
+    "PartitionsMoved",
+    "RebalanceAttributed",
+    "BrokerDisconnected",
+    "BrokerReconnected",
+    "ScenarioStarted",
+    "StepStarted",
+    "ActionPerformed",
+    "GroupSettled",
+    "StepFinished",
+    "InvariantViolated",
+    "ScenarioFinished",
+}
+
+
+def test_render_line_shows_generation_step_and_duration() -> None:
+    line = render_line(
+        event(
+            "JoinGroupReceived",
+            error="NONE",
+            generation=3,
+            is_leader=True,
+            protocol="range",
+            duration_ms=12.4,
+            members=[{}, {}],
+        )
+    )
+    assert line is not None
+    text = line.plain
+    assert " g3 " in text and "JoinGroupReceived" in text
+    assert "leader" in text and "members=2" in text and "12ms" in text
+
+
+def test_render_line_time_since_previous_step_when_no_duration() -> None:
+    line = render_line(
+        event(
+            "RejoinRequested",
+            mono=250.0,
+            reason="metadata_changed",
+            assigned_with={"t": 3},
+            partition_counts={"t": 6},
+        ),
+        previous=event("JoinCompleted", mono=50.0),
+    )
+    assert line is not None
+    assert "reason=metadata_changed" in line.plain and "+200ms" in line.plain
+
+
+def test_heartbeats_collapse_into_the_header() -> None:
+    hb = event("HeartbeatSucceeded", rtt_ms=1.5)
+    assert render_line(hb) is None
+    assert render_line(hb, heartbeats=True) is not None
+    header = MemberHeader()
+    header.update(event("JoinGroupReceived", error="NONE", is_leader=False))
+    header.update(event("JoinCompleted", assignment={"t": [0, 2]}))
+    header.update(hb)
+    text = header.render(now_ms=hb.ts_ms + 1500).plain
+    assert "stable" in text and "generation 3" in text and "follower" in text
+    assert "t[0,2]" in text and "1.5s ago" in text
+
+
+def test_summary_lists_totals_and_committed_offsets() -> None:
+    lines = summary_lines(
+        event(
+            "MemberStopped",
+            reason="SIGTERM",
+            exit_status=0,
+            records=12,
+            duplicates=1,
+            committed={"t": {"0": 7, "1": 5}},
+        )
+    )
+    joined = "\n".join(lines)
+    assert "records consumed: 12" in joined and "duplicates: 1" in joined
+    assert "t-0@7 t-1@5" in joined
+    json.dumps(lines)
