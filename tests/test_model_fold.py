@@ -227,3 +227,20 @@ def test_traced_member_and_observed_member_are_one_member() -> None:
 def test_missing_group_is_reported() -> None:
     s = fold(GroupState(G), snapshot(1000, "Dead", [], missing=True), now_ms=1000)
     assert s.missing and s.state == "Dead"
+
+
+def test_kgctl_join_field_shapes_are_understood() -> None:
+    """`kgctl join` puts the new generation in data (the envelope may lag) and the full
+    assignment of JoinCompleted under `assignment`; a failed JoinGroup keeps JoinGroup."""
+    events = [
+        mev("JoinGroupSent", 100, "m1", 4),
+        mev("JoinGroupReceived", 150, "m1", 4, error="REBALANCE_IN_PROGRESS", generation=-1),
+        mev("JoinGroupReceived", 200, "m1", 4, error="NONE", generation=5, leader="m1-id"),
+        mev("JoinCompleted", 300, "m1", 4, generation=5, assignment={"t": [0, 1]}, added={}),
+    ]
+    s = fold_all(GroupState(G), events[:2], now_ms=160)
+    assert s.members["m1"].phase == "JoinGroup"
+    s = fold_all(s, events[2:], now_ms=400)
+    assert s.generation == 5 and s.members["m1"].generation == 5
+    assert dict(s.members["m1"].partitions) == {"t": (0, 1)}
+    assert s.current is not None and s.current.stable_ms == 300 and s.leader == "m1"

@@ -283,7 +283,11 @@ def _on_join_sent(s: GroupState, ev: Event, t: int) -> GroupState:
 
 def _on_join_received(s: GroupState, ev: Event, t: int) -> GroupState:
     key = _key_for(s, ev)
-    gen = ev.generation if ev.generation >= 0 else _int(ev.data.get("generation"), -1)
+    if _is_error(ev.data.get("error")):
+        return s  # a failed JoinGroup: the member retries from JoinGroup
+    # The response's own generation wins: the envelope may still carry the old one.
+    gen = _int(ev.data.get("generation"), -1)
+    gen = gen if gen >= 0 else ev.generation
     if gen >= 0:
         m = s.members[key]
         s = _with_member(s, replace(m, generation=gen))
@@ -314,8 +318,13 @@ def _on_sync_received(s: GroupState, ev: Event, t: int) -> GroupState:
 
 def _on_join_completed(s: GroupState, ev: Event, t: int) -> GroupState:
     key = _key_for(s, ev)
-    if "partitions" in ev.data:
-        s = _set_partitions(s, key, owned_from(ev.data["partitions"]), t)
+    gen = _int(ev.data.get("generation"), -1)
+    if gen >= 0:
+        s = _with_member(s, replace(s.members[key], generation=gen))
+    # The full assignment after the join: `assignment` (kgctl join) or `partitions`.
+    full = ev.data.get("assignment", ev.data.get("partitions"))
+    if full is not None:
+        s = _set_partitions(s, key, owned_from(full), t)
     s = _set_phase(s, key, PHASE_STABLE)
     return _maybe_stable(s, t)
 
@@ -547,6 +556,12 @@ def _on_attributed(s: GroupState, ev: Event, t: int) -> GroupState:
     d = ev.data
     target = ev.generation if ev.generation >= 0 else _int(d.get("generation"), -1)
     gens = list(s.generations)
+    if ev.source == "observer" and gens and not gens[-1].inferred:
+        # Members report real generation ids; the observer's numbering differs, so its
+        # cause goes to the latest real generation (unless a cause is already known).
+        if gens[-1].cause:
+            return s
+        target = gens[-1].generation
     for i in range(len(gens) - 1, -1, -1):
         if target < 0 or gens[i].generation == target:
             gens[i] = replace(
@@ -586,6 +601,10 @@ def _int(value: Any, default: int) -> int:
         except ValueError:
             return default
     return default
+
+
+def _is_error(value: Any) -> bool:
+    return bool(value) and str(value) not in ("NONE", "NoError", "None", "0")
 
 
 def _opt_str(value: Any) -> str | None:

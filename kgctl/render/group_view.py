@@ -68,15 +68,16 @@ def _generation_text(s: GroupState) -> str:
 
 def render_header(s: GroupState, now_ms: int, paused: bool = False) -> RenderableType:
     title = Text.assemble(("group ", "dim"), (s.group, "bold"), "  ")
+    if not s.connected:
+        # First: everything below is as of the last successful poll.
+        down = now_ms - (s.disconnected_since_ms or now_ms)
+        title.append(f"disconnected, retrying ({fmt_ms(down)})  ", "bold red")
     if s.missing:
-        title.append("missing: the broker does not know this group (waiting)", "bold red")
+        title.append("missing: no such group yet (waiting)", "bold red")
     else:
         title.append(s.state, STATE_STYLE.get(s.state, "bold"))
         if s.rebalancing:
             title.append("  rebalancing", "yellow")
-    if not s.connected:
-        down = now_ms - (s.disconnected_since_ms or now_ms)
-        title.append(f"  disconnected, retrying ({fmt_ms(down)})", "bold red")
     if paused:
         title.append("  [paused]", "reverse")
     live = s.live_members
@@ -116,7 +117,7 @@ def _table(title: str, wide: bool) -> Table:
         show_edge=False,
         pad_edge=False,
         padding=(0, 1),
-        expand=wide,
+        expand=True,
     )
 
 
@@ -129,10 +130,10 @@ def render_members(s: GroupState, now_ms: int, width: int, rows: int) -> Rendera
         t.add_column("host", no_wrap=True, overflow="ellipsis", max_width=18)
         t.add_column("instance", no_wrap=True, overflow="ellipsis", max_width=14)
     t.add_column("partitions", no_wrap=True, overflow="ellipsis", ratio=1)
-    t.add_column("phase", no_wrap=True)
-    t.add_column("gen", justify="right", no_wrap=True)
-    t.add_column("lag", justify="right", no_wrap=True)
-    t.add_column("seen", justify="right", no_wrap=True)
+    t.add_column("phase", no_wrap=True, min_width=9)
+    t.add_column("gen", justify="right", no_wrap=True, min_width=3)
+    t.add_column("lag", justify="right", no_wrap=True, min_width=3)
+    t.add_column("seen", justify="right", no_wrap=True, min_width=5)
     members = sorted(s.members.values(), key=lambda m: (not m.alive, m.name))
     shown = members[: max(rows, 0)]
     for m in shown:
@@ -171,15 +172,15 @@ def _member_row(m: MemberState, now_ms: int, wide: bool) -> list[str]:
 def render_generations(s: GroupState, now_ms: int, width: int, rows: int) -> RenderableType:
     wide = width >= 120
     t = _table("Generations", wide)
-    t.add_column("gen", justify="right", no_wrap=True)
-    t.add_column("started", no_wrap=True)
-    t.add_column("cause", no_wrap=True, overflow="ellipsis", ratio=1)
+    t.add_column("gen", justify="right", no_wrap=True, min_width=3)
+    t.add_column("started", no_wrap=True, min_width=8)
+    t.add_column("cause", no_wrap=True, overflow="ellipsis", ratio=2)
     if wide:
         t.add_column("join", justify="right", no_wrap=True)
         t.add_column("sync", justify="right", no_wrap=True)
-    t.add_column("to stable", justify="right", no_wrap=True)
-    t.add_column("lasted", justify="right", no_wrap=True)
-    t.add_column("without partitions", no_wrap=True, overflow="ellipsis", ratio=1)
+    t.add_column("to stable", justify="right", no_wrap=True, min_width=9)
+    t.add_column("lasted", justify="right", no_wrap=True, min_width=7)
+    t.add_column("no partitions", no_wrap=True, overflow="ellipsis", ratio=1)
     gens = list(s.generations)[-max(rows, 0) :] if rows > 0 else []
     for g in reversed(gens):
         t.add_row(*_generation_row(g, now_ms, wide))

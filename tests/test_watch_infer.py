@@ -1,0 +1,165 @@
+"""Pure tests of the observer's inference: snapshots in, events and causes out."""
+
+from __future__ import annotations
+
+from kgctl.model.events import Event
+from kgctl.model.fold import fold_all
+from kgctl.model.snapshot import GroupSnapshot, MemberSnapshot
+from kgctl.model.state import GroupState
+from kgctl.observe.infer import Inferrer
+
+G = "billing"
+
+
+def member(
+    mid: str, client: str, parts: list[int] | None, sub: tuple[str, ...] = ("t",)
+) -> MemberSnapshot:
+    return MemberSnapshot(
+        member_id=mid,
+        client_id=client,
+        host="/10.1.1.1",
+        subscription=sub,
+        partitions=None if parts is None else {"t": parts},
+    )
+
+
+def snap(state: str, *members: MemberSnapshot, **kw: object) -> GroupSnapshot:
+    return GroupSnapshot(
+        group=G, state=state, protocol_type="consumer", protocol="range",
+        coordinator="1 h:9092", members=members, **kw,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def run(*snaps: GroupSnapshot) -> list[Event]:
+    inf = Inferrer(G)
+    out: list[Event] = []
+    for i, s in enumerate(snaps):
+        out += inf.observe(s, 1000 * (i + 1))
+    return out
+
+
+def types(events: list[Event]) -> list[str]:
+    return [e.type for e in events if e.type != "GroupObserved"]
+
+
+def causes(events: list[Event]) -> list[tuple[int, str, bool]]:
+    return [
+        (e.generation, e.data["cause"], e.data["guess"])
+        for e in events
+        if e.type == "RebalanceAttributed"
+    ]
+
+
+def test_a_member_joining_through_a_rebalance() -> None:
+    events = run(
+        snap("Stable", member("a-1", "a", [0, 1])),
+        snap("PreparingRebalance", member("a-1", "a", None), member("b-1", "b", None)),
+        snap("Stable", member("a-1", "a", [0]), member("b-1", "b", [1])),
+    )
+    assert types(events) == [
+        "GroupStateChanged",
+        "MemberJoinedGroup",
+        "GroupStateChanged",
+        "GenerationChanged",
+        "PartitionsMoved",
+        "RebalanceAttributed",
+    ]
+    assert causes(events) == [(1, "member_joined", False)]
+    joined = next(e for e in events if e.type == "MemberJoinedGroup")
+    assert (joined.member_id, joined.client_id, joined.host) == ("b-1", "b", "/10.1.1.1")
+    moved = next(e for e in events if e.type == "PartitionsMoved")
+    assert moved.data["moves"] == [
+        {
+            "topic": "t",
+            "partition": 1,
+            "from": "a-1",
+            "to": "b-1",
+            "from_client": "a",
+            "to_client": "b",
+        }
+    ]
+    gen = next(e for e in events if e.type == "GenerationChanged")
+    assert gen.data["inferred"] is True and gen.data["rebalance_started_ms"] == 2000
+
+
+def test_a_rebalance_between_two_polls_is_still_seen() -> None:
+    events = run(
+        snap("Stable", member("a-1", "a", [0, 1])),
+        snap("Stable", member("a-1", "a", [0]), member("b-1", "b", [1])),
+    )
+    assert causes(events) == [(1, "member_joined", False)]
+
+
+def test_a_member_dropped_during_a_rebalance_timed_out() -> None:
+    events = run(
+        snap("Stable", member("a-1", "a", [0]), member("b-1", "b", [1])),
+        snap("PreparingRebalance", member("a-1", "a", None), member("b-1", "b", None)),
+        snap("Stable", member("a-1", "a", [0, 1])),
+    )
+    assert causes(events) == [(1, "timed_out", True)]
+    left = next(e for e in events if e.type == "MemberLeftGroup")
+    assert "did not rejoin in time" in left.data["reason"]
+
+
+def test_the_same_process_rejoining_with_a_new_member_id_is_a_timeout_guess() -> None:
+    events = run(
+        snap("Stable", member("a-1", "a", [0, 1])),
+        snap("Stable", member("a-2", "a", [0, 1])),
+    )
+    assert causes(events) == [(1, "timed_out", True)]
+    evidence = next(e for e in events if e.type == "RebalanceAttributed").data["evidence"]
+    assert "left and rejoined as a-2" in evidence
+
+
+def test_leaving_subscription_and_partition_changes() -> None:
+    left = run(
+        snap("Stable", member("a-1", "a", [0]), member("b-1", "b", [1])),
+        snap("Stable", member("a-1", "a", [0, 1])),
+    )
+    assert causes(left) == [(1, "member_left", False)]
+    resub = run(
+        snap("Stable", member("a-1", "a", [0])),
+        snap("PreparingRebalance", member("a-1", "a", None, sub=("t", "u"))),
+        snap("Stable", member("a-1", "a", [0], sub=("t", "u"))),
+    )
+    assert causes(resub) == [(1, "subscription_changed", False)]
+    grown = run(
+        snap("Stable", member("a-1", "a", [0])),
+        snap("Stable", member("a-1", "a", [0, 1, 2])),
+    )
+    assert causes(grown) == [(1, "partitions_changed", True)]
+
+
+def test_nothing_changed_means_no_generation_and_empty_means_all_left() -> None:
+    quiet = run(snap("Stable", member("a-1", "a", [0])), snap("Stable", member("a-1", "a", [0])))
+    assert types(quiet) == []
+    assert [e.data["changed"] for e in quiet] == [True, False]
+    emptied = run(snap("Stable", member("a-1", "a", [0])), snap("Empty"))
+    assert causes(emptied) == [(1, "member_left", False)]
+
+
+def test_disconnects_are_reported_once_and_folded() -> None:
+    inf = Inferrer(G)
+    events = inf.observe(snap("Stable", member("a-1", "a", [0])), 1000)
+    events += inf.disconnected("refused", 2000, retry_in_s=2)
+    events += inf.disconnected("refused", 3000, retry_in_s=4)
+    assert [e.type for e in events[-1:]] == ["BrokerDisconnected"]
+    state = fold_all(GroupState(G), events, now_ms=3000)
+    assert not state.connected
+    events = inf.observe(snap("Stable", member("a-1", "a", [0])), 5000)
+    assert events[0].type == "BrokerReconnected" and events[0].data["down_ms"] == 3000
+    assert fold_all(state, events, now_ms=5000).connected
+
+
+def test_inferred_events_fold_into_a_state() -> None:
+    events = run(
+        snap("Stable", member("a-1", "a", [0, 1])),
+        snap("PreparingRebalance", member("a-1", "a", None), member("b-1", "b", None)),
+        snap("Stable", member("a-1", "a", [0]), member("b-1", "b", [1])),
+    )
+    s = fold_all(GroupState(G), events, now_ms=4000)
+    assert s.generation == 1 and s.generation_inferred
+    assert s.current is not None and s.current.cause == "member_joined"
+    assert s.current.start_ms == 2000 and s.current.stable_ms == 3000
+    assert {m.client_id for m in s.live_members} == {"a", "b"}
+    assert s.owners()[("t", 1)] == ("b-1",)

@@ -1,0 +1,103 @@
+"""Pure tests of the watch view: what a person sees at 80x24 and 160x50."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+from test_model_fold import two_member_eager_history
+from test_watch_infer import member, run, snap
+
+from kgctl.model.fold import fold_all
+from kgctl.model.state import GroupState
+from kgctl.render.group_view import render_group
+
+NOW = 10_000
+
+
+def screen(state: GroupState, width: int, height: int) -> str:
+    console = Console(
+        record=True, width=width, height=height, color_system=None, file=io.StringIO()
+    )
+    console.print(render_group(state, NOW, width=width, height=height))
+    return console.export_text()
+
+
+def observed_state() -> GroupState:
+    events = run(
+        snap("Stable", member("a-1", "alpha", [0, 1]), lag={"t": {0: 5, 1: 7}}),
+        snap("PreparingRebalance", member("a-1", "alpha", None), member("b-1", "beta", None)),
+        snap(
+            "Stable",
+            member("a-1", "alpha", [0]),
+            member("b-1", "beta", [1]),
+            lag={"t": {0: 2, 1: 3}},
+        ),
+    )
+    return fold_all(GroupState("billing"), events, now_ms=4000)
+
+
+def test_80x24_fits_and_shows_the_essentials() -> None:
+    text = screen(observed_state(), 80, 24)
+    lines = text.splitlines()
+    assert len(lines) <= 23 and max(len(line) for line in lines) <= 80
+    for needle in (
+        "group billing",
+        "Stable",
+        "protocol consumer",
+        "assignor range",
+        "generation +1 since watch start (inferred)",
+        "coordinator 1 h:9092",
+        "members 2",
+        "lag 5",
+        "alpha",
+        "beta",
+        "t[1]",
+        "member joined",
+        "Events",
+    ):
+        assert needle in text, f"{needle!r} not on the 80x24 screen:\n{text}"
+
+
+def test_160x50_adds_ids_hosts_phase_timings_and_evidence() -> None:
+    text = screen(observed_state(), 160, 50)
+    lines = text.splitlines()
+    assert len(lines) <= 49 and max(len(line) for line in lines) <= 160
+    for needle in (
+        "member id",
+        "a-1",
+        "10.1.1.1",
+        "join",
+        "sync",
+        "beta@10.1.1.1 joined",
+        "cause: member joined",
+    ):
+        assert needle in text, f"{needle!r} not on the 160x50 screen:\n{text}"
+
+
+def test_member_events_show_phases_leader_and_unassigned_time() -> None:
+    state = fold_all(GroupState("orders-app"), two_member_eager_history(), now_ms=6000)
+    text = screen(state, 160, 50)
+    assert "leader m1" in text and "generation 2" in text
+    assert "Stable" in text and "t[0,1]" in text and "t[2,3]" in text
+    assert "m1 200ms" in text  # m1 owned nothing for 200 ms in generation 2
+
+
+def test_disconnected_and_missing_are_said_in_the_header() -> None:
+    from kgctl.observe.infer import Inferrer
+
+    inf = Inferrer("gone")
+    events = inf.observe(snap("Dead", missing=True), 1000)
+    events += inf.disconnected("connection refused", 2000, retry_in_s=2)
+    state = fold_all(GroupState("gone"), events, now_ms=2000)
+    text = screen(state, 80, 24)
+    assert "missing" in text
+    assert "disconnected, retrying" in text
+
+
+def test_many_members_are_cut_with_a_count_at_80x24() -> None:
+    members = [member(f"m{i:02d}-1", f"m{i:02d}", [i]) for i in range(30)]
+    state = fold_all(GroupState("big"), run(snap("Stable", *members)), now_ms=2000)
+    text = screen(state, 80, 24)
+    assert len(text.splitlines()) <= 23
+    assert "more" in text and "Members (30 live)" in text
