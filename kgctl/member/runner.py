@@ -175,7 +175,6 @@ class Member:
             bootstrap=self.settings.bootstrap,
             client=self.settings.redacted()["properties"],
         )
-        self.flush()
         kafka_config = self.settings.kafka_config()
         try:
             if cfg.trace_topic:
@@ -390,6 +389,7 @@ class Member:
             self._control_reader = None
 
     def _stopped(self, reason: str) -> None:
+        self.flush()  # the totals include commits made while closing
         self.emit(
             "MemberStopped", reason=reason, exit_status=int(self._exit), **self.stats.totals()
         )
