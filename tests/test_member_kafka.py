@@ -226,6 +226,9 @@ def test_two_members_converge_without_revoking_nothing_on_first_join(
     assert any(e["data"]["reason"] == "rebalance_in_progress" for e in a.of("RejoinRequested"))
     received = [e for e in a.of("JoinGroupReceived") if e["data"]["error"] == "NONE"]
     assert received[-1]["data"]["generation"] == generation
+    # The rebalance reason went to the broker: JoinGroup v8+ (KIP-800).
+    assert received[-1]["data"]["api_version"] >= 8
+    assert a.of("JoinGroupSent")[-1]["data"]["wire_reason"].startswith("kgctl: ")
 
 
 def test_three_members_then_sigkill_rebalances_after_session_timeout(

@@ -390,6 +390,7 @@ class TracedCoordinator(ConsumerCoordinator):
             "protocol": join_response.protocol_name,
             "is_leader": is_leader,
             "skip_assignment": skip_assignment,
+            "api_version": getattr(join_request, "API_VERSION", None),
             "duration_ms": _ms(sent),
         }
         if is_leader:
