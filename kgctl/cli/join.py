@@ -96,8 +96,16 @@ class TextSink:
 
 
 def json_sink(event: Event) -> None:
-    sys.stdout.write(event.to_json() + "\n")
-    sys.stdout.flush()
+    try:
+        sys.stdout.write(event.to_json() + "\n")
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):
+        # The reader went away (kgctl chaos died?): keep the member's own shutdown path
+        # (SIGTERM from the parent-death signal) rather than dying here mid-protocol.
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
 
 
 @app.command("join")
