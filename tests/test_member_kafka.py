@@ -420,3 +420,35 @@ def test_unreachable_bootstrap_is_one_line_within_timeout(kind: str) -> None:
     assert len(lines) == 1 and "cannot reach Kafka" in lines[0]
     for line in done.stdout.splitlines():  # json mode: only events on stdout
         assert json.loads(line)["type"] in ("MemberStarted", "MemberFailed", "MemberStopped")
+
+
+def test_slow_processing_exceeds_max_poll_interval_loses_partitions_and_redelivers(
+    spawn: Callable[..., MemberProc], topic: Callable[[int], str], group: str, bootstrap: str
+) -> None:
+    t = topic(1)
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    for _ in range(5):
+        producer.send(t, value=b"x")
+    producer.flush()
+    producer.close()
+    a = spawn(
+        group, t, "--commit", "sync", "--max-poll-interval", "2000", "--processing-ms", "2600",
+        name="slow",
+    )  # fmt: skip
+    a.wait_event("PollIntervalExceeded", timeout=20)
+    leave = a.wait_event("LeaveGroupSent")
+    assert leave["data"]["reason"] == "consumer poll timeout has expired."
+    assert a.wait_event("GenerationReset")["data"]["cause"] == "poll_interval_exceeded"
+    a.send({"op": "processing_ms", "value": 0})
+    rejoin = a.wait_event("RejoinRequested", reason="poll_interval_exceeded")
+    lost = a.wait_event("PartitionsLost")
+    assert lost["data"]["partitions"] == {t: [0]} and lost["seq"] > rejoin["seq"]
+    assert not [e for e in a.of("PartitionsRevoked") if e["seq"] > rejoin["seq"]]
+    # The first batch's commit failed (the member had left), so it comes back.
+    again = a.wait(
+        lambda: [e for e in a.of("RecordsConsumed") if e["data"]["duplicates"] > 0],
+        what="redelivered records",
+    )
+    assert again[0]["data"]["duplicates"] == 5
+    assert a.stop() == 0
+    assert a.of("MemberStopped")[-1]["data"]["duplicates"] == 5
