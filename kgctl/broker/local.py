@@ -85,6 +85,11 @@ def _kraft_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
+# Nodes started by this process, kept so they can be waited on (no zombies, and no
+# "subprocess still running" warnings when this process outlives them).
+_children: dict[int, subprocess.Popen[bytes]] = {}
+
+
 def _die_with_parent() -> None:
     # Runs in the child between fork and exec: the kernel sends SIGTERM to the node
     # when the process that started it dies (only for brokers owned by one run).
@@ -407,6 +412,7 @@ class LocalBroker:
             )
         finally:
             console.close()
+        _children[process.pid] = process
         return process.pid
 
     def _cluster_id(self, state: BrokerState) -> str:
@@ -427,6 +433,8 @@ class LocalBroker:
 
         settings = ClientSettings(bootstrap=state.bootstrap, timeout_s=5)
 
+        last_error: list[str] = ["no answer yet"]
+
         def ready() -> bool:
             for node in state.nodes:
                 if not node_is_running(node):
@@ -435,9 +443,17 @@ class LocalBroker:
                         f"{_last_error(node.log, Path(node.log).parent / 'console.log')}; "
                         f"see kgctl broker logs"
                     )
+            for node in state.nodes:
+                # A plain TCP probe first: kafka-python leaks a socket on each refused
+                # connection, and the JVM takes seconds to listen.
+                try:
+                    socket.create_connection(("127.0.0.1", node.port), timeout=1).close()
+                except OSError:
+                    return False
             try:
                 brokers = describe_cluster(settings)["brokers"]
-            except Exception:  # not answering yet: keep waiting
+            except Exception as exc:  # not answering yet: keep waiting
+                last_error[0] = f"{type(exc).__name__}: {exc}"
                 return False
             return len(brokers) == len(state.nodes)
 
@@ -449,8 +465,8 @@ class LocalBroker:
         while not ready():
             if time.monotonic() > deadline:
                 raise SetupError(
-                    f"Kafka at {state.bootstrap} did not answer within {timeout_s:.0f} s; "
-                    "see kgctl broker logs"
+                    f"Kafka at {state.bootstrap} did not answer within {timeout_s:.0f} s "
+                    f"(last: {last_error[0][:200]}); see kgctl broker logs"
                 )
             time.sleep(0.3)
 
@@ -491,12 +507,10 @@ class LocalBroker:
 
 
 def _reap(pid: int) -> None:
-    # Our own children (nodes started in this process) become zombies until waited on;
-    # zombies still show a cmdline-less /proc entry, so reap them when we can.
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
+    # Our own children (nodes started in this process) stay zombies until waited on.
+    child = _children.get(pid)
+    if child is not None and child.poll() is not None:
+        del _children[pid]
 
 
 def _last_error(*logs: str | Path) -> str:
