@@ -62,8 +62,9 @@ def error_name(exc: BaseException | type) -> str:
     cls = exc if isinstance(exc, type) else type(exc)
     if cls is Errors.NoError:
         return "NONE"
-    if issubclass(cls, Errors.BrokerResponseError) and getattr(cls, "message", None):
-        return str(cls.message)
+    message = getattr(cls, "message", None)
+    if issubclass(cls, Errors.BrokerResponseError) and message:
+        return str(message)
     return cls.__name__
 
 
@@ -630,11 +631,11 @@ def _coordinator_class(cls: type) -> Iterator[None]:
     """Make KafkaConsumer's constructor build `cls` instead of ConsumerCoordinator."""
     with _CONSTRUCT_LOCK:
         original = _group_module.ConsumerCoordinator
-        _group_module.ConsumerCoordinator = cls  # type: ignore[misc]
+        _group_module.ConsumerCoordinator = cls
         try:
             yield
         finally:
-            _group_module.ConsumerCoordinator = original  # type: ignore[misc]
+            _group_module.ConsumerCoordinator = original
 
 
 def build_consumer(

@@ -12,6 +12,7 @@ import base64
 import ctypes
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -21,6 +22,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kgctl.broker.provision import (
     DEFAULT_KAFKA_VERSION,
@@ -54,6 +56,20 @@ logger.kafka.level=INFO
 logger.apache.name=org.apache.kafka
 logger.apache.level=INFO
 """
+
+
+# --security: the client listener's protocol; the controller listener stays PLAINTEXT.
+SECURITY_PROTOCOLS = {
+    "none": "PLAINTEXT",
+    "scram": "SASL_PLAINTEXT",
+    "tls": "SSL",
+    "scram+tls": "SASL_SSL",
+}
+ADMIN_USER = "kgctl"
+SCRAM_MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256")
+SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+FILE_PROVIDER = "org.apache.kafka.common.config.provider.FileConfigProvider"
 
 
 def state_dir() -> Path:
@@ -117,6 +133,9 @@ class BrokerState:
     kafka_defaults: bool = False
     origin: str = ""
     started_at: float = 0.0
+    security: str = "none"
+    acls: bool = False
+    client_config: str = ""  # the client.properties (0600) of a secured cluster
 
     @property
     def bootstrap(self) -> str:
@@ -131,7 +150,7 @@ class BrokerState:
 
     @classmethod
     def from_dict(cls, raw: dict[str, object]) -> BrokerState:
-        nodes = [Node(**n) for n in raw.pop("nodes", [])]  # type: ignore[arg-type, attr-defined]
+        nodes = [Node(**n) for n in raw.pop("nodes", [])]  # type: ignore[attr-defined]
         return cls(nodes=nodes, **raw)  # type: ignore[arg-type]
 
 
@@ -192,6 +211,9 @@ class LocalBroker:
             "nodes": nodes,
             "dead": [n["node_id"] for n in nodes if not n["running"]],
             "state_file": str(self.state_path),
+            "security": state.security,
+            "acls": state.acls,
+            "client_config": state.client_config or None,
         }
 
     # -- up ----------------------------------------------------------------------------
@@ -205,6 +227,8 @@ class LocalBroker:
         version: str = DEFAULT_KAFKA_VERSION,
         kafka_home: Path | None = None,
         tie_to_parent: bool = False,
+        security: str = "none",
+        acls: bool = False,
         timeout_s: float = 120.0,
         say: Callable[[str], None] = lambda _m: None,
         wait: Callable[[str, Callable[[], bool], float], None] | None = None,
@@ -217,12 +241,27 @@ class LocalBroker:
         """
         if brokers not in (1, 3):
             raise UsageError(f"--brokers {brokers}: only 1 or 3 are supported")
+        if security not in SECURITY_PROTOCOLS:
+            raise UsageError(
+                f"--security {security!r}: expected one of {', '.join(SECURITY_PROTOCOLS)}"
+            )
+        if acls and "scram" not in security:
+            raise UsageError(
+                "--acls needs --security scram or scram+tls: without SCRAM every client is "
+                "User:ANONYMOUS, so ACLs could not tell users apart"
+            )
         existing = self.load()
         if existing and all(node_is_running(n) for n in existing.nodes):
             if len(existing.nodes) != brokers:
                 raise UsageError(
                     f"a local cluster of {len(existing.nodes)} node(s) is already running "
                     f"at {existing.bootstrap}; run kgctl broker down first to change its size"
+                )
+            if (existing.security, existing.acls) != (security, acls):
+                raise UsageError(
+                    f"a local cluster with --security {existing.security}"
+                    f"{' --acls' if existing.acls else ''} is already running at "
+                    f"{existing.bootstrap}; run kgctl broker down first to change it"
                 )
             return existing
         java = java_executable()
@@ -232,13 +271,15 @@ class LocalBroker:
             existing
             and len(existing.nodes) == brokers
             and (data_dir is None or str(data_dir) == existing.data_dir)
+            and (existing.security, existing.acls) == (security, acls)
         ):
             state = existing  # restart the dead nodes of the cluster we know
         else:
             if existing:
                 self.down()
-            state = self._plan(dist, brokers, port, data_dir, kafka_defaults)
+            state = self._plan(dist, brokers, port, data_dir, kafka_defaults, security, acls)
         state.version, state.origin = dist.version, dist.origin
+        self._write_security(state)
         self._write_configs(state)
         for node in state.nodes:
             if not node_is_running(node):
@@ -255,6 +296,8 @@ class LocalBroker:
         port: int | None,
         data_dir: Path | None,
         kafka_defaults: bool,
+        security: str = "none",
+        acls: bool = False,
     ) -> BrokerState:
         remembered = self._remembered_ports()
         first = port or (remembered[0] if remembered and port_is_free(remembered[0]) else None)
@@ -268,32 +311,40 @@ class LocalBroker:
             if candidate not in ports:
                 ports.append(candidate)
         root = (Path(data_dir) if data_dir else self.state_path.parent / "data").resolve()
-        self._claim_data_dir(root, brokers, owned=data_dir is None)
+        # SCRAM users are written into the metadata log when storage is formatted, so a
+        # new password (or another --security) needs freshly formatted storage.
+        shape_security = f"{security}:{self._password_id(security)}"
+        self._claim_data_dir(root, brokers, owned=data_dir is None, security=shape_security)
         nodes = [
             Node(node_id=i + 1, port=ports[i], controller_port=ports[brokers + i])
             for i in range(brokers)
         ]
         self._remember_ports([n.port for n in nodes])
-        return BrokerState(dist.version, str(root), nodes, kafka_defaults)
+        return BrokerState(
+            dist.version, str(root), nodes, kafka_defaults, security=security, acls=acls
+        )
 
     @staticmethod
-    def _claim_data_dir(root: Path, brokers: int, owned: bool) -> None:
-        """Refuse to reuse data formatted for a cluster of another size.
+    def _claim_data_dir(root: Path, brokers: int, owned: bool, security: str = "none:") -> None:
+        """Refuse to reuse data formatted for a cluster of another size or security.
 
         KRaft storage remembers its voters; a 1-node log under a 3-node quorum (or the
-        reverse) fails in confusing ways. kgctl's own default folder is wiped instead.
+        reverse) fails in confusing ways, and SCRAM users live in the formatted metadata.
+        kgctl's own default folder is wiped instead.
         """
         shape = root / "kgctl-cluster.json"
         if shape.exists():
             try:
-                size = json.loads(shape.read_text()).get("nodes")
+                recorded = json.loads(shape.read_text())
             except ValueError:
-                size = None
-            if size != brokers:
+                recorded = {}
+            size = recorded.get("nodes")
+            if size != brokers or recorded.get("security", "none:") != security:
                 if not owned:
                     raise UsageError(
-                        f"--data-dir {root} holds a {size}-node cluster; use another folder "
-                        f"for {brokers} node(s), or remove it"
+                        f"--data-dir {root} holds a {size}-node cluster formatted for "
+                        f"--security {recorded.get('security', 'none:').split(':')[0]}; use "
+                        f"another folder for this one, or remove it"
                     )
                 shutil.rmtree(root)
         elif root.exists() and any(root.iterdir()):
@@ -304,7 +355,113 @@ class LocalBroker:
                 )
             shutil.rmtree(root)
         root.mkdir(parents=True, exist_ok=True)
-        shape.write_text(json.dumps({"nodes": brokers}))
+        shape.write_text(json.dumps({"nodes": brokers, "security": security}))
+
+    def client_settings(self, state: BrokerState | None = None, timeout_s: float = 30.0) -> Any:
+        """ClientSettings that reach this cluster as its admin user (with --security)."""
+        from kgctl.settings import ClientSettings
+
+        state = state or self.load()
+        if state is None:
+            raise SetupError("no local Kafka was started; start one with: kgctl broker up")
+        if not state.client_config:
+            return ClientSettings(bootstrap=state.bootstrap, timeout_s=timeout_s)
+        return ClientSettings.from_options(
+            state.bootstrap, Path(state.client_config), timeout_s=timeout_s
+        )
+
+    # -- security -----------------------------------------------------------------------
+    @property
+    def security_dir(self) -> Path:
+        return self.state_path.parent / "security"
+
+    def _password(self) -> str:
+        """The admin user's password: generated once, kept only in the 0600 secrets file."""
+        path = self.security_dir / "password"
+        try:
+            return path.read_text().strip()
+        except FileNotFoundError:
+            pass
+        _private_dir(self.security_dir)
+        password = secrets.token_urlsafe(24)
+        _write_private(path, password + "\n")
+        return password
+
+    def _password_id(self, security: str) -> str:
+        """A non-secret fingerprint of the password the storage was formatted with."""
+        if security == "none":
+            return ""
+        import hashlib
+
+        return hashlib.sha256(self._password().encode()).hexdigest()[:12]
+
+    def _write_security(self, state: BrokerState) -> None:
+        """CA, broker certificate, broker secrets and client.properties for --security."""
+        if state.security == "none":
+            state.client_config = ""
+            return
+        folder = self.security_dir
+        _private_dir(folder)
+        protocol = SECURITY_PROTOCOLS[state.security]
+        password = self._password()
+        jaas = f'{SCRAM_MODULE} required username="{ADMIN_USER}" password="{password}";'
+        # Read by Kafka's FileConfigProvider, so server.properties holds no secret.
+        _write_private(folder / "broker-secrets.properties", f"jaas={_escape_prop(jaas)}\n")
+        client = {"bootstrap.servers": state.bootstrap, "security.protocol": protocol}
+        if "scram" in state.security:
+            client["sasl.mechanism"] = SCRAM_MECHANISMS[0]
+            client["sasl.jaas.config"] = jaas
+        if "tls" in state.security:
+            _make_certificates(folder)
+            client["ssl.truststore.type"] = "PEM"
+            client["ssl.truststore.location"] = str(folder / "ca.pem")
+        lines = [
+            "# kgctl broker up --security " + state.security + " (secret: keep it 0600)\n",
+            *(f"{k}={_escape_prop(v)}\n" for k, v in client.items()),
+        ]
+        config = folder / "client.properties"
+        _write_private(config, "".join(lines))
+        state.client_config = str(config)
+
+    def _security_props(self, state: BrokerState, node: Node) -> dict[str, str]:
+        protocol = SECURITY_PROTOCOLS[state.security]
+        if protocol == "PLAINTEXT":
+            return {}
+        folder = self.security_dir
+        props = {
+            "listeners": f"CLIENT://127.0.0.1:{node.port},"
+            f"CONTROLLER://127.0.0.1:{node.controller_port}",
+            "advertised.listeners": f"CLIENT://127.0.0.1:{node.port}",
+            "inter.broker.listener.name": "CLIENT",
+            "listener.security.protocol.map": f"CLIENT:{protocol},CONTROLLER:PLAINTEXT",
+            "config.providers": "file",
+            "config.providers.file.class": FILE_PROVIDER,
+        }
+        if "scram" in state.security:
+            secret = f"${{file:{folder / 'broker-secrets.properties'}:jaas}}"
+            props["sasl.enabled.mechanisms"] = ",".join(SCRAM_MECHANISMS)
+            props["sasl.mechanism.inter.broker.protocol"] = SCRAM_MECHANISMS[0]
+            for mechanism in SCRAM_MECHANISMS:
+                props[f"listener.name.client.{mechanism.lower()}.sasl.jaas.config"] = secret
+        if "tls" in state.security:
+            props.update(
+                {
+                    "ssl.keystore.type": "PEM",
+                    "ssl.keystore.location": str(folder / "broker.pem"),
+                    "ssl.truststore.type": "PEM",
+                    "ssl.truststore.location": str(folder / "ca.pem"),
+                }
+            )
+        if state.acls:
+            props.update(
+                {
+                    "authorizer.class.name": AUTHORIZER,
+                    # The admin user, and the brokers on the PLAINTEXT controller listener.
+                    "super.users": f"User:{ADMIN_USER};User:ANONYMOUS",
+                    "allow.everyone.if.no.acl.found": "false",
+                }
+            )
+        return props
 
     def _remembered_ports(self) -> list[int]:
         try:
@@ -344,6 +501,7 @@ class LocalBroker:
             }
             if not state.kafka_defaults:
                 props.update(TEST_FRIENDLY)
+            props.update(self._security_props(state, node))
             config = home / "server.properties"
             config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
             node.log = str(home / "logs" / "server.log")
@@ -362,25 +520,35 @@ class LocalBroker:
         log4j = f"-Dlog4j2.configurationFile={home / 'log4j2.properties'}"
         if not (home / "kafka-logs" / "meta.properties").exists():
             cluster_id = self._cluster_id(state)
-            formatted = subprocess.run(
-                [
-                    java,
-                    *HEAP,
-                    "-cp",
-                    dist.classpath,
-                    log4j,
-                    "kafka.tools.StorageTool",
-                    "format",
-                    "-t",
-                    cluster_id,
-                    "-c",
-                    node.config,
-                    "--ignore-formatted",
-                ],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
+            args = [
+                *HEAP,
+                "-cp",
+                dist.classpath,
+                log4j,
+                "kafka.tools.StorageTool",
+                "format",
+                "-t",
+                cluster_id,
+                "-c",
+                node.config,
+                "--ignore-formatted",
+            ]
+            if "scram" in state.security:
+                password = self._password()
+                for mechanism in SCRAM_MECHANISMS:
+                    args += ["--add-scram", f"{mechanism}=[name={ADMIN_USER},password={password}]"]
+            # Through a 0600 @argfile, so the password never shows in a process listing.
+            argfile = self.security_dir / f"format-{node.node_id}.args"
+            if state.security != "none":
+                _private_dir(self.security_dir)
+                _write_private(argfile, "".join(_argfile_quote(a) + "\n" for a in args))
+                command = [java, f"@{argfile}"]
+            else:
+                command = [java, *args]
+            try:
+                formatted = subprocess.run(command, capture_output=True, text=True, check=False)
+            finally:
+                argfile.unlink(missing_ok=True)
             if formatted.returncode != 0:
                 tail = (formatted.stdout + formatted.stderr).strip().splitlines()[-1:]
                 raise SetupError(
@@ -429,9 +597,8 @@ class LocalBroker:
         wait: Callable[[str, Callable[[], bool], float], None] | None,
     ) -> None:
         from kgctl.adapters.cluster import describe_cluster
-        from kgctl.settings import ClientSettings
 
-        settings = ClientSettings(bootstrap=state.bootstrap, timeout_s=5)
+        settings = self.client_settings(state, timeout_s=5)
 
         last_error: list[str] = ["no answer yet"]
 
@@ -504,6 +671,75 @@ class LocalBroker:
             _reap(node.pid)
             time.sleep(0.05)
         return node.pid
+
+
+def _private_dir(path: Path) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(0o700)
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write a file only its owner can read (created 0600, never world-readable)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    path.chmod(0o600)
+
+
+def _escape_prop(value: str) -> str:
+    """A value as Java .properties text (backslashes; no newlines in kgctl's values)."""
+    return value.replace("\\", "\\\\")
+
+
+def _argfile_quote(arg: str) -> str:
+    return '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _make_certificates(folder: Path) -> None:
+    """A throwaway CA and a broker certificate for 127.0.0.1/localhost (PEM, openssl)."""
+    ca_key, ca, broker = folder / "ca.key", folder / "ca.pem", folder / "broker.pem"
+    if ca.exists() and broker.exists():
+        return
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        from kgctl.errors import MissingDependencyError
+
+        raise MissingDependencyError(
+            "--security tls needs openssl to make the local CA and certificate; install it "
+            "(Debian: apt-get install openssl)"
+        )
+    key, csr, crt, ext = (folder / n for n in ("broker.key", "broker.csr", "broker.crt", "ext"))
+    ext.write_text(
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\n"
+        "extendedKeyUsage=serverAuth,clientAuth\n"
+        "basicConstraints=CA:FALSE\n"
+    )
+    steps = [
+        ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", ca,
+         "-days", "30", "-subj", "/CN=kgctl local CA (throwaway)"],
+        ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr,
+         "-subj", "/CN=kgctl-broker"],
+        ["x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
+         "-out", crt, "-days", "30", "-extfile", ext],
+    ]  # fmt: skip
+    old_umask = os.umask(0o077)
+    try:
+        for step in steps:
+            done = subprocess.run(
+                [openssl, *map(str, step)], capture_output=True, text=True, check=False
+            )
+            if done.returncode != 0:
+                raise SetupError(
+                    f"openssl {step[0]} failed making the local certificates: "
+                    f"{done.stderr.strip().splitlines()[-1:]}; see {folder}"
+                )
+    finally:
+        os.umask(old_umask)
+    # Kafka's PEM keystore: the PKCS#8 key, then the certificate chain, in one file.
+    _write_private(broker, key.read_text() + crt.read_text() + ca.read_text())
+    for leftover in (key, csr, crt, ext, folder / "ca.srl"):
+        leftover.unlink(missing_ok=True)
+    ca.chmod(0o644)
 
 
 def _reap(pid: int) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TransferSpeedColumn
 
 from kgctl.broker.local import LocalBroker, tail
 from kgctl.broker.provision import DEFAULT_KAFKA_VERSION
@@ -117,7 +117,7 @@ def up(
             console=env.err,
             transient=True,
         )
-        tasks: dict[str, int] = {}
+        tasks: dict[str, TaskID] = {}
 
         def on_progress(label: str, done: int, total: int | None) -> None:
             if label not in tasks:

@@ -77,8 +77,8 @@ class TextSink:
         if event.type == "MemberStopped":
             self.close()
             if not self.env.quiet or event.data.get("exit_status"):
-                for line in summary_lines(event):
-                    print(line, file=sys.stderr, flush=True)
+                for summary in summary_lines(event):
+                    print(summary, file=sys.stderr, flush=True)
             return
         if self.env.quiet and event.type not in ("MemberFailed",):
             return

@@ -1,0 +1,53 @@
+# kgctl's two set-up commands are `make demo` and `make test`; everything they need is
+# installed from here (a clean clone has nothing else).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: setup system-deps kafka demo test test-fast lint docs bench bench-smoke clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	rm -f $(VENV)/.installed-* && touch $@
+
+setup: $(STAMP)
+
+# Java 17 and Maven run the local broker; Chromium renders the HTML report in its test.
+system-deps:
+	@missing=""; \
+	command -v java >/dev/null || missing="$$missing openjdk-17-jre-headless"; \
+	command -v mvn >/dev/null || missing="$$missing maven"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else echo "please install:$$missing (Debian package names)"; exit 1; fi; \
+	fi
+
+# Resolve Apache Kafka's jars once (Maven; cached in ~/.cache/kgctl).
+kafka: setup
+	$(BIN)/python -c "from kgctl.broker.provision import resolve_kafka; print(resolve_kafka(say=print))"
+
+demo: setup system-deps
+	$(BIN)/kgctl broker up
+	$(BIN)/kgctl broker status
+
+lint: setup
+	$(BIN)/ruff check kgctl tests bench
+	$(BIN)/ruff format --check kgctl tests bench
+	$(BIN)/mypy
+
+test: setup system-deps kafka lint
+	$(BIN)/pytest
+
+# Only the tests that need no broker.
+test-fast: setup
+	$(BIN)/pytest -m "not kafka"
+
+docs: setup
+	$(BIN)/python -m kgctl.cli.docgen
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
