@@ -35,8 +35,8 @@ demo: setup system-deps
 	$(BIN)/kgctl broker status
 
 lint: setup
-	$(BIN)/ruff check kgctl tests bench
-	$(BIN)/ruff format --check kgctl tests bench
+	$(BIN)/ruff check kgctl tests $(wildcard bench)
+	$(BIN)/ruff format --check kgctl tests $(wildcard bench)
 	$(BIN)/mypy
 
 test: setup system-deps kafka lint
