@@ -22,11 +22,13 @@ SECRET_KEY = re.compile(r"(password|secret|jaas|key\b|keystore\.key|token)", re.
 _DIRECT = {
     "security.protocol": "security_protocol",
     "sasl.mechanism": "sasl_mechanism",
-    "ssl.truststore.location": "ssl_cafile",  # PEM only (see _translate)
+    "ssl.truststore.location": "ssl_cafile",  # PEM only (see kafka_config)
     "ssl.ca.location": "ssl_cafile",
     "ssl.certificate.location": "ssl_certfile",
     "ssl.key.location": "ssl_keyfile",
     "ssl.key.password": "ssl_password",
+    "ssl.keystore.location": "ssl_certfile",  # PEM only: key and certificate chain
+    "ssl.keystore.password": "ssl_password",
     "ssl.endpoint.identification.algorithm": "ssl_check_hostname",
     "client.id": "client_id",
     "request.timeout.ms": "request_timeout_ms",
@@ -38,6 +40,10 @@ _DIRECT = {
     "sasl.password": "sasl_plain_password",
 }
 _JAAS = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+# Accepted and checked, with nothing to pass on to kafka-python.
+_CHECKED = ("ssl.truststore.type", "ssl.keystore.type", "ssl.truststore.certificates")
 
 
 def parse_properties(text: str, origin: str) -> dict[str, str]:
@@ -54,9 +60,10 @@ def parse_properties(text: str, origin: str) -> dict[str, str]:
             continue
         match = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)", line)
         if not match:
+            # The line is not echoed whole: it may hold a secret.
             raise UsageError(
-                f"{origin}:{lineno}: expected key=value, got {raw.strip()[:40]!r}; "
-                "fix the line or remove it"
+                f"{origin}:{lineno}: expected key=value (a line of {len(raw.strip())} "
+                "characters is neither); fix the line or remove it"
             )
         props[match.group(1)] = match.group(2)
     return props
@@ -68,7 +75,8 @@ def parse_overrides(items: list[str]) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise UsageError(f"-X {item!r}: expected key=value, for example -X client.id=me")
+            shown = item if not SECRET_KEY.search(item) else key.split(":")[0][:40] + "..."
+            raise UsageError(f"-X {shown!r}: expected key=value, for example -X client.id=me")
         props[key.strip()] = value.strip()
     return props
 
@@ -125,34 +133,136 @@ class ClientSettings:
         return cls(bootstrap=server, properties=props, timeout_s=timeout)
 
     def kafka_config(self) -> dict[str, Any]:
-        """kafka-python client settings (common to consumer, producer and admin)."""
+        """kafka-python client settings (common to consumer, producer and admin).
+
+        Raises UsageError, naming the property (never its value), for what kafka-python
+        cannot do: JKS/PKCS12 stores, mechanisms other than PLAIN/SCRAM, and so on.
+        """
         timeout_ms = int(self.timeout_s * 1000)
         cfg: dict[str, Any] = {
             "bootstrap_servers": self.bootstrap.split(","),
             "request_timeout_ms": max(timeout_ms, 1000),
         }
-        for key, value in self.properties.items():
+        props = self.properties
+        for kind in ("ssl.truststore.type", "ssl.keystore.type"):
+            if props.get(kind, "PEM").strip().upper() != "PEM":
+                raise UsageError(
+                    f"{kind}={props[kind].strip()}: kgctl (kafka-python) reads PEM files only; "
+                    "convert the store (keytool -importkeystore -deststoretype PKCS12, then "
+                    "openssl pkcs12 -nodes) and set "
+                    f"{kind}=PEM"
+                )
+        for key, value in props.items():
+            value = value.strip()
             if key == "sasl.jaas.config":
                 fields = dict(_JAAS.findall(value))
+                module = value.split(None, 1)[0] if value else ""
+                if not module.endswith(("ScramLoginModule", "PlainLoginModule")):
+                    raise UsageError(
+                        f"sasl.jaas.config: login module {module[:80]!r} is not supported; "
+                        "use org.apache.kafka.common.security.scram.ScramLoginModule or "
+                        '...plain.PlainLoginModule with username="..." password="..."'
+                    )
                 if "username" in fields:
                     cfg["sasl_plain_username"] = fields["username"]
                 if "password" in fields:
                     cfg["sasl_plain_password"] = fields["password"]
             elif key == "ssl.endpoint.identification.algorithm":
-                cfg["ssl_check_hostname"] = value.strip().lower() == "https"
+                cfg["ssl_check_hostname"] = value.lower() == "https"
+            elif key == "security.protocol":
+                if value.upper() not in _PROTOCOLS:
+                    raise UsageError(
+                        f"security.protocol={value[:40]}: expected one of {', '.join(_PROTOCOLS)}"
+                    )
+                cfg["security_protocol"] = value.upper()
+            elif key == "sasl.mechanism":
+                if value.upper() not in _MECHANISMS:
+                    raise UsageError(
+                        f"sasl.mechanism={value[:40]}: kgctl supports {', '.join(_MECHANISMS)}"
+                    )
+                cfg["sasl_mechanism"] = value.upper()
+            elif key == "ssl.truststore.certificates":
+                cfg["ssl_context"] = _inline_trust(value)
             elif key in _DIRECT:
                 target = _DIRECT[key]
-                cfg[target] = int(value) if target.endswith("_ms") else value
-            elif key in ("bootstrap.servers",):
+                if target.endswith("_ms"):
+                    if not value.isdigit():
+                        raise UsageError(
+                            f"{key}={value[:20]}: expected a whole number of milliseconds"
+                        )
+                    cfg[target] = int(value)
+                else:
+                    cfg[target] = value
+            elif key in ("bootstrap.servers", *_CHECKED):
                 continue
             else:
                 raise UsageError(
                     f"client setting {key!r} is not supported by kgctl; "
-                    f"supported: {', '.join(sorted([*_DIRECT, 'sasl.jaas.config']))}"
+                    f"supported: {', '.join(sorted([*_DIRECT, *_CHECKED, 'sasl.jaas.config']))}"
                 )
-        if cfg.get("security_protocol", "PLAINTEXT").upper().endswith("SSL"):
-            cfg.setdefault("ssl_check_hostname", False)
+        protocol = cfg.get("security_protocol", "PLAINTEXT")
+        if protocol.startswith("SASL_"):
+            cfg.setdefault("sasl_mechanism", "GSSAPI")
+            if cfg["sasl_mechanism"] not in _MECHANISMS:
+                raise UsageError(
+                    f"security.protocol={protocol} needs sasl.mechanism (one of "
+                    f"{', '.join(_MECHANISMS)}); GSSAPI/Kerberos is not supported"
+                )
+            if "sasl_plain_username" not in cfg or "sasl_plain_password" not in cfg:
+                raise UsageError(
+                    f"sasl.mechanism={cfg['sasl_mechanism']} needs a user and password: set "
+                    'sasl.jaas.config=... required username="..." password="...";'
+                )
+        elif "sasl_mechanism" in cfg:
+            raise UsageError(
+                f"sasl.mechanism is set but security.protocol is {protocol}; "
+                "set security.protocol=SASL_SSL or SASL_PLAINTEXT"
+            )
+        if protocol.endswith("SSL"):
+            # Java's default ssl.endpoint.identification.algorithm is https.
+            cfg.setdefault("ssl_check_hostname", True)
+            for target in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+                path = cfg.get(target)
+                if path and not _is_pem(path):
+                    java = next(k for k, v in _DIRECT.items() if v == target and k in props)
+                    raise UsageError(
+                        f"{java}={path}: not a readable PEM file; kgctl reads PEM only "
+                        "(with ssl.truststore.type=PEM), fix the path or convert the file"
+                    )
+            if "ssl_context" in cfg:
+                cfg["ssl_context"].check_hostname = cfg["ssl_check_hostname"]
         return cfg
+
+    @property
+    def principal(self) -> str | None:
+        """The Kafka principal these settings authenticate as, when known (SASL)."""
+        protocol = self.properties.get("security.protocol", "PLAINTEXT").strip().upper()
+        if not protocol.startswith("SASL_"):
+            return None
+        user = dict(_JAAS.findall(self.properties.get("sasl.jaas.config", ""))).get("username")
+        user = user or self.properties.get("sasl.username")
+        return f"User:{user}" if user else None
 
     def redacted(self) -> dict[str, Any]:
         return {"bootstrap": self.bootstrap, "properties": redact(self.properties)}
+
+
+def _is_pem(path: str) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return b"-----BEGIN " in handle.read(65536)
+    except OSError:
+        return False
+
+
+def _inline_trust(value: str) -> Any:
+    import ssl
+
+    try:
+        context = ssl.create_default_context(cadata=value.replace("\\n", "\n"))
+    except (ssl.SSLError, ValueError):
+        raise UsageError(
+            "ssl.truststore.certificates: not PEM certificates; give the CA certificates "
+            "in PEM, or a file with ssl.truststore.location"
+        ) from None
+    return context

@@ -58,7 +58,15 @@ def test_up_status_logs_down_from_other_shells(isolated: dict[str, str], bootstr
     up = kgctl("broker", "up", "--output", "json", env=isolated)
     assert up.returncode == 0, up.stderr
     info = json.loads(up.stdout)
-    assert set(info) == {"bootstrap", "pids", "data_dir", "version"}
+    assert set(info) == {
+        "bootstrap",
+        "pids",
+        "data_dir",
+        "version",
+        "security",
+        "acls",
+        "client_config",
+    }
     assert info["bootstrap"].startswith("127.0.0.1:") and info["version"] == "4.4.0"
     (pid,) = info["pids"]
     assert alive(pid)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TransferSpeedColumn
 
-from kgctl.broker.local import LocalBroker, tail
+from kgctl.broker.local import BrokerState, LocalBroker, tail
 from kgctl.broker.provision import DEFAULT_KAFKA_VERSION
 from kgctl.cli.app import app
 from kgctl.cli.common import (
@@ -70,6 +71,28 @@ class _Null:
         return None
 
 
+class Security(str, enum.Enum):
+    none = "none"
+    scram = "scram"
+    tls = "tls"
+    scram_tls = "scram+tls"
+
+
+def _security_note(state: BrokerState) -> str:
+    what = {
+        "scram": "SASL_PLAINTEXT with SCRAM-SHA-512 (user kgctl)",
+        "tls": "SSL (certificates of a throwaway local CA)",
+        "scram+tls": "SASL_SSL with SCRAM-SHA-512 (user kgctl)",
+    }[state.security]
+    acls = "; ACLs enforced (kgctl is a super user)" if state.acls else ""
+    return (
+        f"clients connect with {what}{acls}; the settings (password included, mode 0600) "
+        f"are in {state.client_config}\n"
+        f"  pass them to kgctl: --command-config {state.client_config}\n"
+        f"  (Java tools take the same file: --command-config / --consumer.config)"
+    )
+
+
 @broker_app.command("up")
 def up(
     port: Annotated[
@@ -94,6 +117,22 @@ def up(
         str, typer.Option(help="Apache Kafka version to fetch and run.")
     ] = DEFAULT_KAFKA_VERSION,
     kafka_home: KafkaHome = None,
+    security: Annotated[
+        Security,
+        typer.Option(
+            "--security",
+            help="Client listener: none (PLAINTEXT), scram (SASL_PLAINTEXT, SCRAM-SHA-512/256), "
+            "tls (SSL, a throwaway CA) or scram+tls (SASL_SSL). Prints the client settings.",
+        ),
+    ] = Security.none,
+    acls: Annotated[
+        bool,
+        typer.Option(
+            "--acls",
+            help="Enforce ACLs (StandardAuthorizer, deny when no ACL matches); the generated "
+            "admin user kgctl is a super user. Needs --security scram or scram+tls.",
+        ),
+    ] = False,
     bootstrap: Bootstrap = None,
     command_config: CommandConfig = None,
     x: Overrides = None,
@@ -135,6 +174,8 @@ def up(
             version=kafka_version,
             kafka_home=kafka_home,
             timeout_s=timeout,
+            security=security.value,
+            acls=acls,
             say=env.say,
             wait=_spinner(env),
             progress=on_progress,
@@ -148,6 +189,9 @@ def up(
                     "pids": state.pids,
                     "data_dir": state.data_dir,
                     "version": state.version,
+                    "security": state.security,
+                    "acls": state.acls,
+                    "client_config": state.client_config or None,
                 },
             )
         else:
@@ -155,6 +199,8 @@ def up(
                 f"Apache Kafka {state.version} is up ({len(state.nodes)} node(s), "
                 f"pids {' '.join(map(str, state.pids))}, data in {state.data_dir})"
             )
+            if state.client_config:
+                env.say(_security_note(state))
             print(state.bootstrap)
 
     run(env, body)
@@ -213,6 +259,11 @@ def status(
             print(
                 f"bootstrap {info['bootstrap']}  version {info['version']}  data {info['data_dir']}"
             )
+            if info.get("client_config"):
+                print(
+                    f"security {info['security']}{'  acls' if info['acls'] else ''}  "
+                    f"--command-config {info['client_config']}"
+                )
         if not info["running"]:
             raise typer.Exit(int(ExitStatus.ERROR))
 
