@@ -1,0 +1,88 @@
+"""A plain kafka-python KafkaConsumer member for the benchmark (no kgctl code).
+
+Prints JSON lines like VerifiableConsumer: {"timestamp": ms, "name":
+"partitions_assigned"|"partitions_revoked", "partitions": [{"topic", "partition"}]}.
+Reads `{"op":"subscribe","topics":[...]}` lines on stdin (applied on the poll thread).
+SIGTERM closes the consumer (LeaveGroup).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import queue
+import signal
+import sys
+import threading
+import time
+
+from kafka import KafkaConsumer
+from kafka.consumer.subscription_state import ConsumerRebalanceListener
+
+
+def emit(name: str, partitions: object = None) -> None:
+    line: dict[str, object] = {"timestamp": int(time.time() * 1000), "name": name}
+    if partitions is not None:
+        line["partitions"] = [
+            {"topic": tp.topic, "partition": tp.partition}
+            for tp in sorted(partitions)  # type: ignore[call-overload]
+        ]
+    sys.stdout.write(json.dumps(line) + "\n")
+    sys.stdout.flush()
+
+
+class Listener(ConsumerRebalanceListener):
+    def on_partitions_revoked(self, revoked: object) -> None:
+        emit("partitions_revoked", revoked)
+
+    def on_partitions_assigned(self, assigned: object) -> None:
+        emit("partitions_assigned", assigned)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bootstrap", required=True)
+    ap.add_argument("--group", required=True)
+    ap.add_argument("--topic", action="append", required=True)
+    ap.add_argument("--session-timeout", type=int, default=6000)
+    ap.add_argument("--heartbeat-interval", type=int, default=1000)
+    ap.add_argument("--metadata-max-age", type=int, default=1000)
+    args = ap.parse_args()
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=args.bootstrap,
+        group_id=args.group,
+        session_timeout_ms=args.session_timeout,
+        heartbeat_interval_ms=args.heartbeat_interval,
+        metadata_max_age_ms=args.metadata_max_age,
+        auto_offset_reset="earliest",
+    )
+    listener = Listener()
+    consumer.subscribe(args.topic, listener=listener)
+    commands: queue.Queue[dict[str, object]] = queue.Queue()
+
+    def read_stdin() -> None:
+        for raw in sys.stdin:
+            try:
+                commands.put(json.loads(raw))
+            except ValueError:
+                pass
+
+    threading.Thread(target=read_stdin, daemon=True).start()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    emit("startup_complete")
+    try:
+        while not stop.is_set():
+            while not commands.empty():
+                cmd = commands.get()
+                if cmd.get("op") == "subscribe":
+                    consumer.subscribe(list(cmd["topics"]), listener=listener)  # type: ignore[call-overload]
+            consumer.poll(timeout_ms=100)
+    finally:
+        consumer.close()
+        emit("shutdown_complete")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,223 @@
+"""Rebalance latency, same broker and scenario for kgctl, Java and plain kafka-python.
+
+One case = one kind, one scenario, one group size, one repetition, on a fresh group and
+fresh topic(s):
+
+1. setup: start the members, wait until the broker reports the group complete
+   (observe.complete) and quiet for 1 s;
+2. trigger (wall clock t0): scale-out spawns N-1 more members; kill SIGKILLs one member;
+   growth adds partitions; subscription sends every member a new topic list;
+3. t_stable: first DescribeGroups sample that is complete again; latency = t_stable - t0;
+4. 1.5 s more to catch trailing rebalances, then everyone is SIGKILLed.
+
+Also recorded: broker-side rebalance start (first "Preparing to rebalance" after t0,
+from the broker log), rebalances (generations) the scenario took, and each pre-existing
+member's time without partitions (revoked/lost -> assigned, as the member reports it).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kafka.admin import KafkaAdminClient, NewPartitions, NewTopic
+
+from bench.members import Member, MemberConfig, spawn
+from bench.observe import BrokerLog, Observer, now_ms
+
+SCENARIOS = ("scale-out", "kill", "growth", "subscription")
+SETTLE_S = 1.5
+
+
+@dataclass
+class CaseResult:
+    kind: str
+    scenario: str
+    n: int
+    rep: int
+    ok: bool
+    latency_ms: int | None = None
+    broker_start_ms: int | None = None  # t0 -> first PreparingRebalance
+    broker_rebalance_ms: int | None = None  # first PreparingRebalance -> complete
+    rebalances: int = 0
+    spurious_after: int = 0  # rebalances started after t_stable (within SETTLE_S)
+    unassigned_ms: list[int] = field(default_factory=list)  # per pre-existing member
+    rejoin_delay_ms: list[int] = field(default_factory=list)  # kgctl: prepare -> JoinGroupSent
+    setup_ms: int | None = None
+    error: str = ""
+
+
+class Env:
+    def __init__(
+        self, bootstrap: str, log_path: Path, workdir: Path, java_libs: Path | None
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.log = BrokerLog(log_path)
+        self.workdir = workdir
+        self.java_libs = java_libs
+        self.admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="kgctl-bench")
+        self.observer = Observer(bootstrap)
+
+    def topic(self, partitions: int) -> str:
+        name = f"bench-{uuid.uuid4().hex[:8]}"
+        self.admin.create_topics([NewTopic(name, partitions, 1)])
+        return name
+
+    def close(self) -> None:
+        self.admin.close()
+        self.observer.close()
+
+
+def _unassigned(m: Member, t0: int, t_end: int) -> int:
+    """Time without partitions after t0 as the member reports it (revoked/lost -> assigned)."""
+    total = 0
+    start: int | None = None
+    for r in sorted(m.reports, key=lambda r: r.ts_ms):
+        if r.ts_ms < t0 or r.ts_ms > t_end:
+            continue
+        if r.what in ("revoked", "lost") and r.partitions and start is None:
+            start = r.ts_ms
+        elif r.what == "assigned" and start is not None:
+            total += r.ts_ms - start
+            start = None
+    if start is not None:
+        total += t_end - start
+    return total
+
+
+def run_case(
+    env: Env,
+    kind: str,
+    scenario: str,
+    n: int,
+    rep: int,
+    cfg: MemberConfig,
+    setup_timeout_s: float = 120.0,
+) -> CaseResult:
+    res = CaseResult(kind, scenario, n, rep, ok=False)
+    parts = max(12, 2 * n)
+    t1 = env.topic(parts)
+    t2 = env.topic(parts) if scenario == "subscription" else ""
+    group = f"bench-{scenario}-{kind}-{n}-{rep}-{uuid.uuid4().hex[:6]}"
+    members: list[Member] = []
+
+    def add(count: int) -> None:
+        for _ in range(count):
+            name = f"{kind}-{len(members)}"
+            members.append(
+                spawn(kind, env.bootstrap, group, [t1], name, cfg, env.workdir, env.java_libs)
+            )
+
+    expected = {(t1, p) for p in range(parts)}
+    try:
+        t_setup = now_ms()
+        add(1 if scenario == "scale-out" else n)
+        if env.observer.wait_complete(group, len(members), expected, setup_timeout_s) is None:
+            res.error = "setup: group never complete"
+            return res
+        # Quiet for a second: no rebalance left over from the setup.
+        time.sleep(1.0)
+        if env.observer.wait_complete(group, len(members), expected, 30) is None:
+            res.error = "setup: group not complete after settling"
+            return res
+        res.setup_ms = now_ms() - t_setup
+        existing = list(members)
+        log_offset = env.log.size()
+        want_members, topics = n, None
+        t0 = now_ms()
+        if scenario == "scale-out":
+            add(n - 1)
+        elif scenario == "kill":
+            members[-1].kill()
+            existing = members[:-1]
+            want_members = n - 1
+        elif scenario == "growth":
+            env.admin.create_partitions({t1: NewPartitions(parts + parts // 2)})
+            expected = {(t1, p) for p in range(parts + parts // 2)}
+        elif scenario == "subscription":
+            for m in members:
+                m.send({"op": "subscribe", "topics": [t1, t2]})
+            expected |= {(t2, p) for p in range(parts)}
+            topics = tuple(sorted((t1, t2)))
+        timeout = 60.0 + cfg.session_timeout_ms / 1000
+        t_stable = env.observer.wait_complete(group, want_members, expected, timeout, topics)
+        if t_stable is None:
+            res.error = "trigger: group never complete"
+            return res
+        time.sleep(SETTLE_S)
+        t_end = now_ms()
+        res.ok = True
+        res.latency_ms = t_stable - t0
+        log_events = env.log.events(group, log_offset)
+        preps = [e for e in log_events if e.what == "prepare"]
+        res.rebalances = sum(1 for e in preps if e.ts_ms <= t_stable)
+        res.spurious_after = sum(1 for e in preps if e.ts_ms > t_stable)
+        if preps:
+            res.broker_start_ms = preps[0].ts_ms - t0
+            res.broker_rebalance_ms = t_stable - preps[0].ts_ms
+        res.unassigned_ms = [_unassigned(m, t0, t_end) for m in existing]
+        if kind == "kgctl" and preps:
+            t_prep = preps[0].ts_ms
+            for m in existing:
+                sent = [r.ts_ms for r in m.reports if r.what == "join_sent" and r.ts_ms >= t0]
+                # A member that started the rebalance itself sent its JoinGroup first.
+                if sent and min(sent) >= t_prep:
+                    res.rejoin_delay_ms.append(min(sent) - t_prep)
+        return res
+    finally:
+        for m in members:
+            m.kill()
+        for m in members:
+            m.reap()
+
+
+def median(xs: list[float] | list[int]) -> float | None:
+    return float(statistics.median(xs)) if xs else None
+
+
+def summarize(results: list[CaseResult]) -> list[dict[str, Any]]:
+    """One row per (scenario, n, kind): medians over repetitions."""
+    rows: list[dict[str, Any]] = []
+    keys = sorted(
+        {(r.scenario, r.n, r.kind) for r in results},
+        key=lambda k: (SCENARIOS.index(k[0]), k[1], k[2]),
+    )
+    for scenario, n, kind in keys:
+        rs = [r for r in results if (r.scenario, r.n, r.kind) == (scenario, n, kind)]
+        ok = [r for r in rs if r.ok]
+        rows.append(
+            {
+                "scenario": scenario,
+                "n": n,
+                "kind": kind,
+                "reps": len(rs),
+                "ok": len(ok),
+                "latency_ms": median([r.latency_ms for r in ok if r.latency_ms is not None]),
+                "latency_all_ms": [r.latency_ms for r in ok],
+                "broker_rebalance_ms": median(
+                    [r.broker_rebalance_ms for r in ok if r.broker_rebalance_ms is not None]
+                ),
+                "rebalances": median([r.rebalances for r in ok]),
+                "spurious_after": sum(r.spurious_after for r in ok),
+                "unassigned_max_ms": median([max(r.unassigned_ms) for r in ok if r.unassigned_ms]),
+                "unassigned_median_ms": median(
+                    [statistics.median(r.unassigned_ms) for r in ok if r.unassigned_ms]
+                ),
+                "rejoin_delay_ms": [d for r in ok for d in r.rejoin_delay_ms],
+                "errors": [r.error for r in rs if r.error],
+            }
+        )
+    by = {(r["scenario"], r["n"], r["kind"]): r for r in rows}
+    for row in rows:
+        java = by.get((row["scenario"], row["n"], "java"))
+        if java and java["latency_ms"] and row["latency_ms"] is not None:
+            row["ratio_vs_java"] = round(row["latency_ms"] / java["latency_ms"], 2)
+    return rows
+
+
+def result_dicts(results: list[CaseResult]) -> list[dict[str, Any]]:
+    return [asdict(r) for r in results]
