@@ -1,0 +1,84 @@
+"""`kgctl report FILE`: a recorded run summarised rebalance by rebalance (text, JSON, HTML)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kgctl.cli.app import app
+from kgctl.cli.common import (
+    Bootstrap,
+    CommandConfig,
+    Output,
+    OutputFormat,
+    Overrides,
+    Quiet,
+    Timeout,
+    Verbose,
+    emit_json,
+    make_env,
+    run,
+)
+
+
+@app.command("report")
+def report_command(
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="Events as JSON lines: kgctl chaos/watch --record, or kgctl join --output json.",
+            show_default=False,
+        ),
+    ],
+    group: Annotated[
+        str | None,
+        typer.Option("--group", "-g", help="The group to report on, when the file holds several."),
+    ] = None,
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html",
+            help="Also write one self-contained HTML page (timeline, invariants, events).",
+            show_default=False,
+        ),
+    ] = None,
+    bootstrap: Bootstrap = None,
+    command_config: CommandConfig = None,
+    x: Overrides = None,
+    output: Output = OutputFormat.text,
+    timeout: Timeout = 30.0,
+    verbose: Verbose = False,
+    quiet: Quiet = False,
+) -> None:
+    """Summarise a recorded run: each rebalance's cause, generations, duration, time
+    without partitions per member, partitions moved, errors, and the invariants.
+
+    Reads a file only; the connection options are accepted for symmetry and unused.
+    """
+    env = make_env(output, verbose, quiet)
+
+    def body() -> None:
+        from kgctl.report import load_report
+
+        report = load_report(file, group)
+        if html is not None:
+            from kgctl.render.html_report import render_html
+
+            try:
+                html.write_text(render_html(report), encoding="utf-8")
+            except OSError as exc:
+                from kgctl.errors import UsageError
+
+                raise UsageError(f"--html {html}: cannot write it ({exc.strerror})") from None
+            env.say(f"wrote {html}")
+        if env.json:
+            emit_json(env, report.to_dict())
+            return
+        from kgctl.render.report_text import render_report
+
+        assert env.out is not None
+        env.out.print(render_report(report))
+
+    run(env, body)

@@ -1,0 +1,87 @@
+"""Pure rich views of a `Report`: the summary table `kgctl report` prints."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from kgctl.render.group_view import CAUSE_TEXT, fmt_clock, fmt_ms
+from kgctl.report import Rebalance, Report
+
+
+def cause_text(r: Rebalance) -> str:
+    text = CAUSE_TEXT.get(r.cause, r.cause.replace("_", " "))
+    return text + (" (guess)" if r.cause_guess else "")
+
+
+def unassigned_text(r: Rebalance) -> str:
+    return ", ".join(f"{m} {fmt_ms(ms)}" for m, ms in sorted(r.unassigned_ms.items())) or "-"
+
+
+def errors_text(r: Rebalance) -> str:
+    return ", ".join(f"{e.what}" + (f" ×{e.count}" if e.count > 1 else "") for e in r.errors) or "-"
+
+
+def render_report(report: Report) -> RenderableType:
+    """Header line, one row per rebalance, then the invariants verdict."""
+    span = fmt_ms(report.last_ms - report.first_ms)
+    head = Text.assemble(
+        ("group ", "dim"),
+        (report.group or "?", "bold"),
+        ("  from ", "dim"),
+        fmt_clock(report.first_ms) if report.events else "-",
+        ("  for ", "dim"),
+        span,
+        ("  events ", "dim"),
+        str(len(report.events)),
+        ("  members ", "dim"),
+        str(len(report.members)),
+        ("  rebalances ", "dim"),
+        str(len(report.rebalances)),
+    )
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, expand=False)
+    for name, kw in (
+        ("#", {"justify": "right"}),
+        ("gen", {"justify": "right"}),
+        ("started", {}),
+        ("cause", {}),
+        ("took", {"justify": "right"}),
+        ("join/sync", {"justify": "right"}),
+        ("without partitions", {}),
+        ("moved", {"justify": "right"}),
+        ("errors", {}),
+    ):
+        table.add_column(name, **kw)  # type: ignore[arg-type]
+    for r in report.rebalances:
+        gen = f"{'+' if r.inferred else ''}{r.generation}"
+        if r.previous_generation is not None:
+            gen = f"{r.previous_generation}→{gen}"
+        took = fmt_ms(r.duration_ms) if r.duration_ms is not None else "not stable"
+        table.add_row(
+            str(r.index),
+            gen,
+            fmt_clock(r.start_ms),
+            Text(cause_text(r), style="yellow" if r.cause_guess else ""),
+            took,
+            f"{fmt_ms(r.join_ms)}/{fmt_ms(r.sync_phase_ms)}",
+            unassigned_text(r),
+            str(len(r.moves)),
+            Text(errors_text(r), style="red" if r.errors else "dim"),
+        )
+    causes = Table.grid(padding=(0, 1))
+    for r in report.rebalances:
+        if r.evidence:
+            causes.add_row(Text(f"{r.index}.", style="dim"), Text(r.evidence, style="dim"))
+    if report.violations:
+        verdict = Text(f"invariants: {len(report.violations)} violation(s)", style="bold red")
+        lines = [verdict] + [
+            Text(f"  {v.rule}: {v.message}", style="red") for v in report.violations
+        ]
+    else:
+        checked = len(report.checks)
+        lines = [Text(f"invariants: all {checked} checks passed", style="green")]
+    if report.skipped:
+        lines.append(Text(f"skipped {len(report.skipped)} line(s) that were not events", "dim"))
+    return Group(head, table, causes, *lines)

@@ -1,0 +1,57 @@
+"""`kgctl report`: a recorded run (JSON-lines events) summarised rebalance by rebalance.
+
+`build_report(events)` is pure; `load_report(path)` reads the file and calls it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kgctl.errors import NotFoundError, UsageError
+from kgctl.report.summary import (
+    ErrorCount,
+    InvariantCheck,
+    MemberTimeline,
+    Move,
+    Rebalance,
+    Report,
+    Segment,
+    build_report,
+    groups_in,
+    parse_lines,
+)
+
+__all__ = [
+    "ErrorCount",
+    "InvariantCheck",
+    "MemberTimeline",
+    "Move",
+    "Rebalance",
+    "Report",
+    "Segment",
+    "build_report",
+    "groups_in",
+    "load_report",
+    "parse_lines",
+]
+
+
+def load_report(path: Path, group: str | None = None) -> Report:
+    """Read a JSON-lines events file (`--record`, `--output json`) and build its report."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise NotFoundError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read it ({exc.strerror})") from None
+    events, skipped = parse_lines(text.splitlines())
+    if not events:
+        raise UsageError(
+            f"{path}: no kgctl events in it; pass a file written by --record or --output json"
+        )
+    names = groups_in(events)
+    if group is not None and group not in names:
+        raise NotFoundError(f"{path}: no events of group {group!r} (groups: {', '.join(names)})")
+    if group is None and len(names) > 1:
+        raise UsageError(f"{path} holds several groups; pick one with --group: {', '.join(names)}")
+    return build_report(events, group, skipped)

@@ -1,0 +1,156 @@
+"""Record a real run: `kgctl join --output json` members as subprocesses, one JSONL file.
+
+Used by the real-broker report test, and run by hand to regenerate the checked-in
+fixture tests/data/two_members_growth.jsonl from a real broker:
+
+    .venv/bin/python tests/recorder.py 127.0.0.1:19092 tests/data/two_members_growth.jsonl
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+import warnings
+from pathlib import Path
+from typing import Any
+
+
+class Recording:
+    """Member processes of one group whose events land in one ordered list."""
+
+    def __init__(self, bootstrap: str, group: str) -> None:
+        self.bootstrap = bootstrap
+        self.group = group
+        self.events: list[dict[str, Any]] = []
+        self.procs: dict[str, subprocess.Popen[str]] = {}
+        self._readers: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    def start(self, name: str, *args: str) -> None:
+        cmd = [
+            sys.executable, "-m", "kgctl", "join", "-b", self.bootstrap, "-g", self.group,
+            "--name", name, "--output", "json", "--session-timeout", "6000",
+            "--heartbeat-interval", "1000", "-X", "metadata.max.age.ms=1000", *args,
+        ]  # fmt: skip
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
+        self.procs[name] = proc
+        reader = threading.Thread(target=self._read, args=(proc,), daemon=True)
+        reader.start()
+        self._readers.append(reader)
+
+    def _read(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            with self._lock:
+                self.events.append(event)
+
+    def of(self, name: str, type_: str) -> list[dict[str, Any]]:
+        with self._lock:
+            return [e for e in self.events if e["member"] == name and e["type"] == type_]
+
+    def wait_converged(self, names: list[str], partitions: int, timeout: float = 40.0) -> int:
+        """Wait until `names` completed one generation with disjoint, complete assignments."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            lasts = [self.of(n, "JoinCompleted") for n in names]
+            if all(lasts):
+                done = [x[-1] for x in lasts]
+                gens = {d["data"]["generation"] for d in done}
+                owned = sorted(p for d in done for ids in d["data"]["assignment"].values()
+                               for p in ids)  # fmt: skip
+                pending = any(
+                    e["seq"] > d["seq"] for n, d in zip(names, done, strict=True)
+                    for e in self.of(n, "RejoinRequested")
+                )  # fmt: skip
+                if len(gens) == 1 and owned == list(range(partitions)) and not pending:
+                    return gens.pop()
+            time.sleep(0.2)
+        raise AssertionError(f"{names} did not converge on {partitions} partitions")
+
+    def stop(self, name: str, sig: int = signal.SIGTERM) -> int:
+        proc = self.procs[name]
+        proc.send_signal(sig)
+        return proc.wait(timeout=20)
+
+    def close(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=10)
+            if proc.stdin is not None:
+                proc.stdin.close()
+        for reader in self._readers:
+            reader.join(timeout=5)
+        for proc in self.procs.values():
+            if proc.stdout is not None:
+                proc.stdout.close()
+
+    def write(self, path: Path) -> None:
+        with self._lock:
+            ordered = sorted(self.events, key=lambda e: (e["ts_ms"], e["member"], e["seq"]))
+        path.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in ordered))
+
+
+def create_topic(bootstrap: str, partitions: int) -> str:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka.admin import KafkaAdminClient, NewTopic
+
+    name = f"kgctl-report-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(name, partitions, 1)])
+    finally:
+        admin.close()
+    return name
+
+
+def grow_topic(bootstrap: str, topic: str, total: int) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka.admin import KafkaAdminClient, NewPartitions
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_partitions({topic: NewPartitions(total_count=total)})
+    finally:
+        admin.close()
+
+
+def record_two_members(bootstrap: str, out: Path, grow: bool = True) -> str:
+    """a joins; b joins; (the topic grows 4 -> 6); b leaves on SIGTERM; a stops."""
+    topic = create_topic(bootstrap, 4)
+    group = f"kgctl-report-{uuid.uuid4().hex[:8]}"
+    rec = Recording(bootstrap, group)
+    try:
+        rec.start("a", topic)
+        rec.wait_converged(["a"], 4)
+        rec.start("b", topic)
+        rec.wait_converged(["a", "b"], 4)
+        partitions = 4
+        if grow:
+            grow_topic(bootstrap, topic, 6)
+            partitions = 6
+            rec.wait_converged(["a", "b"], partitions)
+        rec.stop("b")
+        rec.wait_converged(["a"], partitions)
+        rec.stop("a")
+    finally:
+        rec.close()
+        rec.write(out)
+    return group
+
+
+if __name__ == "__main__":
+    print(record_two_members(sys.argv[1], Path(sys.argv[2])))

@@ -1,0 +1,227 @@
+"""`kgctl report`: the pure summary, the text/JSON/HTML views, and the page in Chromium.
+
+tests/data/two_members_growth.jsonl was recorded from a REAL run against a real broker
+(`python tests/recorder.py 127.0.0.1:19092 tests/data/two_members_growth.jsonl`): member
+a joins a 4-partition topic, b joins, the topic grows to 6 partitions, b leaves on
+SIGTERM, a stops. Every line is exactly what the two `kgctl join --output json` members
+printed, merged by time.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+import subprocess
+import zlib
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from kgctl.cli.app import app
+from kgctl.errors import ExitStatus
+from kgctl.model.events import Event
+from kgctl.render.html_report import render_html
+from kgctl.report import build_report, load_report, parse_lines
+
+DATA = Path(__file__).parent / "data"
+RUN = DATA / "two_members_growth.jsonl"
+
+
+def _events() -> list[Event]:
+    events, skipped = parse_lines(RUN.read_text().splitlines())
+    assert not skipped
+    return events
+
+
+def test_each_rebalance_has_its_cause_generations_duration_and_moves() -> None:
+    report = load_report(RUN)
+    rows = report.rebalances
+    assert [r.generation for r in rows] == [1, 2, 3, 4]
+    assert [r.previous_generation for r in rows] == [None, 1, 2, 3]
+    assert [r.cause for r in rows] == [
+        "member_joined",
+        "member_joined",
+        "partitions_changed",
+        "member_left",
+    ]
+    assert not any(r.cause_guess for r in rows)  # the members said why
+    assert rows[1].evidence == "b: first_join"
+    assert "SIGTERM" in rows[3].evidence
+    assert all(r.duration_ms is not None and r.duration_ms >= 0 for r in rows)
+    # b waited in JoinGroup until a's next heartbeat told it to rejoin.
+    assert rows[1].unassigned_ms["b"] == rows[1].duration_ms
+    assert rows[1].join_ms is not None and rows[1].join_ms > 500
+    assert rows[1].members == ("a", "b") and rows[3].members == ("a",)
+    # 4 -> 6 partitions: a keeps 0,1 and gains 2; b goes 2,3 -> 3,4,5.
+    moved = {(m.partition, m.before, m.after) for m in rows[2].moves}
+    assert moved == {(2, ("b",), ("a",)), (4, (), ("b",)), (5, (), ("b",))}
+    assert [e.what for e in rows[1].errors] == ["HeartbeatFailed REBALANCE_IN_PROGRESS"]
+    assert rows[0].errors == ()  # MEMBER_ID_REQUIRED is a normal step of a first join
+    assert report.checks and not report.violations
+
+
+def test_member_timelines_cover_ownership_and_phases() -> None:
+    report = load_report(RUN)
+    a, b = report.members
+    assert (a.key, b.key) == ("a", "b")
+    assert [s.count for s in a.ownership if s.count] == [4, 2, 3, 6]
+    assert [s.count for s in b.ownership if s.count] == [2, 3]
+    assert b.left_ms is not None and "SIGTERM" in b.left_reason
+    assert {s.label for s in a.phases} >= {"JoinGroup", "SyncGroup", "Stable"}
+    assert a.unassigned_ms == sum(s.end_ms - s.start_ms for s in a.ownership if s.count == 0)
+
+
+def test_a_member_that_vanishes_is_a_timed_out_guess() -> None:
+    events = _events()
+    done = next(e for e in events if e.type == "JoinCompleted" and e.member == "b"
+                and e.data["generation"] == 3)  # fmt: skip
+    # As if b were SIGKILLed: nothing from b after it completed generation 3.
+    cut = [e for e in events if not (e.member == "b" and e.seq > done.seq)]
+    last = build_report(cut).rebalances[-1]
+    assert (last.cause, last.cause_guess) == ("timed_out", True)
+    assert "b stopped without a word" in last.evidence
+
+
+def test_double_ownership_is_a_violation() -> None:
+    events = _events()
+    done = [e for e in events if e.type == "JoinCompleted" and e.generation == 3]
+    a3 = next(e for e in done if e.member == "a")
+    topic = next(iter(a3.data["assignment"]))
+    # a claims partition 3 too, while b owns it.
+    data = {**a3.data, "assignment": {topic: [0, 1, 2, 3]}}
+    forged = Event.from_dict({**a3.to_dict(), "seq": 999, "ts_ms": a3.ts_ms + 1, "data": data})
+    report = build_report(events + [forged])
+    rules = {v.rule for v in report.violations}
+    assert "exclusive-ownership" in rules
+    assert any(v.partition == 3 for v in report.violations)
+
+
+def test_lines_that_are_not_events_are_skipped_and_counted() -> None:
+    events, skipped = parse_lines(["not json", '{"type":"Nope"}', "", RUN.read_text()[:0]])
+    assert events == [] and len(skipped) == 2
+
+
+runner = CliRunner()
+
+
+def test_cli_text_json_and_errors(tmp_path: Path) -> None:
+    text = runner.invoke(app, ["report", str(RUN)], env={"COLUMNS": "160"})
+    assert text.exit_code == 0, text.output
+    assert "partitions changed" in text.output and "invariants: all" in text.output
+    js = runner.invoke(app, ["report", str(RUN), "-o", "json"])
+    assert js.exit_code == 0
+    doc = json.loads(js.stdout)
+    assert doc["generations"] == [1, 2, 3, 4]
+    assert doc["rebalances"][3]["cause"] == "member_left"
+    assert doc["invariants"]["passed"] is True
+    missing = runner.invoke(app, ["report", str(tmp_path / "nope.jsonl")])
+    assert missing.exit_code == int(ExitStatus.NOT_FOUND)
+    junk = tmp_path / "junk.jsonl"
+    junk.write_text("hello\n")
+    assert runner.invoke(app, ["report", str(junk)]).exit_code == int(ExitStatus.USAGE)
+    other = runner.invoke(app, ["report", str(RUN), "--group", "nope"])
+    assert other.exit_code == int(ExitStatus.NOT_FOUND)
+
+
+def test_html_is_self_contained() -> None:
+    page = render_html(load_report(RUN))
+    for marker in ('id="timeline-svg"', 'id="invariants"', 'id="events-table"'):
+        assert marker in page
+    # Nothing fetched: no scripts, stylesheets, images or fonts from anywhere.
+    for needle in ("<script", "<link", "<img", "@import", "url(", "src="):
+        assert needle not in page
+    assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "https://" not in page
+
+
+# -- the page in a real browser ---------------------------------------------------------
+
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+
+
+def _chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    # Not a skip: CI installs Debian's `chromium`; a missing browser is a broken setup.
+    assert found, "headless Chromium is needed: apt-get install -y chromium"
+    return found
+
+
+def _png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
+    """Width, height and rows of RGB(A) pixels of an 8-bit, non-interlaced PNG (stdlib)."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, header = 8, b"", b""
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR":
+            header = body
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    width, height, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", header)
+    assert depth == 8 and colour in (2, 6) and interlace == 0, (depth, colour, interlace)
+    bpp = 3 if colour == 2 else 4
+    raw = zlib.decompress(idat)
+    stride = width * bpp
+    rows: list[bytes] = []
+    prev = bytearray(stride)
+    for y in range(height):
+        f = raw[y * (stride + 1)]
+        line = bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
+            if f == 1:
+                line[i] = (line[i] + a) & 0xFF
+            elif f == 2:
+                line[i] = (line[i] + b) & 0xFF
+            elif f == 3:
+                line[i] = (line[i] + (a + b) // 2) & 0xFF
+            elif f == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                pred = a if pa <= pb and pa <= pc else (b if pb <= pc else c)
+                line[i] = (line[i] + pred) & 0xFF
+        rows.append(bytes(line))
+        prev = line
+    return width, height, rows
+
+
+def test_html_renders_in_headless_chromium(tmp_path: Path) -> None:
+    browser = _chromium()
+    page = tmp_path / "report.html"
+    page.write_text(render_html(load_report(RUN)), encoding="utf-8")
+    png = tmp_path / "report.png"
+    common = [browser, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}"]
+    shot = subprocess.run(
+        [*common, f"--screenshot={png}", "--window-size=1280,900", page.as_uri()],
+        capture_output=True,
+        timeout=120,
+    )
+    assert shot.returncode == 0 and png.exists(), shot.stderr.decode(errors="replace")[-2000:]
+    width, height, rows = _png_pixels(png.read_bytes())
+    assert (width, height) == (1280, 900)
+    bpp = len(rows[0]) // width
+    colours: set[bytes] = set()
+    coloured = 0
+    for row in rows[::3]:
+        for x in range(0, width * bpp, bpp * 3):
+            px = row[x : x + 3]
+            colours.add(px)
+            coloured += px != b"\xff\xff\xff"
+    sampled = len(rows[::3]) * len(range(0, width * bpp, bpp * 3))
+    assert len(colours) > 20, "the screenshot is (nearly) one colour"
+    assert coloured / sampled > 0.03, "the screenshot is nearly blank"
+    dom = subprocess.run(
+        [*common, "--dump-dom", page.as_uri()], capture_output=True, timeout=120, text=True
+    )
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    html = dom.stdout
+    assert '<svg id="timeline-svg"' in html
+    assert html.count('<g class="member-row"') == 2
+    assert 'id="invariants"' in html and "All 9 checks passed." in html
+    assert html.count("<tr class=") == 88 + 9  # every event, every invariant check
