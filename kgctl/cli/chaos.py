@@ -1,21 +1,141 @@
-"""`kgctl chaos` (not built yet: its issue is open)."""
+"""`kgctl chaos list|show|run`: provoke rebalances with a fleet of real members, judge them."""
 
 from __future__ import annotations
 
-import sys
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from kgctl.cli.app import app
-from kgctl.cli.common import Bootstrap, CommandConfig, Output, Overrides, Quiet, Timeout, Verbose
-from kgctl.errors import ExitStatus
-
-
-@app.command(
-    "chaos",
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+from kgctl.cli.common import (
+    Bootstrap,
+    CommandConfig,
+    Output,
+    Overrides,
+    Quiet,
+    Timeout,
+    Verbose,
+    emit_json,
+    make_env,
+    make_settings,
+    run,
 )
-def chaos_command(
+
+chaos_app = typer.Typer(
+    name="chaos",
+    help="Provoke rebalances with a fleet of real members; check invariants; report.",
+    no_args_is_help=True,
+)
+app.add_typer(chaos_app, name="chaos")
+
+
+def _complete_scenario(incomplete: str) -> list[str]:
+    from kgctl.chaos.scenarios import builtin_names
+
+    return [n for n in builtin_names() if n.startswith(incomplete)]
+
+
+@chaos_app.command("list")
+def list_command(
+    output: Output = "text",  # type: ignore[assignment]
+    verbose: Verbose = False,
+    quiet: Quiet = False,
+) -> None:
+    """List the built-in scenarios."""
+    env = make_env(output, verbose, quiet)
+
+    def body() -> None:
+        from kgctl.chaos.scenarios import builtin, builtin_names
+
+        rows = []
+        for name in builtin_names():
+            sc = builtin(name)
+            rows.append(
+                {
+                    "name": name,
+                    "description": " ".join(sc.description.split()),
+                    "steps": [s.action for s in sc.steps],
+                    "brokers": sc.fleet.brokers,
+                }
+            )
+        if env.json:
+            emit_json(env, rows)
+            return
+        from rich.table import Table
+
+        table = Table(box=None)
+        for col in ("scenario", "steps", "description"):
+            table.add_column(col, overflow="fold")
+        for r in rows:
+            table.add_row(r["name"], ", ".join(r["steps"]), r["description"])
+        assert env.out is not None
+        env.out.print(table)
+
+    run(env, body)
+
+
+@chaos_app.command("show")
+def show_command(
+    name: Annotated[
+        str, typer.Argument(help="A built-in scenario.", autocompletion=_complete_scenario)
+    ],
+    verbose: Verbose = False,
+) -> None:
+    """Print a built-in scenario's YAML (a starting point for your own)."""
+    env = make_env("text", verbose, False)  # type: ignore[arg-type]
+
+    def body() -> None:
+        import sys
+
+        from kgctl.chaos.scenarios import builtin_text
+
+        sys.stdout.write(builtin_text(name))
+
+    run(env, body)
+
+
+@chaos_app.command("run")
+def run_command(
+    scenario: Annotated[
+        str,
+        typer.Argument(
+            help="A built-in scenario name or a scenario YAML file.",
+            autocompletion=_complete_scenario,
+        ),
+    ],
+    record: Annotated[
+        Path | None,
+        typer.Option("--record", help="Write every event (members and chaos) as JSON lines."),
+    ] = None,
+    follow: Annotated[
+        bool, typer.Option("--follow", help="With --output json: every event as a JSON line.")
+    ] = False,
+    allow_destructive: Annotated[
+        bool,
+        typer.Option(
+            "--allow-destructive",
+            help="Allow acting on a group kgctl did not create, or growing partitions on a "
+            "cluster that is not on loopback.",
+        ),
+    ] = False,
+    topic_prefix: Annotated[
+        str, typer.Option("--topic-prefix", help="Prefix of the topics and group chaos creates.")
+    ] = "kgctl.",
+    group: Annotated[
+        str | None,
+        typer.Option("--group", "-g", help="Use this group id (default: a new one per run)."),
+    ] = None,
+    keep_topics: Annotated[
+        bool, typer.Option("--keep-topics", help="Do not delete the run's topics and group.")
+    ] = False,
+    broker_state: Annotated[
+        Path | None,
+        typer.Option(
+            "--broker-state",
+            help="State file of the local cluster (coordinator-failover); default: kgctl's.",
+        ),
+    ] = None,
     bootstrap: Bootstrap = None,
     command_config: CommandConfig = None,
     x: Overrides = None,
@@ -24,6 +144,50 @@ def chaos_command(
     verbose: Verbose = False,
     quiet: Quiet = False,
 ) -> None:
-    """Not built yet."""
-    print("kgctl: chaos is not built yet", file=sys.stderr)
-    raise typer.Exit(int(ExitStatus.NOT_BUILT))
+    """Run a scenario: start the fleet, act step by step, wait for the group, check.
+
+    Exit 0 when every invariant and expectation held, 5 when one failed, 6 when the
+    fleet or the cluster could not be set up, 2 for an invalid scenario or options.
+    """
+    env = make_env(output, verbose, quiet)
+
+    def body() -> int:
+        from kgctl.chaos.runner import RunOptions, resolve_scenario, run_scenario
+
+        sc = resolve_scenario(scenario)
+        settings = make_settings(bootstrap, command_config, x, timeout)
+        options = RunOptions(
+            topic_prefix=topic_prefix,
+            group=group,
+            allow_destructive=allow_destructive,
+            keep_topics=keep_topics,
+            broker_state=broker_state,
+        )
+        on_event = None
+        if env.json and follow:
+            import sys
+
+            def on_event(event):  # type: ignore[no-untyped-def]
+                sys.stdout.write(event.to_json() + "\n")
+                sys.stdout.flush()
+
+        view = "none" if env.json or quiet else "auto"
+        journal = run_scenario(
+            sc, settings, options=options, console=env.out, view=view, record=record,
+            on_event=on_event,
+        )  # fmt: skip
+        if env.json:
+            if not follow:
+                emit_json(env, journal.to_dict())
+        else:
+            from kgctl.render.chaos_view import summary
+
+            assert env.out is not None
+            env.out.print(summary(journal))
+        if journal.error:
+            env.say(f"kgctl: error: {journal.error}")
+        return int(journal.exit_status)
+
+    status = run(env, body)
+    if status:
+        raise typer.Exit(status)

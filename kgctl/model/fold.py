@@ -20,6 +20,7 @@ from kgctl.model.state import (
     PHASE_LEFT,
     PHASE_STABLE,
     PHASE_SYNCING,
+    PHASE_UNKNOWN,
     GenerationRecord,
     GroupState,
     MemberState,
@@ -278,6 +279,11 @@ def _on_rebalance_hint(s: GroupState, ev: Event, t: int) -> GroupState:
 
 def _on_join_sent(s: GroupState, ev: Event, t: int) -> GroupState:
     s = _begin_rebalance(s, t)
+    key = _key_for(s, ev)
+    m = s.members[key]
+    if not m.alive and m.phase != PHASE_FAILED:
+        # It left (max.poll.interval breach, LeaveGroup) and is joining again: alive.
+        s = _with_member(s, replace(m, alive=True, left_ms=None, left_reason=""))
     return _set_phase(s, _key_for(s, ev), PHASE_JOINING)
 
 
@@ -366,6 +372,28 @@ def _on_stopped(s: GroupState, ev: Event, t: int) -> GroupState:
         return s
     s = _member_gone(s, key, t, PHASE_LEFT, str(ev.data.get("reason", "") or "stopped"))
     return _begin_rebalance(s, t) if s.live_members else s
+
+
+def _on_started(s: GroupState, ev: Event, t: int) -> GroupState:
+    """A process started under a label that had left (a restart): that member lives again."""
+    key = _key_for(s, ev)
+    m = s.members[key]
+    if m.alive:
+        return s
+    return _with_member(
+        s,
+        replace(
+            m,
+            alive=True,
+            left_ms=None,
+            left_reason="",
+            phase=PHASE_UNKNOWN,
+            generation=-1,
+            member_id=ev.member_id,
+            partitions={},
+            unassigned_since_ms=t,
+        ),
+    )
 
 
 def _on_failed(s: GroupState, ev: Event, t: int) -> GroupState:
@@ -634,6 +662,7 @@ _HANDLERS: dict[str, _Handler] = {
     "LeaveGroupSent": _on_leave,
     "MemberStopped": _on_stopped,
     "MemberFailed": _on_failed,
+    "MemberStarted": _on_started,
     "GroupObserved": _on_group_observed,
     "GroupStateChanged": _on_state_changed,
     "GenerationChanged": _on_generation_changed,

@@ -1,0 +1,154 @@
+"""Pure checks chaos runs over the group state and what it produced (no I/O, no clock).
+
+The model's own invariants (kgctl/model/invariants.py) judge ownership and generations;
+these add what only a chaos run knows: which members were frozen or fenced (they
+cannot act, so an overlap with their stale ownership is the broker's view, not a
+double consumption), the records it produced, and the time window of a step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from kgctl.model.state import GroupState, OwnershipSpan, TopicPartition
+
+Interval = tuple[int, int | None]
+
+
+def exclusive_ownership(
+    state: GroupState, excused: Mapping[str, list[Interval]]
+) -> list[tuple[TopicPartition, str, str, int]]:
+    """Overlapping ownership: (partition, older owner, newer owner, when the overlap began).
+
+    An overlap is excused when, at its start, the older owner was frozen (SIGSTOP) or
+    already fenced by the broker: it holds the partition only in its own stale view.
+    """
+    out: list[tuple[TopicPartition, str, str, int]] = []
+    for tp, spans in sorted(state.ownership.items()):
+        ordered = sorted(spans, key=lambda sp: (sp.start_ms, sp.member))
+        for i, a in enumerate(ordered):
+            for b in ordered[i + 1 :]:
+                if a.member == b.member:
+                    continue
+                if a.end_ms is None or a.end_ms > b.start_ms:
+                    if _within(excused.get(a.member, []), b.start_ms):
+                        continue
+                    out.append((tp, a.member, b.member, b.start_ms))
+    return out
+
+
+def _within(intervals: Iterable[Interval], t: int) -> bool:
+    return any(start <= t and (end is None or t <= end) for start, end in intervals)
+
+
+def _spans_of(state: GroupState, member: str) -> list[OwnershipSpan]:
+    return [sp for spans in state.ownership.values() for sp in spans if sp.member == member]
+
+
+def unassigned_ms(
+    state: GroupState, member: str, start: int, end: int, alive: Interval | None = None
+) -> int:
+    """Milliseconds within [start, end] (and within the member's life) owning nothing."""
+    lo, hi = start, end
+    if alive is not None:
+        lo = max(lo, alive[0])
+        hi = min(hi, alive[1]) if alive[1] is not None else hi
+    if hi <= lo:
+        return 0
+    covered: list[tuple[int, int]] = []
+    for sp in _spans_of(state, member):
+        s = max(sp.start_ms, lo)
+        e = min(sp.end_ms if sp.end_ms is not None else hi, hi)
+        if e > s:
+            covered.append((s, e))
+    covered.sort()
+    total, cur_s, cur_e = 0, None, None
+    for s, e in covered:
+        if cur_e is None or s > cur_e:
+            if cur_e is not None and cur_s is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    if cur_e is not None and cur_s is not None:
+        total += cur_e - cur_s
+    return (hi - lo) - total
+
+
+def moved_partitions(
+    before: Mapping[TopicPartition, tuple[str, ...]],
+    after: Mapping[TopicPartition, tuple[str, ...]],
+) -> list[dict[str, object]]:
+    """Partitions whose owners differ between two `GroupState.owners()` pictures."""
+    out: list[dict[str, object]] = []
+    for tp in sorted(set(before) | set(after)):
+        a, b = sorted(before.get(tp, ())), sorted(after.get(tp, ()))
+        if a != b:
+            out.append({"partition": f"{tp[0]}-{tp[1]}", "from": a, "to": b})
+    return out
+
+
+def first_owner_after(
+    state: GroupState, tp: TopicPartition, after_ms: int, not_member: str
+) -> tuple[str, int] | None:
+    """The first (member, time) another member owned `tp` at or after `after_ms`."""
+    best: tuple[str, int] | None = None
+    for sp in state.ownership.get(tp, ()):
+        if sp.member == not_member:
+            continue
+        end = sp.end_ms
+        if end is not None and end <= after_ms:
+            continue
+        t = max(sp.start_ms, after_ms)
+        if best is None or t < best[1]:
+            best = (sp.member, t)
+    return best
+
+
+def consumed_coverage(
+    batches: Iterable[tuple[str, int, int, int]],
+) -> dict[TopicPartition, list[tuple[int, int]]]:
+    """(topic, partition, first, last) batches merged into offset ranges per partition."""
+    ranges: dict[TopicPartition, list[tuple[int, int]]] = {}
+    for topic, partition, first, last in batches:
+        ranges.setdefault((topic, partition), []).append((first, last))
+    merged: dict[TopicPartition, list[tuple[int, int]]] = {}
+    for tp, rs in ranges.items():
+        rs.sort()
+        out: list[tuple[int, int]] = []
+        for s, e in rs:
+            if out and s <= out[-1][1] + 1:
+                out[-1] = (out[-1][0], max(out[-1][1], e))
+            else:
+                out.append((s, e))
+        merged[tp] = out
+    return merged
+
+
+def missing_records(
+    produced: Iterable[tuple[str, int, int]],
+    coverage: Mapping[TopicPartition, list[tuple[int, int]]],
+) -> list[tuple[str, int, int]]:
+    """Produced (topic, partition, offset) that no member consumed."""
+    out = []
+    for topic, partition, offset in produced:
+        if not any(s <= offset <= e for s, e in coverage.get((topic, partition), ())):
+            out.append((topic, partition, offset))
+    return sorted(out)
+
+
+def duplicate_count(batches: Iterable[tuple[str, int, int, int]]) -> int:
+    """Records delivered more than once, across all members (each extra delivery counts)."""
+    union: dict[TopicPartition, list[tuple[int, int]]] = {}
+    total = 0
+    for topic, partition, first, last in batches:
+        ranges = union.setdefault((topic, partition), [])
+        for s, e in ranges:  # kept disjoint, so overlaps add up exactly
+            lo, hi = max(s, first), min(e, last)
+            if hi >= lo:
+                total += hi - lo + 1
+        ranges.append((first, last))
+        union[(topic, partition)] = consumed_coverage((topic, partition, a, b) for a, b in ranges)[
+            (topic, partition)
+        ]
+    return total

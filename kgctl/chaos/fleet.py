@@ -1,0 +1,242 @@
+"""The fleet: real `kgctl join` member processes, their control pipes and event readers.
+
+Each member is `python -m kgctl join ... --output json` with stdin and stdout pipes. A
+reader thread per process parses its stdout events into one queue; when the process
+ends the reader queues an exit notice with the return code. Members are started in
+their own process group (Ctrl-C on the terminal reaches only chaos, which stops them in
+order) and with PR_SET_PDEATHSIG set between fork and exec, so that they end even when
+the chaos process is SIGKILLed before the member's own prctl runs. The kernel sends
+that signal when the *thread* that forked the child exits: spawn from a thread that
+lives for the whole run (the runner spawns from its calling thread).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import ctypes
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kgctl.model.events import Event
+from kgctl.settings import ClientSettings
+
+
+def _child_setup() -> None:
+    # Between fork and exec: own process group, and die with the parent (Linux).
+    os.setpgid(0, 0)
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() == 1:  # the parent already died before prctl
+            os._exit(1)
+
+
+@dataclass
+class MemberLaunch:
+    """How to start one member process."""
+
+    name: str
+    group: str
+    topics: list[str] = field(default_factory=list)  # real topic names
+    pattern: str | None = None  # a real-name regex
+    instance_id: str | None = None
+    assignors: list[str] = field(default_factory=lambda: ["range"])
+    session_timeout_ms: int = 6000
+    heartbeat_interval_ms: int = 500
+    max_poll_interval_ms: int = 30000
+    commit: str = "auto"
+    processing_ms: int = 0
+
+
+@dataclass
+class MemberProcess:
+    """One running (or ended) member process."""
+
+    launch: MemberLaunch
+    proc: subprocess.Popen[str]
+    started_ms: int
+    paused: bool = False
+    paused_since_ms: int | None = None
+    expected_exit: bool = False  # chaos asked it to end (kill, stop, fencing expected)
+    stopped: bool = False  # MemberStopped seen
+    exit_code: int | None = None
+    stderr: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=20))
+    reader: threading.Thread | None = None
+
+    @property
+    def name(self) -> str:
+        return self.launch.name
+
+    @property
+    def pid(self) -> int:
+        return int(self.proc.pid)
+
+    @property
+    def running(self) -> bool:
+        return self.exit_code is None and self.proc.poll() is None
+
+
+# Items in the fleet's queue: ("event", name, Event) or ("exit", name, MemberProcess).
+Item = tuple[str, str, Any]
+
+
+class Fleet:
+    """Starts, signals, controls and finally ends every member process of one run."""
+
+    def __init__(self, settings: ClientSettings, workdir: Path) -> None:
+        self.settings = settings
+        self.workdir = workdir
+        self.queue: queue.Queue[Item] = queue.Queue()
+        self.members: dict[str, MemberProcess] = {}  # the newest process per name
+        self.history: list[MemberProcess] = []  # every process ever started
+        self._config_file: Path | None = None
+        if settings.properties:
+            # Secrets go through a private file, not the command line (visible in ps).
+            workdir.mkdir(parents=True, exist_ok=True)
+            path = workdir / "client.properties"
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                for key, value in settings.properties.items():
+                    fh.write(f"{key}={value}\n")
+            self._config_file = path
+
+    def command(self, launch: MemberLaunch) -> list[str]:
+        cmd = [sys.executable, "-m", "kgctl", "join", "-b", self.settings.bootstrap]
+        cmd += ["-g", launch.group, "--name", launch.name, "--output", "json"]
+        cmd += ["--session-timeout", str(launch.session_timeout_ms)]
+        cmd += ["--heartbeat-interval", str(launch.heartbeat_interval_ms)]
+        cmd += ["--max-poll-interval", str(launch.max_poll_interval_ms)]
+        cmd += ["--commit", launch.commit, "--timeout", str(self.settings.timeout_s)]
+        for a in launch.assignors:
+            cmd += ["--assignor", a]
+        if launch.instance_id:
+            cmd += ["--instance-id", launch.instance_id]
+        if launch.processing_ms:
+            cmd += ["--processing-ms", str(launch.processing_ms)]
+        if self._config_file is not None:
+            cmd += ["--command-config", str(self._config_file)]
+        if "metadata.max.age.ms" not in self.settings.properties:
+            # Partition growth and new pattern topics are seen within a second.
+            cmd += ["-X", "metadata.max.age.ms=1000"]
+        if launch.pattern:
+            cmd += ["--pattern", launch.pattern]
+        else:
+            cmd += ["--", *launch.topics]
+        return cmd
+
+    def start(self, launch: MemberLaunch) -> MemberProcess:
+        proc = subprocess.Popen(
+            self.command(launch),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+            preexec_fn=_child_setup,  # noqa: PLW1509 - spawned from the run's own thread
+        )
+        member = MemberProcess(launch=launch, proc=proc, started_ms=int(time.time() * 1000))
+        member.reader = threading.Thread(
+            target=self._read, args=(member,), name=f"kgctl-chaos-{launch.name}", daemon=True
+        )
+        member.reader.start()
+        threading.Thread(target=self._read_stderr, args=(member,), daemon=True).start()
+        self.members[launch.name] = member
+        self.history.append(member)
+        return member
+
+    def _read(self, member: MemberProcess) -> None:
+        assert member.proc.stdout is not None
+        with contextlib.suppress(OSError, ValueError):
+            for line in member.proc.stdout:
+                try:
+                    event = Event.from_dict(json.loads(line))
+                except (ValueError, TypeError):
+                    member.stderr.append(f"stdout: {line.rstrip()[:200]}")
+                    continue
+                self.queue.put(("event", member.name, event))
+        member.exit_code = member.proc.wait()
+        self.queue.put(("exit", member.name, member))
+
+    @staticmethod
+    def _read_stderr(member: MemberProcess) -> None:
+        assert member.proc.stderr is not None
+        with contextlib.suppress(OSError, ValueError):
+            for line in member.proc.stderr:
+                member.stderr.append(line.rstrip())
+
+    # -- acting on members --------------------------------------------------------------
+    def send(self, name: str, command: dict[str, Any]) -> None:
+        member = self.members[name]
+        assert member.proc.stdin is not None
+        member.proc.stdin.write(json.dumps(command) + "\n")
+        member.proc.stdin.flush()
+
+    def signal(self, name: str, sig: int) -> None:
+        member = self.members[name]
+        if member.proc.poll() is None:
+            member.proc.send_signal(sig)
+
+    def kill(self, name: str) -> None:
+        self.members[name].expected_exit = True
+        self.signal(name, signal.SIGKILL)
+
+    def stop(self, name: str) -> None:
+        self.members[name].expected_exit = True
+        self.signal(name, signal.SIGTERM)
+
+    def pause(self, name: str) -> None:
+        member = self.members[name]
+        self.signal(name, signal.SIGSTOP)
+        member.paused, member.paused_since_ms = True, int(time.time() * 1000)
+
+    def resume(self, name: str) -> None:
+        member = self.members[name]
+        self.signal(name, signal.SIGCONT)
+        member.paused, member.paused_since_ms = False, None
+
+    def active(self) -> list[MemberProcess]:
+        """Members that run, are not paused and are not on their way out."""
+        return [
+            m
+            for m in self.members.values()
+            if m.running and not m.paused and not m.expected_exit and not m.stopped
+        ]
+
+    def running(self) -> list[MemberProcess]:
+        return [m for m in self.history if m.running]
+
+    def close(self, grace_s: float = 10.0) -> None:
+        """End every process this fleet started: SIGCONT, SIGTERM, then SIGKILL."""
+        for m in self.history:
+            if m.proc.poll() is None:
+                m.expected_exit = True
+                with contextlib.suppress(OSError):
+                    if m.paused:
+                        m.proc.send_signal(signal.SIGCONT)
+                    m.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        for m in self.history:
+            left = max(0.0, deadline - time.monotonic())
+            try:
+                m.proc.wait(timeout=left)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(OSError):
+                    m.proc.kill()
+                m.proc.wait(timeout=5)
+        for m in self.history:
+            if m.reader is not None:
+                m.reader.join(timeout=2)
+            for stream in (m.proc.stdin, m.proc.stdout, m.proc.stderr):
+                if stream is not None:
+                    with contextlib.suppress(OSError, ValueError):
+                        stream.close()

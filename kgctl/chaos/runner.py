@@ -1,0 +1,889 @@
+"""The chaos runner: set up, then for each step act, wait for the group to settle, judge.
+
+Everything goes through one loop on the calling thread: member events arrive on the
+fleet's queue, are checked (consumption inside the assignment, commits), folded into a
+`GroupState`, recorded and shown; chaos adds its own events (ScenarioStarted,
+StepStarted, ActionPerformed, GroupSettled, StepFinished, InvariantViolated,
+ScenarioFinished) with the same envelope. `run_scenario` is the library entry point.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import re
+import socket
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from kgctl.chaos import checks
+from kgctl.chaos.fleet import Fleet, MemberLaunch, MemberProcess
+from kgctl.chaos.journal import Journal, StepReport, ViolationRecord
+from kgctl.chaos.scenario import MemberSpec, Scenario, Step, load_scenario
+from kgctl.errors import KgctlError, SetupError, UsageError
+from kgctl.model.events import Event
+from kgctl.model.fold import fold
+from kgctl.model.invariants import check_complete_ownership, check_single_generation
+from kgctl.model.state import PHASE_STABLE, GroupState, TopicPartition
+from kgctl.settings import ClientSettings
+
+Sink = Callable[[Event], None]
+ERROR_TYPES = (
+    "JoinFailed",
+    "HeartbeatFailed",
+    "OffsetCommitFailed",
+    "CoordinatorLost",
+    "MemberFailed",
+)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class RunOptions:
+    """How to run a scenario (beyond the scenario itself)."""
+
+    topic_prefix: str = "kgctl."
+    group: str | None = None  # an explicit group id (else kgctl.chaos.<scenario>.<run>)
+    allow_destructive: bool = False
+    keep_topics: bool = False
+    broker_state: Path | None = None  # the LocalBroker state file (coordinator-failover)
+    tie_nodes_to_parent: bool = False  # restarted broker nodes die with this process
+    drain_timeout_s: float = 20.0
+
+
+@dataclass
+class ActionOutcome:
+    """What an action did and what settling means after it."""
+
+    description: str
+    expect_rebalance: bool = True
+    members: list[str] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+    settle: bool = True
+    after_settle: Callable[[], None] | None = None
+    wait_for: Callable[[], bool] | None = None  # extra condition before settling
+
+
+def is_loopback(bootstrap: str) -> bool:
+    """Every bootstrap host is a loopback address (or resolves only to loopback)."""
+    for part in bootstrap.split(","):
+        host = part.strip().rpartition(":")[0].strip("[]")
+        try:
+            if not ipaddress.ip_address(host).is_loopback:
+                return False
+            continue
+        except ValueError:
+            pass
+        try:
+            infos = socket.getaddrinfo(host, None)
+        except OSError:
+            return False
+        if not infos or not all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos):
+            return False
+    return True
+
+
+class ChaosRun:
+    """One run of one scenario; `run()` returns its journal."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        settings: ClientSettings,
+        options: RunOptions | None = None,
+        sinks: list[Sink] | None = None,
+        record: IO[str] | None = None,
+        refresh: Callable[[ChaosRun], None] | None = None,
+    ) -> None:
+        self.scenario = scenario
+        self.settings = settings
+        self.options = options or RunOptions()
+        self.sinks = list(sinks or [])
+        self.record = record
+        self.refresh = refresh
+        self.run_id = uuid.uuid4().hex[:8]
+        prefix = f"{self.options.topic_prefix}{scenario.name}.{self.run_id}."
+        self.topic_base = prefix
+        self.group = (
+            self.options.group or f"{self.options.topic_prefix}chaos.{scenario.name}.{self.run_id}"
+        )
+        self.topics: dict[str, str] = {t: prefix + t for t in scenario.fleet.topics}
+        self.partitions: dict[str, int] = dict(scenario.fleet.topics)  # logical -> count
+        self.journal = Journal(
+            scenario=scenario.name,
+            run_id=self.run_id,
+            group=self.group,
+            bootstrap=settings.bootstrap,
+            origin=scenario.origin,
+            topics=dict(self.topics),
+        )
+        self.state = GroupState(group=self.group)
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"kgctl-chaos-{self.run_id}-"))
+        self.fleet = Fleet(settings, self.workdir)
+        self.admin: Any = None
+        self.producer: Any = None
+        self.step: StepReport | None = None
+        self.specs: dict[str, MemberSpec] = {m.name: m for m in scenario.fleet.members}
+        self.subscriptions: dict[str, tuple[list[str], str | None]] = {}
+        self.excused: dict[str, list[tuple[int, int | None]]] = {}
+        self.expected_fenced: set[str] = set()
+        self.batches: list[tuple[str, int, int, int]] = []
+        self.committed: dict[TopicPartition, int] = {}
+        self.consumed_up_to: dict[tuple[str, TopicPartition], int] = {}
+        self._seq = 0
+        self._mono0 = time.monotonic()
+        self._last_ts = 0
+        self._step_events: list[Event] = []
+        self.broker: Any = None
+        self.interrupted = False
+
+    # -- events -------------------------------------------------------------------------
+    def emit(self, type_: str, **data: Any) -> Event:
+        self._seq += 1
+        event = Event(
+            type=type_,
+            ts_ms=now_ms(),
+            mono_ms=round((time.monotonic() - self._mono0) * 1000, 3),
+            seq=self._seq,
+            group=self.group,
+            member="",
+            client_id="kgctl-chaos",
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            generation=self.state.generation,
+            source="chaos",
+            data=data,
+        )
+        self._handle(event)
+        return event
+
+    def _synthesize_exit(self, member: MemberProcess) -> None:
+        # A process that ended without MemberStopped (SIGKILL, crash): the fold must know.
+        code = member.exit_code
+        error = "SIGKILL" if code == -9 else f"exit {code}"
+        self._seq += 1
+        event = Event(
+            type="MemberFailed",
+            ts_ms=now_ms(),
+            mono_ms=round((time.monotonic() - self._mono0) * 1000, 3),
+            seq=self._seq,
+            group=self.group,
+            member=member.name,
+            pid=member.pid,
+            source="chaos",
+            data={
+                "error": error,
+                "message": "the member process ended without stopping (seen by kgctl chaos)",
+                "exit_status": code,
+            },
+        )
+        self._handle(event)
+
+    def _handle(self, event: Event) -> None:
+        if event.source == "member":
+            self._check_member_event(event)
+        self.state = fold(self.state, event, now_ms())
+        self._last_ts = max(self._last_ts, event.ts_ms)
+        if self.step is not None:
+            self._step_events.append(event)
+        if self.record is not None:
+            self.record.write(event.to_json() + "\n")
+            self.record.flush()
+        for sink in self.sinks:
+            sink(event)
+
+    def violation(
+        self,
+        rule: str,
+        message: str,
+        at_ms: int | None = None,
+        members: list[str] | None = None,
+        partition: str = "",
+        step: str | None = None,
+    ) -> None:
+        at = at_ms if at_ms is not None else now_ms()
+        name = step if step is not None else (self.step.name if self.step else "setup")
+        v = ViolationRecord(rule, message, at, name, sorted(members or []), partition)
+        if self.journal.add_violation(v):
+            self.emit(
+                "InvariantViolated",
+                **{
+                    k: getattr(v, k)
+                    for k in ("rule", "message", "at_ms", "step", "members", "partition")
+                },
+            )
+
+    def _check_member_event(self, ev: Event) -> None:
+        member = self.state.members.get(ev.member)
+        if ev.type == "RecordsConsumed":
+            owned = set()
+            if member is not None:
+                owned = {(t, p) for t, ids in member.partitions.items() for p in ids}
+            for b in ev.data.get("batches", []):
+                tp = (str(b.get("topic")), int(b.get("partition", -1)))
+                first, last = int(b.get("first", 0)), int(b.get("last", 0))
+                self.batches.append((tp[0], tp[1], first, last))
+                key = (ev.member, tp)
+                self.consumed_up_to[key] = max(self.consumed_up_to.get(key, 0), last + 1)
+                if tp not in owned:
+                    self.violation(
+                        "consumed-outside-assignment",
+                        f"{ev.member} consumed {tp[0]}-{tp[1]} offsets {first}..{last} "
+                        "outside its assignment",
+                        ev.ts_ms,
+                        [ev.member],
+                        f"{tp[0]}-{tp[1]}",
+                    )
+            self.journal.held("consumed-outside-assignment")
+        elif ev.type == "OffsetsCommitted":
+            for topic, parts in (ev.data.get("offsets") or {}).items():
+                for p, offset in parts.items():
+                    tp = (topic, int(p))
+                    offset = int(offset)
+                    before = self.committed.get(tp)
+                    position = max(self.consumed_up_to.get((ev.member, tp), 0), before or 0)
+                    where = f"{topic}-{p}"
+                    if before is not None and offset < before:
+                        self.violation(
+                            "commits-monotonic",
+                            f"{ev.member} committed {where} at {offset}, behind {before}",
+                            ev.ts_ms,
+                            [ev.member],
+                            where,
+                        )
+                    if offset > position:
+                        self.violation(
+                            "commit-not-ahead",
+                            f"{ev.member} committed {where} at {offset}, ahead of its "
+                            f"position {position}",
+                            ev.ts_ms,
+                            [ev.member],
+                            where,
+                        )
+                    self.committed[tp] = max(offset, before or 0)
+            self.journal.held("commits-monotonic")
+            self.journal.held("commit-not-ahead")
+        elif ev.type == "MemberFailed" and ev.member not in self.expected_fenced:
+            self.violation(
+                "member-failed",
+                f"{ev.member} failed: {ev.data.get('error')}: {ev.data.get('message', '')}",
+                ev.ts_ms,
+                [ev.member],
+            )
+
+    # -- the loop -----------------------------------------------------------------------
+    def pump(self, timeout_s: float = 0.1) -> None:
+        """Handle every queued item, waiting up to `timeout_s` for the first one."""
+        import queue as _queue
+
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                kind, name, payload = self.fleet.queue.get(
+                    timeout=max(left, 0.0) if left > 0 else 0.0001
+                )
+            except _queue.Empty:
+                break
+            if kind == "event":
+                if payload.type in ("MemberStopped", "MemberFailed"):
+                    for proc in self.fleet.history:
+                        if proc.pid == payload.pid:
+                            proc.stopped = True
+                self._handle(payload)
+            elif not payload.stopped:
+                self._synthesize_exit(payload)
+            if time.monotonic() >= deadline:
+                break
+        if self.refresh is not None:
+            self.refresh(self)
+
+    def wait_for(self, pred: Callable[[], bool], timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if pred():
+                return True
+            self.pump(0.1)
+        return pred()
+
+    def sleep(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            self.pump(min(0.1, max(deadline - time.monotonic(), 0)))
+
+    def stable_now(self, baseline_gen: int | None = None) -> bool:
+        active = self.fleet.active()
+        if not active:
+            return False
+        gens = set()
+        for m in active:
+            st = self.state.members.get(m.name)
+            if st is None or not st.alive or st.phase != PHASE_STABLE or st.generation < 0:
+                return False
+            gens.add(st.generation)
+        if len(gens) != 1:
+            return False
+        gen = gens.pop()
+        if gen != self.state.generation:
+            return False
+        return baseline_gen is None or gen > baseline_gen
+
+    def settle(
+        self, baseline_gen: int | None, timeout_s: float, extra: Callable[[], bool] | None = None
+    ) -> int | None:
+        """Wait until the group is stable (past `baseline_gen` if given) for the quiet time."""
+        quiet = self.scenario.settle_quiet_ms / 1000
+        deadline = time.monotonic() + timeout_s
+        since: float | None = None
+        since_ts = 0
+        while time.monotonic() < deadline:
+            ok = self.stable_now(baseline_gen) and (extra is None or extra())
+            if ok and since is None:
+                since, since_ts = time.monotonic(), max(self._last_ts, 0) or now_ms()
+            elif not ok:
+                since = None
+            if since is not None and time.monotonic() - since >= quiet:
+                return since_ts
+            self.pump(0.1)
+        return None
+
+    # -- setup --------------------------------------------------------------------------
+    def launch_for(
+        self, spec: MemberSpec, name: str | None = None, instance_id: str | None = None
+    ) -> MemberLaunch:
+        f = self.scenario.fleet
+        topics, pattern = self.subscriptions.get(spec.name, (spec.subscribe, spec.pattern))
+        return MemberLaunch(
+            name=name or spec.name,
+            group=self.group,
+            topics=[self.topics[t] for t in topics],
+            pattern=self.real_pattern(pattern) if pattern else None,
+            instance_id=instance_id or (f"{spec.name}" if spec.static else None),
+            assignors=list(spec.assignors),
+            session_timeout_ms=f.session_timeout_ms,
+            heartbeat_interval_ms=f.heartbeat_interval_ms,
+            max_poll_interval_ms=f.max_poll_interval_ms,
+            commit=f.commit,
+            processing_ms=spec.processing_ms,
+        )
+
+    def real_pattern(self, pattern: str) -> str:
+        return f"^{re.escape(self.topic_base)}(?:{pattern})$"
+
+    def expected_partitions(self) -> set[TopicPartition]:
+        """Partitions of every topic some active member subscribes to."""
+        wanted: set[str] = set()
+        for m in self.fleet.active():
+            spec = self.specs.get(m.name)
+            if spec is None:
+                continue
+            topics, pattern = self.subscriptions.get(spec.name, (spec.subscribe, spec.pattern))
+            if pattern:
+                rx = re.compile(pattern)
+                wanted |= {
+                    t for t in self.partitions if rx.match(t) and rx.match(t).end() == len(t)
+                }  # type: ignore[union-attr]
+            else:
+                wanted |= set(topics)
+        return {(self.topics[t], p) for t in wanted for p in range(self.partitions[t])}
+
+    def check_safety(self) -> None:
+        sc = self.scenario
+        grows = [s for s in sc.steps if s.action == "partition-growth"]
+        if (
+            grows
+            and not is_loopback(self.settings.bootstrap)
+            and not self.options.allow_destructive
+        ):
+            what = ", ".join(f"{s.args['topic']} to {s.args['to']}" for s in grows)
+            raise UsageError(
+                f"{self.settings.bootstrap} is not a local cluster and this scenario grows "
+                f"partitions (irreversible): {what} on kgctl's own topics under "
+                f"{self.topic_base}*; pass --allow-destructive to do it"
+            )
+
+    def setup(self) -> None:
+        from kgctl.adapters.chaos import ChaosAdmin, NumberedProducer
+
+        self.check_safety()
+        self.admin = ChaosAdmin(self.settings)
+        sc = self.scenario
+        brokers = self.admin.broker_count()
+        if sc.fleet.brokers > brokers:
+            raise SetupError(
+                f"scenario {sc.name} needs a {sc.fleet.brokers}-broker cluster; "
+                f"{self.settings.bootstrap} has {brokers} (kgctl broker up --brokers 3)"
+            )
+        if (
+            self.options.group
+            and self.admin.group_exists(self.group)
+            and not self.options.allow_destructive
+        ):
+            raise UsageError(
+                f"group {self.group} already exists and kgctl did not create it; chaos would "
+                "join it, rebalance it and commit offsets in it: pass --allow-destructive"
+            )
+        existing = self.admin.existing_topics() & set(self.topics.values())
+        if existing:
+            raise UsageError(
+                f"topics {', '.join(sorted(existing))} already exist; kgctl creates its own"
+            )
+        self.replication = min(3, brokers)
+        self.admin.create_topics(
+            {self.topics[t]: n for t, n in self.partitions.items()}, self.replication
+        )
+        self.producer = NumberedProducer(self.settings, self.run_id)
+        self.emit(
+            "ScenarioStarted",
+            scenario=sc.name,
+            origin=sc.origin,
+            run_id=self.run_id,
+            topics=self.topics,
+            members=[m.name for m in sc.fleet.members],
+            steps=[{"name": s.name, "action": s.action} for s in sc.steps],
+        )
+        self.journal.started_ms = now_ms()
+        started = now_ms()
+        for spec in sc.fleet.members:
+            self.fleet.start(self.launch_for(spec))
+        if sc.fleet.produce_rate > 0:
+            self.producer.start_rate(self.produce_topics(), sc.fleet.produce_rate)
+        settled = self.settle(-1, self.settle_timeout())
+        if settled is None:
+            self.dump_stderr()
+            raise SetupError(
+                f"the fleet of {len(sc.fleet.members)} members did not form a stable group "
+                f"within {self.settle_timeout():.0f}s{self.stderr_hint()}"
+            )
+        self.journal.setup = {
+            "members": [m.name for m in sc.fleet.members],
+            "generation": self.state.generation,
+            "settle_ms": settled - started,
+        }
+        self.emit(
+            "GroupSettled",
+            step="setup",
+            generation=self.state.generation,
+            settle_ms=settled - started,
+        )
+
+    def produce_topics(self) -> list[str]:
+        subscribed: set[str] = set()
+        for spec in self.specs.values():
+            topics, pattern = self.subscriptions.get(spec.name, (spec.subscribe, spec.pattern))
+            if pattern:
+                rx = re.compile(pattern)
+                subscribed |= {t for t in self.partitions if rx.fullmatch(t)}
+            subscribed |= set(topics)
+        return [self.topics[t] for t in sorted(subscribed or self.partitions)]
+
+    def settle_timeout(self) -> float:
+        if self.scenario.settle_timeout_s:
+            return float(self.scenario.settle_timeout_s)
+        f = self.scenario.fleet
+        return 3 * f.session_timeout_ms / 1000 + f.max_poll_interval_ms / 1000 + 15
+
+    def stderr_hint(self) -> str:
+        for m in self.fleet.history:
+            if m.stderr:
+                return f"; {m.name}: {m.stderr[-1]}"
+        return ""
+
+    def dump_stderr(self) -> None:
+        self.journal.members.update(
+            {m.name: {"stderr": list(m.stderr)} for m in self.fleet.history if m.stderr}
+        )
+
+    # -- steps --------------------------------------------------------------------------
+    def run_step(self, index: int, step: Step) -> bool:
+        from kgctl.chaos.actions import ACTIONS
+
+        report = StepReport(
+            index=index,
+            name=step.name,
+            action=step.action,
+            started_ms=now_ms(),
+            expect=step.expect.to_dict(),
+        )
+        self.journal.steps.append(report)
+        self.step = report
+        self._step_events = []
+        self.emit(
+            "StepStarted",
+            index=index,
+            step=step.name,
+            action=step.action,
+            args=step.args,
+            expect=report.expect,
+        )
+        baseline_gen = self.state.generation
+        before = self.state.owners()
+        report.action_ms = now_ms()
+        outcome: ActionOutcome = ACTIONS[step.action](self, step)
+        report.cause = outcome.description
+        report.details = outcome.details
+        self.emit(
+            "ActionPerformed",
+            step=step.name,
+            action=step.action,
+            description=outcome.description,
+            members=outcome.members,
+            details=outcome.details,
+        )
+        settled: int | None = report.action_ms
+        if outcome.settle:
+            settled = self.settle(
+                baseline_gen if outcome.expect_rebalance else None,
+                self.settle_timeout(),
+                outcome.wait_for,
+            )
+        ok = settled is not None
+        if ok:
+            report.settled_ms = settled
+            report.settle_ms = max(0, settled - report.action_ms)
+            self.emit(
+                "GroupSettled",
+                step=step.name,
+                generation=self.state.generation,
+                settle_ms=report.settle_ms,
+            )
+            self.check_stable()
+        else:
+            self.violation(
+                "settled",
+                f"the group was not stable within {self.settle_timeout():.0f}s after "
+                f"{outcome.description}",
+                members=[m.name for m in self.fleet.active()],
+            )
+        if outcome.after_settle is not None and ok:
+            outcome.after_settle()
+        self.fill_report(report, baseline_gen, before, outcome)
+        self.check_expectations(step, report)
+        self.check_exclusive()
+        report.finished_ms = now_ms()
+        failed = any(v.step == step.name for v in self.journal.violations)
+        report.status = "not settled" if not ok else ("failed" if failed else "ok")
+        self.emit("StepFinished", **_report_data(report))
+        self.step = None
+        return ok
+
+    def fill_report(
+        self,
+        report: StepReport,
+        baseline_gen: int,
+        before: dict[TopicPartition, tuple[str, ...]],
+        outcome: ActionOutcome,
+    ) -> None:
+        end = report.settled_ms or now_ms()
+        report.generations = sorted(
+            {g.generation for g in self.state.generations if g.generation > baseline_gen}
+        )
+        reasons: dict[str, set[str]] = {}
+        errors: dict[str, dict[str, int]] = {}
+        affected: set[str] = set(outcome.members)
+        revoked: dict[str, int] = {}
+        for ev in self._step_events:
+            if ev.source == "chaos" and ev.type != "MemberFailed":
+                continue
+            if ev.type == "MemberFailed" and ev.data.get("error") == "FENCED_INSTANCE_ID":
+                report.fenced.append(ev.member)
+            if ev.type == "RejoinRequested":
+                reasons.setdefault(str(ev.data.get("reason")), set()).add(ev.member)
+            if ev.type in ("JoinGroupSent", "PartitionsRevoked", "PartitionsLost", "JoinCompleted"):
+                affected.add(ev.member)
+            if ev.type in ("PartitionsRevoked", "PartitionsLost"):
+                n = sum(len(v) for v in (ev.data.get("partitions") or {}).values())
+                if n:
+                    revoked[ev.member] = revoked.get(ev.member, 0) + n
+            err = ev.data.get("error")
+            if ev.type in ERROR_TYPES or (
+                ev.type.endswith("Received") and err not in (None, "", "NONE")
+            ):
+                if err in (None, "", "NONE"):
+                    continue
+                if ev.type == "JoinGroupReceived" and err == "MEMBER_ID_REQUIRED":
+                    continue  # the normal first round of every dynamic join
+                per = errors.setdefault(ev.member, {})
+                per[str(err)] = per.get(str(err), 0) + 1
+        report.rejoin_reasons = {r: sorted(ms) for r, ms in sorted(reasons.items())}
+        if report.rejoin_reasons:
+            report.cause += " → " + ", ".join(
+                f"{r} ({', '.join(ms)})" for r, ms in report.rejoin_reasons.items()
+            )
+        report.errors = errors
+        report.revoked = revoked
+        after = self.state.owners()
+        report.moved = checks.moved_partitions(before, after)
+        for mv in report.moved:
+            affected |= set(mv["from"]) | set(mv["to"])  # type: ignore[arg-type]
+        report.affected = sorted(a for a in affected if a)
+        for name, m in self.state.members.items():
+            proc = self.fleet.members.get(name)
+            start_alive = proc.started_ms if proc is not None else m.first_seen_ms
+            alive = (max(start_alive, m.first_seen_ms), m.left_ms)
+            if m.left_ms is not None and m.left_ms < report.action_ms:
+                continue
+            report.unassigned_ms[name] = checks.unassigned_ms(
+                self.state, name, report.action_ms, end, alive
+            )
+
+    def check_stable(self) -> None:
+        t = now_ms()
+        expected = self.expected_partitions()
+        for v in check_complete_ownership(self.state, t, expected):
+            self.violation(
+                "complete-ownership", v.message, t, list(v.members), f"{v.topic}-{v.partition}"
+            )
+        for v in check_single_generation(self.state, t):
+            self.violation("single-generation", v.message, t, list(v.members))
+        self.journal.held("complete-ownership")
+        self.journal.held("single-generation")
+
+    def check_exclusive(self) -> None:
+        for (topic, pid), a, b, at in checks.exclusive_ownership(self.state, self.excused):
+            step = self.step_at(at)
+            self.violation(
+                "exclusive-ownership",
+                f"{topic}-{pid} owned by both {a} and {b}",
+                at,
+                [a, b],
+                f"{topic}-{pid}",
+                step=step,
+            )
+        self.journal.held("exclusive-ownership")
+
+    def step_at(self, at_ms: int) -> str:
+        name = "setup"
+        for s in self.journal.steps:
+            if s.started_ms <= at_ms:
+                name = s.name
+        return name
+
+    def check_expectations(self, step: Step, report: StepReport) -> None:
+        e = step.expect
+        n = report.rebalances
+        rule = "expectation"
+        if e.rebalances is not None and n != e.rebalances:
+            self.violation(
+                rule,
+                f"expected {e.rebalances} rebalance(s), saw {n} (generations {report.generations})",
+            )
+        if e.min_rebalances is not None and n < e.min_rebalances:
+            self.violation(rule, f"expected at least {e.min_rebalances} rebalance(s), saw {n}")
+        if e.max_rebalances is not None and n > e.max_rebalances:
+            self.violation(rule, f"expected at most {e.max_rebalances} rebalance(s), saw {n}")
+        if e.max_seconds is not None:
+            took = report.settle_ms
+            if took is None or took > e.max_seconds * 1000:
+                shown = "never" if took is None else f"{took / 1000:.1f}s"
+                self.violation(
+                    rule,
+                    f"expected the group stable within {e.max_seconds}s of the action, "
+                    f"took {shown}",
+                )
+        for m in e.no_revokes_for:
+            if report.revoked.get(m):
+                self.violation(
+                    rule,
+                    f"expected no revocation for {m}, it lost {report.revoked[m]} partition(s)",
+                    members=[m],
+                )
+        for m in e.fenced:
+            if m not in report.fenced:
+                self.violation(
+                    rule, f"expected {m} to be fenced (FENCED_INSTANCE_ID); it was not", members=[m]
+                )
+        if step.expect.to_dict():
+            self.journal.held(rule)
+
+    # -- the end ------------------------------------------------------------------------
+    def drain(self) -> None:
+        """Stop producing and wait until every produced record was consumed (bounded)."""
+        if self.producer is None:
+            return
+        self.producer.stop_rate()
+        produced = self.producer.produced()
+
+        def covered() -> bool:
+            return not checks.missing_records(produced, checks.consumed_coverage(self.batches))
+
+        if self.fleet.active():
+            self.wait_for(covered, self.options.drain_timeout_s)
+
+    def stop_members(self) -> None:
+        for m in self.fleet.history:
+            if m.running:
+                m.expected_exit = True
+                with contextlib.suppress(OSError):
+                    if m.paused:
+                        self.fleet.resume(m.name)
+                    m.proc.send_signal(15)
+        self.wait_for(lambda: not self.fleet.running(), 15)
+        self.pump(0.3)
+
+    def final_checks(self) -> None:
+        produced = self.producer.produced() if self.producer is not None else []
+        coverage = checks.consumed_coverage(self.batches)
+        missing = checks.missing_records(produced, coverage)
+        dups = checks.duplicate_count(self.batches)
+        self.journal.records = {
+            "produced": len(produced),
+            "produce_failed": self.producer.failed if self.producer is not None else 0,
+            "consumed": sum(b - a + 1 for _t, _p, a, b in self.batches),
+            "missing": len(missing),
+            "duplicates": dups,
+        }
+        if missing:
+            t, p, o = missing[0]
+            self.violation(
+                "at-least-once",
+                f"{len(missing)} produced record(s) never consumed, first {t}-{p}@{o}",
+                partition=f"{t}-{p}",
+                step="end",
+            )
+        elif produced:
+            self.journal.held("at-least-once")
+        self.check_exclusive()
+        for m in self.fleet.history:
+            entry = self.journal.members.setdefault(m.name, {})
+            entry.update(pid=m.pid, exit_code=m.exit_code, instance_id=m.launch.instance_id)
+            if m.stderr:
+                entry["stderr"] = list(m.stderr)[-5:]
+
+    def cleanup(self) -> None:
+        with contextlib.suppress(Exception):
+            self.fleet.close(grace_s=10)
+        if self.producer is not None:
+            with contextlib.suppress(Exception):
+                self.producer.close()
+        if self.admin is not None:
+            if not self.options.keep_topics:
+                self.admin.delete_topics(list(self.topics.values()))
+                self.admin.delete_group(self.group)
+            self.admin.close()
+        with contextlib.suppress(OSError):
+            for p in self.workdir.iterdir():
+                p.unlink()
+            self.workdir.rmdir()
+
+    def run(self) -> Journal:
+        error = ""
+        try:
+            try:
+                self.setup()
+                for i, step in enumerate(self.scenario.steps):
+                    if not self.run_step(i, step):
+                        for rest in self.scenario.steps[i + 1 :]:
+                            self.journal.steps.append(
+                                StepReport(
+                                    index=len(self.journal.steps),
+                                    name=rest.name,
+                                    action=rest.action,
+                                    started_ms=now_ms(),
+                                    status="skipped",
+                                )
+                            )
+                        break
+                self.drain()
+                self.stop_members()
+                self.final_checks()
+            except KeyboardInterrupt:
+                self.interrupted = True
+                if self.step is not None:
+                    self.step.status = "interrupted"
+                self.fleet.close(grace_s=5)
+                self.pump(0.2)
+            except KgctlError as exc:
+                if isinstance(exc, UsageError):
+                    raise
+                error = str(exc)
+        finally:
+            self.cleanup()
+        self.journal.finished_ms = now_ms()
+        self.journal.finish(interrupted=self.interrupted, error=error)
+        with contextlib.suppress(Exception):
+            self.emit(
+                "ScenarioFinished",
+                verdict=self.journal.verdict,
+                exit_status=int(self.journal.exit_status),
+                violations=len(self.journal.violations),
+                journal=self.journal.to_dict(),
+            )
+        return self.journal
+
+
+def _report_data(report: StepReport) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    d = asdict(report)
+    d["rebalances"] = report.rebalances
+    return d
+
+
+def resolve_scenario(scenario: Scenario | str | Path) -> Scenario:
+    """A Scenario from itself, a built-in name, or a file path."""
+    if isinstance(scenario, Scenario):
+        return scenario
+    from kgctl.chaos.scenarios import builtin, builtin_names
+
+    if isinstance(scenario, str) and scenario in builtin_names():
+        return builtin(scenario)
+    path = Path(scenario)
+    if path.exists():
+        return load_scenario(path)
+    from kgctl.errors import NotFoundError
+
+    raise NotFoundError(
+        f"{scenario}: no such scenario file or built-in ({', '.join(builtin_names())})"
+    )
+
+
+def run_scenario(
+    scenario: Scenario | str | Path,
+    settings: ClientSettings,
+    *,
+    options: RunOptions | None = None,
+    console: Any = None,
+    view: str = "auto",
+    record: str | Path | None = None,
+    on_event: Sink | None = None,
+) -> Journal:
+    """Run a scenario (a Scenario, a built-in name or a YAML path) and return its journal.
+
+    `view`: "auto" (a rich Live view when `console` is a terminal, plain lines
+    otherwise), "live", "lines" or "none". `record`: write every event (members' and
+    chaos's) as JSON lines to this file. Ctrl-C stops the run; the journal returned is
+    then partial (verdict "interrupted"). Call it from a thread that lives for the run
+    (members get PR_SET_PDEATHSIG, which fires when the spawning thread ends).
+    """
+    from kgctl.render.chaos_view import ChaosDisplay
+
+    sc = resolve_scenario(scenario)
+    sinks: list[Sink] = [on_event] if on_event is not None else []
+    display = ChaosDisplay.make(console, view)
+    if display is not None:
+        sinks.append(display.on_event)
+    fh = open(record, "w", encoding="utf-8") if record is not None else None  # noqa: SIM115
+    try:
+        run = ChaosRun(
+            sc, settings, options, sinks, fh, display.refresh if display is not None else None
+        )
+        if display is not None:
+            display.start(run)
+        try:
+            return run.run()
+        finally:
+            if display is not None:
+                display.stop(run)
+    finally:
+        if fh is not None:
+            fh.close()

@@ -1,0 +1,597 @@
+"""Scenario files: the typed model and its validation (every error at once, with file:line).
+
+A scenario is YAML (docs/scenarios.md): a `fleet` (members, assignors, static or
+dynamic, timeouts, topics, produce rate) and `steps`, each one action with optional
+expectations. `load_scenario` walks PyYAML's node tree so each error carries the line
+and column of the value it is about, and collects all of them before raising.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kgctl.errors import UsageError
+
+ASSIGNORS = ("range", "roundrobin", "sticky", "cooperative-sticky")
+COMMITS = ("auto", "sync", "async", "none")
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,40}$")
+
+# action -> {key: (kind, required)}; kinds: str, int, num, bool, names, members, topics,
+# partitions_map, str_list
+ACTIONS: dict[str, dict[str, tuple[str, bool]]] = {
+    "subscription-change": {
+        "members": ("members", False),
+        "topics": ("topics", False),
+        "pattern": ("str", False),
+    },
+    "topic-create": {"topic": ("str", True), "partitions": ("int", True)},
+    "partition-growth": {"topic": ("topic", True), "to": ("int", True)},
+    "member-kill": {"member": ("member", True)},
+    "member-stop": {"member": ("member", True)},
+    "member-pause": {"member": ("member", True)},
+    "member-resume": {"member": ("member", True)},
+    "member-add": {
+        "count": ("int", False),
+        "names": ("str_list", False),
+        "static": ("bool", False),
+    },
+    "rolling-restart": {"members": ("members", False), "gap_ms": ("int", False)},
+    "slow-consumer": {"member": ("member", True), "processing_ms": ("int", False)},
+    "coordinator-failover": {"restart": ("bool", False), "down_seconds": ("num", False)},
+    "static-conflict": {"member": ("member", True), "duplicate": ("str", False)},
+    "produce": {"count": ("int", True), "topics": ("topics", False)},
+    "wait": {"seconds": ("num", False), "until": ("str", False)},
+}
+STEP_KEYS = ("name", "action", "expect")
+EXPECT_KEYS = {
+    "rebalances": "int",
+    "min_rebalances": "int",
+    "max_rebalances": "int",
+    "max_seconds": "num",
+    "no_revokes_for": "str_list",
+    "fenced": "str_list",
+}
+FLEET_KEYS = {
+    "members": "members_spec",
+    "assignors": "assignors",
+    "static": "bool",
+    "session_timeout_ms": "int",
+    "heartbeat_interval_ms": "int",
+    "max_poll_interval_ms": "int",
+    "commit": "commit",
+    "topics": "partitions_map",
+    "subscribe": "str_list",
+    "pattern": "str",
+    "produce_rate": "num",
+    "brokers": "int",
+}
+MEMBER_KEYS = {
+    "name": "str",
+    "static": "bool",
+    "assignors": "assignors",
+    "subscribe": "str_list",
+    "pattern": "str",
+    "processing_ms": "int",
+}
+TOP_KEYS = ("name", "description", "fleet", "steps", "settle_quiet_ms", "settle_timeout_s")
+
+
+@dataclass
+class MemberSpec:
+    """One member of the fleet as the scenario describes it."""
+
+    name: str
+    static: bool = False
+    assignors: list[str] = field(default_factory=lambda: ["range"])
+    subscribe: list[str] = field(default_factory=list)  # logical topic names
+    pattern: str | None = None
+    processing_ms: int = 0
+
+
+@dataclass
+class Fleet:
+    """The members, their settings and the topics the scenario creates."""
+
+    members: list[MemberSpec]
+    topics: dict[str, int]
+    assignors: list[str] = field(default_factory=lambda: ["range"])
+    static: bool = False
+    session_timeout_ms: int = 6000
+    heartbeat_interval_ms: int = 500
+    max_poll_interval_ms: int = 30000
+    commit: str = "auto"
+    produce_rate: float = 0.0
+    brokers: int = 1
+
+
+@dataclass
+class Expect:
+    """What a step's outcome must satisfy (all optional)."""
+
+    rebalances: int | None = None
+    min_rebalances: int | None = None
+    max_rebalances: int | None = None
+    max_seconds: float | None = None
+    no_revokes_for: list[str] = field(default_factory=list)
+    fenced: list[str] = field(default_factory=list)
+    line: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key in EXPECT_KEYS:
+            value = getattr(self, key)
+            if value not in (None, []):
+                out[key] = value
+        return out
+
+
+@dataclass
+class Step:
+    """One action and what its outcome must satisfy."""
+
+    name: str
+    action: str
+    args: dict[str, Any]
+    expect: Expect
+    line: int = 0
+
+
+@dataclass
+class Scenario:
+    """A validated scenario."""
+
+    name: str
+    description: str
+    fleet: Fleet
+    steps: list[Step]
+    origin: str = "<scenario>"
+    text: str = ""
+    settle_quiet_ms: int = 1200
+    settle_timeout_s: float | None = None
+
+
+class ScenarioError(UsageError):
+    """A scenario that does not validate; `errors` holds every problem with its location."""
+
+    def __init__(self, errors: list[str]) -> None:
+        self.errors = errors
+        n = len(errors)
+        head = f"{n} error{'s' if n != 1 else ''} in the scenario"
+        super().__init__(head + ":\n  " + "\n  ".join(errors))
+
+
+class _Checker:
+    def __init__(self, origin: str) -> None:
+        self.origin = origin
+        self.errors: list[str] = []
+        self._loader = yaml.SafeLoader("")
+
+    def error(self, node: yaml.Node | None, path: str, message: str) -> None:
+        where = self.origin
+        if node is not None:
+            mark = node.start_mark
+            where = f"{self.origin}:{mark.line + 1}:{mark.column + 1}"
+        self.errors.append(f"{where}: {path}: {message}" if path else f"{where}: {message}")
+
+    def value(self, node: yaml.Node) -> Any:
+        return self._loader.construct_object(node, deep=True)
+
+    def mapping(
+        self, node: yaml.Node, path: str, allowed: tuple[str, ...] | list[str]
+    ) -> dict[str, tuple[yaml.Node, yaml.Node]]:
+        if not isinstance(node, yaml.MappingNode):
+            self.error(node, path, f"expected a mapping, got {_kind(node)}")
+            return {}
+        out: dict[str, tuple[yaml.Node, yaml.Node]] = {}
+        for knode, vnode in node.value:
+            key = str(self.value(knode))
+            if key not in allowed:
+                close = difflib.get_close_matches(key, list(allowed), n=1)
+                hint = (
+                    f"; did you mean {close[0]!r}?" if close else f"; allowed: {', '.join(allowed)}"
+                )
+                self.error(knode, path, f"unknown key {key!r}{hint}")
+                continue
+            if key in out:
+                self.error(knode, path, f"duplicate key {key!r}")
+            out[key] = (knode, vnode)
+        return out
+
+    def typed(self, node: yaml.Node, path: str, kind: str) -> Any:
+        """The value of a scalar or list node of `kind`, or None after reporting an error."""
+        if kind in ("str_list", "topics"):
+            if isinstance(node, yaml.ScalarNode) and kind == "topics":
+                kind_value = self.value(node)
+                if isinstance(kind_value, str) and kind_value:
+                    return [kind_value]
+            if not isinstance(node, yaml.SequenceNode):
+                self.error(node, path, f"expected a list of names, got {_kind(node)}")
+                return None
+            out = []
+            for i, item in enumerate(node.value):
+                v = self.value(item) if isinstance(item, yaml.ScalarNode) else None
+                if not isinstance(v, str) or not v:
+                    self.error(item, f"{path}[{i}]", "expected a name")
+                else:
+                    out.append(v)
+            return out
+        if kind == "members":
+            if isinstance(node, yaml.ScalarNode) and self.value(node) == "all":
+                return "all"
+            return self.typed(node, path, "str_list")
+        if kind == "assignors":
+            names = self.typed(node, path, "topics")
+            if names is None:
+                return None
+            bad = [n for n in names if n not in ASSIGNORS]
+            for n in bad:
+                self.error(node, path, f"unknown assignor {n!r}; expected one of {ASSIGNORS}")
+            coop = {n == "cooperative-sticky" for n in names}
+            if len(coop) > 1:
+                self.error(node, path, "cooperative-sticky cannot be mixed with eager assignors")
+            return None if bad or len(coop) > 1 else names
+        if not isinstance(node, yaml.ScalarNode):
+            self.error(node, path, f"expected {_KIND_TEXT.get(kind, kind)}, got {_kind(node)}")
+            return None
+        v = self.value(node)
+        if kind in ("str", "member", "topic"):
+            if not isinstance(v, str) or not v:
+                self.error(node, path, f"expected a name, got {v!r}")
+                return None
+            return v
+        if kind == "bool":
+            if not isinstance(v, bool):
+                self.error(node, path, f"expected true or false, got {v!r}")
+                return None
+            return v
+        if kind == "int":
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                self.error(node, path, f"expected a whole number >= 0, got {v!r}")
+                return None
+            return v
+        if kind == "num":
+            if not isinstance(v, int | float) or isinstance(v, bool) or v < 0:
+                self.error(node, path, f"expected a number >= 0, got {v!r}")
+                return None
+            return v
+        if kind == "commit":
+            if v not in COMMITS:
+                self.error(node, path, f"expected one of {COMMITS}, got {v!r}")
+                return None
+            return v
+        raise AssertionError(kind)
+
+
+_KIND_TEXT = {"int": "a whole number", "num": "a number", "bool": "true or false", "str": "a name"}
+
+
+def _kind(node: yaml.Node) -> str:
+    if isinstance(node, yaml.MappingNode):
+        return "a mapping"
+    if isinstance(node, yaml.SequenceNode):
+        return "a list"
+    return f"{node.value!r}"
+
+
+def parse_scenario(text: str, origin: str = "<scenario>") -> Scenario:
+    """Validate scenario YAML; raise ScenarioError with every problem found."""
+    c = _Checker(origin)
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{origin}:{mark.line + 1}:{mark.column + 1}" if mark is not None else origin
+        raise ScenarioError([f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}"]) from None
+    if root is None:
+        raise ScenarioError([f"{origin}: the file is empty"])
+    top = c.mapping(root, "", TOP_KEYS)
+    name = Path(origin).stem
+    description = ""
+    if "name" in top:
+        name = c.typed(top["name"][1], "name", "str") or name
+    if "description" in top:
+        d = c.value(top["description"][1])
+        description = str(d) if d is not None else ""
+    fleet = _fleet(c, top.get("fleet"), root)
+    quiet, timeout = 1200, None
+    if "settle_quiet_ms" in top:
+        quiet = c.typed(top["settle_quiet_ms"][1], "settle_quiet_ms", "int") or quiet
+    if "settle_timeout_s" in top:
+        timeout = c.typed(top["settle_timeout_s"][1], "settle_timeout_s", "num")
+    steps: list[Step] = []
+    if "steps" not in top:
+        c.error(root, "", "missing key 'steps' (a list of actions)")
+    else:
+        snode = top["steps"][1]
+        if not isinstance(snode, yaml.SequenceNode) or not snode.value:
+            c.error(snode, "steps", "expected a non-empty list of steps")
+        else:
+            names = [m.name for m in fleet.members] if fleet else []
+            topics = dict(fleet.topics) if fleet else {}
+            for i, node in enumerate(snode.value):
+                step = _step(c, node, f"steps[{i}]", names, topics)
+                if step is not None:
+                    steps.append(step)
+    if c.errors:
+        raise ScenarioError(c.errors)
+    assert fleet is not None
+    return Scenario(
+        name=name,
+        description=description,
+        fleet=fleet,
+        steps=steps,
+        origin=origin,
+        text=text,
+        settle_quiet_ms=quiet,
+        settle_timeout_s=timeout,
+    )
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{p}: cannot read the scenario ({exc.strerror})") from None
+    return parse_scenario(text, str(p))
+
+
+def _fleet(c: _Checker, entry: tuple[yaml.Node, yaml.Node] | None, root: yaml.Node) -> Fleet | None:
+    if entry is None:
+        c.error(root, "", "missing key 'fleet' (members, topics, timeouts)")
+        return None
+    node = entry[1]
+    keys = c.mapping(node, "fleet", list(FLEET_KEYS))
+    vals: dict[str, Any] = {}
+    for key, (_k, v) in keys.items():
+        if key in ("members", "topics"):
+            continue
+        vals[key] = c.typed(v, f"fleet.{key}", FLEET_KEYS[key])
+    topics: dict[str, int] = {}
+    if "topics" not in keys:
+        c.error(node, "fleet", "missing key 'topics' ({name: partitions})")
+    else:
+        tnode = keys["topics"][1]
+        tmap = c.mapping(tnode, "fleet.topics", _AnyKeys())
+        if not tmap and isinstance(tnode, yaml.MappingNode):
+            c.error(tnode, "fleet.topics", "expected at least one topic")
+        for tname, (knode, vnode) in tmap.items():
+            n = c.typed(vnode, f"fleet.topics.{tname}", "int")
+            if not NAME.match(tname):
+                c.error(knode, "fleet.topics", f"topic name {tname!r}: use letters, digits, . _ -")
+            elif n is not None and n < 1:
+                c.error(vnode, f"fleet.topics.{tname}", "a topic needs at least 1 partition")
+            elif n is not None:
+                topics[tname] = n
+    static = bool(vals.get("static") or False)
+    assignors = vals.get("assignors") or ["range"]
+    subscribe = vals.get("subscribe")
+    pattern = vals.get("pattern")
+    if subscribe and pattern:
+        c.error(keys["pattern"][0], "fleet", "give subscribe or pattern, not both")
+    for t in subscribe or []:
+        if t not in topics:
+            c.error(
+                keys["subscribe"][1],
+                "fleet.subscribe",
+                f"unknown topic {t!r}; add it to fleet.topics",
+            )
+    if pattern:
+        _check_regex(c, keys["pattern"][1], "fleet.pattern", pattern)
+    default_sub = list(subscribe) if subscribe else ([] if pattern else sorted(topics))
+    members: list[MemberSpec] = []
+    if "members" not in keys:
+        c.error(node, "fleet", "missing key 'members' (a count or a list)")
+    else:
+        mnode = keys["members"][1]
+        if isinstance(mnode, yaml.ScalarNode):
+            n = c.typed(mnode, "fleet.members", "int")
+            if n is not None and not 1 <= n <= 20:
+                c.error(mnode, "fleet.members", "between 1 and 20 members")
+            elif n is not None:
+                members = [
+                    MemberSpec(f"m{i}", static, list(assignors), list(default_sub), pattern)
+                    for i in range(1, n + 1)
+                ]
+        elif isinstance(mnode, yaml.SequenceNode):
+            for i, item in enumerate(mnode.value):
+                mk = c.mapping(item, f"fleet.members[{i}]", list(MEMBER_KEYS))
+                mv = {
+                    k: c.typed(v, f"fleet.members[{i}].{k}", MEMBER_KEYS[k])
+                    for k, (_, v) in mk.items()
+                }
+                mname = mv.get("name") or f"m{i + 1}"
+                if not NAME.match(mname):
+                    c.error(
+                        item, f"fleet.members[{i}].name", f"{mname!r}: use letters, digits, . _ -"
+                    )
+                if any(m.name == mname for m in members):
+                    c.error(item, f"fleet.members[{i}].name", f"duplicate member name {mname!r}")
+                for t in mv.get("subscribe") or []:
+                    if t not in topics:
+                        c.error(
+                            mk["subscribe"][1],
+                            f"fleet.members[{i}].subscribe",
+                            f"unknown topic {t!r}",
+                        )
+                if mv.get("pattern"):
+                    _check_regex(c, mk["pattern"][1], f"fleet.members[{i}].pattern", mv["pattern"])
+                sub = mv.get("subscribe")
+                mpat = mv.get("pattern")
+                members.append(
+                    MemberSpec(
+                        name=mname,
+                        static=static if mv.get("static") is None else bool(mv["static"]),
+                        assignors=mv.get("assignors") or list(assignors),
+                        subscribe=list(sub) if sub else ([] if mpat else default_sub),
+                        pattern=mpat if mpat else (None if sub else pattern),
+                        processing_ms=mv.get("processing_ms") or 0,
+                    )
+                )
+            if not members:
+                c.error(mnode, "fleet.members", "expected at least one member")
+        else:
+            c.error(mnode, "fleet.members", "expected a count or a list of members")
+    session = vals.get("session_timeout_ms") or 6000
+    heartbeat = vals.get("heartbeat_interval_ms") or 500
+    if "heartbeat_interval_ms" in keys and heartbeat * 3 > session:
+        c.error(
+            keys["heartbeat_interval_ms"][1],
+            "fleet.heartbeat_interval_ms",
+            f"{heartbeat} ms is more than a third of session_timeout_ms ({session})",
+        )
+    brokers = vals.get("brokers") or 1
+    if brokers not in (1, 3):
+        c.error(keys["brokers"][1], "fleet.brokers", "1 or 3")
+    return Fleet(
+        members=members,
+        topics=topics,
+        assignors=list(assignors),
+        static=static,
+        session_timeout_ms=session,
+        heartbeat_interval_ms=heartbeat,
+        max_poll_interval_ms=vals.get("max_poll_interval_ms") or 30000,
+        commit=vals.get("commit") or "auto",
+        produce_rate=float(vals.get("produce_rate") or 0.0),
+        brokers=brokers,
+    )
+
+
+class _AnyKeys(list):  # type: ignore[type-arg]
+    """Allows every key (topic names are the user's)."""
+
+    def __contains__(self, item: object) -> bool:
+        return True
+
+
+def _check_regex(c: _Checker, node: yaml.Node, path: str, pattern: str) -> None:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        c.error(node, path, f"not a regular expression ({exc})")
+
+
+def _step(
+    c: _Checker, node: yaml.Node, path: str, names: list[str], topics: dict[str, int]
+) -> Step | None:
+    """One step; `names` and `topics` are updated with what the step adds."""
+    if not isinstance(node, yaml.MappingNode):
+        c.error(node, path, f"expected a mapping with 'action', got {_kind(node)}")
+        return None
+    raw = {str(c.value(k)): (k, v) for k, v in node.value}
+    action_entry = raw.get("action")
+    if action_entry is None:
+        c.error(node, path, f"missing key 'action' (one of {', '.join(ACTIONS)})")
+        return None
+    action = c.value(action_entry[1])
+    if action not in ACTIONS:
+        close = difflib.get_close_matches(str(action), list(ACTIONS), n=1)
+        hint = (
+            f"; did you mean {close[0]!r}?" if close else f"; expected one of {', '.join(ACTIONS)}"
+        )
+        c.error(action_entry[1], f"{path}.action", f"unknown action {action!r}{hint}")
+        return None
+    spec = ACTIONS[action]
+    keys = c.mapping(node, path, [*STEP_KEYS, *spec])
+    args: dict[str, Any] = {}
+    for key, (kind, required) in spec.items():
+        if key not in keys:
+            if required:
+                c.error(node, path, f"{action} needs {key!r}")
+            continue
+        vnode = keys[key][1]
+        v = c.typed(vnode, f"{path}.{key}", kind)
+        if v is None:
+            continue
+        if kind == "member" and v not in names:
+            c.error(vnode, f"{path}.{key}", f"unknown member {v!r}; members: {', '.join(names)}")
+            continue
+        if kind == "members" and v != "all":
+            for m in v:
+                if m not in names:
+                    c.error(
+                        vnode, f"{path}.{key}", f"unknown member {m!r}; members: {', '.join(names)}"
+                    )
+        if kind == "topic" and v not in topics:
+            c.error(vnode, f"{path}.{key}", f"unknown topic {v!r}; topics: {', '.join(topics)}")
+            continue
+        if kind == "topics":
+            for t in v:
+                if t not in topics:
+                    c.error(
+                        vnode, f"{path}.{key}", f"unknown topic {t!r}; topics: {', '.join(topics)}"
+                    )
+        args[key] = v
+    if action == "subscription-change":
+        if ("topics" in args) == ("pattern" in args):
+            c.error(node, path, "subscription-change needs exactly one of 'topics' or 'pattern'")
+        if "pattern" in args:
+            _check_regex(c, keys["pattern"][1], f"{path}.pattern", args["pattern"])
+    if action == "partition-growth" and "topic" in args and "to" in args:
+        have = topics[args["topic"]]
+        if args["to"] <= have:
+            c.error(
+                keys["to"][1], f"{path}.to", f"must be more than {have} (partitions can only grow)"
+            )
+        else:
+            topics[args["topic"]] = args["to"]
+    if action == "topic-create" and "topic" in args:
+        if args["topic"] in topics:
+            c.error(keys["topic"][1], f"{path}.topic", f"topic {args['topic']!r} already exists")
+        elif not NAME.match(args["topic"]):
+            c.error(keys["topic"][1], f"{path}.topic", "use letters, digits, . _ -")
+        elif args.get("partitions", 1) < 1:
+            c.error(keys["partitions"][1], f"{path}.partitions", "at least 1")
+        else:
+            topics[args["topic"]] = args.get("partitions", 1)
+    if action == "member-add":
+        if "names" in args:
+            new = list(args["names"])
+        else:
+            new = []
+            i = len(names) + 1
+            while len(new) < (args.get("count") or 1):
+                if f"m{i}" not in names:
+                    new.append(f"m{i}")
+                i += 1
+            args["names"] = new
+        for n in new:
+            if n in names:
+                c.error(keys.get("names", (node, node))[1], f"{path}.names", f"member {n!r} exists")
+            names.append(n)
+    if action == "static-conflict" and "member" in args:
+        dup = args.get("duplicate") or f"{args['member']}-dup"
+        args["duplicate"] = dup
+        names.append(dup)
+    if action == "wait":
+        until = args.get("until")
+        if until is not None and until != "stable":
+            c.error(keys["until"][1], f"{path}.until", "the only value is 'stable'")
+        if until is None and "seconds" not in args:
+            c.error(node, path, "wait needs 'seconds' or 'until: stable'")
+    expect = Expect(line=node.start_mark.line + 1)
+    if "expect" in keys:
+        enode = keys["expect"][1]
+        ekeys = c.mapping(enode, f"{path}.expect", list(EXPECT_KEYS))
+        for key, (_k, v) in ekeys.items():
+            val = c.typed(v, f"{path}.expect.{key}", EXPECT_KEYS[key])
+            if val is None:
+                continue
+            if key in ("no_revokes_for", "fenced"):
+                for m in val:
+                    if m not in names:
+                        c.error(v, f"{path}.expect.{key}", f"unknown member {m!r}")
+            setattr(expect, key, val)
+        lo, hi = expect.min_rebalances, expect.max_rebalances
+        if lo is not None and hi is not None and lo > hi:
+            c.error(enode, f"{path}.expect", f"min_rebalances {lo} > max_rebalances {hi}")
+    step_name = action
+    if "name" in keys:
+        step_name = c.typed(keys["name"][1], f"{path}.name", "str") or action
+    return Step(step_name, action, args, expect, line=node.start_mark.line + 1)
