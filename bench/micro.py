@@ -1,0 +1,203 @@
+"""In-process throughput: events/s through the pure fold, frames/s of the watch view.
+
+Synthetic but shaped like real traffic: M members of one group over P partitions of one
+topic, eager range assignment; a rebalance is every member's RejoinRequested ->
+JoinPrepared -> PartitionsRevoked -> JoinGroupSent -> JoinGroupReceived -> SyncGroupSent
+-> SyncGroupReceived -> PartitionsAssigned -> JoinCompleted; steady state is
+HeartbeatSucceeded and RecordsConsumed. CPU is process CPU time over wall time.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from typing import Any
+
+from rich.console import Console
+
+from kgctl.model.events import Event
+from kgctl.model.fold import fold
+from kgctl.model.state import GroupState
+from kgctl.render.group_view import render_group
+
+TOPIC = "orders"
+
+
+def _assignment(members: int, partitions: int, i: int) -> dict[str, list[int]]:
+    per, extra = divmod(partitions, members)
+    start = i * per + min(i, extra)
+    count = per + (1 if i < extra else 0)
+    return {TOPIC: list(range(start, start + count))}
+
+
+class _Stamp:
+    def __init__(self, group: str, t0: int) -> None:
+        self.group = group
+        self.t = t0
+        self.seq: dict[str, int] = {}
+
+    def __call__(self, etype: str, member: int, gen: int, **data: Any) -> Event:
+        self.t += 1
+        name = f"m{member:04d}"
+        self.seq[name] = self.seq.get(name, 0) + 1
+        return Event(
+            type=etype,
+            ts_ms=self.t,
+            mono_ms=float(self.t),
+            seq=self.seq[name],
+            group=self.group,
+            member=name,
+            member_id=f"kgctl-{name}-0000",
+            client_id=f"kgctl-{name}",
+            host="bench",
+            pid=10_000 + member,
+            generation=gen,
+            data=data,
+        )
+
+
+def rebalance_events(stamp: _Stamp, members: int, partitions: int, gen: int) -> list[Event]:
+    out: list[Event] = []
+    for i in range(members):
+        owned = _assignment(members, partitions, i) if gen > 1 else {}
+        out.append(stamp("RejoinRequested", i, gen - 1, reason="rebalance_in_progress"))
+        out.append(stamp("JoinPrepared", i, gen - 1, owned=owned, lost=False, protocol="eager"))
+        if owned:
+            out.append(stamp("PartitionsRevoked", i, gen - 1, partitions=owned))
+        out.append(stamp("JoinGroupSent", i, gen - 1, reason="rebalance_in_progress"))
+    for i in range(members):
+        mine = _assignment(members, partitions, i)
+        out.append(
+            stamp(
+                "JoinGroupReceived",
+                i,
+                gen,
+                error="NONE",
+                generation=gen,
+                member_id=f"kgctl-m{i:04d}-0000",
+                leader="kgctl-m0000-0000",
+                is_leader=i == 0,
+                protocol="range",
+            )
+        )
+        out.append(stamp("SyncGroupSent", i, gen, is_leader=i == 0, assignments=0))
+        out.append(stamp("SyncGroupReceived", i, gen, error="NONE", assignment=mine))
+        out.append(stamp("PartitionsAssigned", i, gen, partitions=mine))
+        out.append(
+            stamp(
+                "JoinCompleted",
+                i,
+                gen,
+                generation=gen,
+                member_id=f"kgctl-m{i:04d}-0000",
+                protocol="range",
+                is_leader=i == 0,
+                assignment=mine,
+                added=mine,
+                removed={},
+                rebalance_ms=50,
+            )
+        )
+    return out
+
+
+def steady_events(stamp: _Stamp, members: int, partitions: int, gen: int, rounds: int):
+    out: list[Event] = []
+    for r in range(rounds):
+        for i in range(members):
+            out.append(stamp("HeartbeatSucceeded", i, gen, rtt_ms=1.0, throttle_time_ms=0))
+            p = _assignment(members, partitions, i)[TOPIC][0]
+            out.append(
+                stamp(
+                    "RecordsConsumed",
+                    i,
+                    gen,
+                    batches=[
+                        {
+                            "topic": TOPIC,
+                            "partition": p,
+                            "first": r * 10,
+                            "last": r * 10 + 9,
+                            "count": 10,
+                            "duplicates": 0,
+                        }
+                    ],
+                    count=10,
+                    duplicates=0,
+                    total=(r + 1) * 10,
+                )
+            )
+    return out
+
+
+def _timed_fold(state: GroupState, events: list[Event]) -> tuple[GroupState, dict[str, float]]:
+    w0, c0 = time.perf_counter(), time.process_time()
+    for ev in events:
+        state = fold(state, ev, ev.ts_ms)
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    return state, {
+        "events": len(events),
+        "wall_s": round(wall, 3),
+        "events_per_s": round(len(events) / wall),
+        "events_per_cpu_s": round(len(events) / cpu) if cpu else None,
+        "cpu_pct": round(100 * cpu / wall),
+    }
+
+
+def synthetic_state(members: int, partitions: int, generations: int = 3) -> GroupState:
+    stamp = _Stamp("bench", 1_800_000_000_000)
+    state = GroupState(group="bench", state="Stable")
+    for gen in range(1, generations + 1):
+        state = fold_all(state, rebalance_events(stamp, members, partitions, gen))
+    return fold_all(state, steady_events(stamp, members, partitions, generations, 2))
+
+
+def fold_all(state: GroupState, events: list[Event]) -> GroupState:
+    for ev in events:
+        state = fold(state, ev, ev.ts_ms)
+    return state
+
+
+def bench_fold(members: int, partitions: int, rounds: int) -> dict[str, Any]:
+    """Events/s folding rebalances and steady traffic into one group of `members`."""
+    stamp = _Stamp("bench", 1_800_000_000_000)
+    state = GroupState(group="bench", state="Stable")
+    out: dict[str, Any] = {"members": members, "partitions": partitions}
+    state, out["first_join"] = _timed_fold(state, rebalance_events(stamp, members, partitions, 1))
+    state, out["rebalance"] = _timed_fold(state, rebalance_events(stamp, members, partitions, 2))
+    state, out["steady"] = _timed_fold(state, steady_events(stamp, members, partitions, 2, rounds))
+    return out
+
+
+def bench_view(
+    members: int, partitions: int, seconds: float, width: int = 160, height: int = 50
+) -> dict[str, Any]:
+    """Frames/s of render_group + rich rendering into a terminal-sized buffer."""
+    state = synthetic_state(members, partitions)
+    console = Console(
+        file=io.StringIO(),
+        width=width,
+        height=height,
+        force_terminal=True,
+        color_system="truecolor",
+        legacy_windows=False,
+    )
+    frames = 0
+    now = state.updated_ms
+    w0, c0 = time.perf_counter(), time.process_time()
+    while time.perf_counter() - w0 < seconds:
+        console.file = io.StringIO()
+        console.print(render_group(state, now + frames * 250, width=width, height=height))
+        frames += 1
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    return {
+        "members": len(state.members),
+        "partitions": sum(len(m.partitions.get(TOPIC, ())) for m in state.members.values()),
+        "size": f"{width}x{height}",
+        "frames": frames,
+        "frames_per_s": round(frames / wall, 1),
+        "ms_per_frame": round(1000 * wall / frames, 1),
+        "cpu_ms_per_frame": round(1000 * cpu / frames, 1),
+        "cpu_pct": round(100 * cpu / wall),
+        "cpu_at_4fps_pct": round(100 * (cpu / frames) * 4, 1),
+    }

@@ -1,0 +1,208 @@
+"""`python -m bench.run [--smoke]`: every kgctl benchmark on a dedicated local broker.
+
+Full run (docs/benchmarks.md): rebalance latency of kgctl / Java VerifiableConsumer /
+plain kafka-python members, density, fold and view throughput, tracing cost. `--smoke`
+runs a seconds-long subset (no Java) for CI. Results go to a JSON file and a summary
+is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from bench import micro
+from bench.density import run_density
+from bench.latency import Env, result_dicts, run_case, summarize
+from bench.members import MemberConfig
+from bench.tracecost import run_trace_cost
+
+
+def machine() -> dict[str, Any]:
+    cpu = ""
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    mem_kb = next(
+        int(line.split()[1])
+        for line in Path("/proc/meminfo").read_text().splitlines()
+        if line.startswith("MemTotal:")
+    )
+    try:
+        java = subprocess.run(
+            ["java", "-version"], capture_output=True, text=True, check=False
+        ).stderr.splitlines()[0]
+    except (OSError, IndexError):
+        java = "absent"
+    return {
+        "nproc": os.cpu_count(),
+        "mem_gb": round(mem_kb / 1024 / 1024, 1),
+        "cpu": cpu,
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "kafka_python": metadata.version("kafka-python"),
+        "rich": metadata.version("rich"),
+        "java": java,
+        "loadavg_start": Path("/proc/loadavg").read_text().split()[:3],
+    }
+
+
+PLANS: dict[str, dict[str, Any]] = {
+    "full": {
+        "kinds": ("kgctl", "java", "kp"),
+        # (scenario, group size, repetitions)
+        "cases": [
+            ("scale-out", 3, 5),
+            ("scale-out", 10, 3),
+            ("scale-out", 30, 1),
+            ("kill", 3, 3),
+            ("growth", 3, 3),
+            ("subscription", 3, 3),
+        ],
+        "fold": (200, 2000, 20),
+        "view_s": 5.0,
+        "trace": [(30.0, 0), (30.0, 500)],
+        "density_steps": [100, 200, 300],
+        "density_hold_s": 120.0,
+        "density_cfg": None,
+    },
+    "smoke": {
+        "kinds": ("kgctl", "kp"),
+        "cases": [("scale-out", 2, 1)],
+        "fold": (20, 200, 5),
+        "view_s": 0.5,
+        "trace": [(3.0, 200)],
+        "density_steps": [3],
+        "density_hold_s": 2.0,
+        "density_cfg": MemberConfig(session_timeout_ms=6000, heartbeat_interval_ms=500),
+    },
+}
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    plan = PLANS["smoke" if args.smoke else "full"]
+    sections = (
+        set(args.only.split(","))
+        if args.only
+        else {
+            "latency",
+            "micro",
+            "trace",
+            "density",
+        }
+    )
+    say = (lambda _m: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
+    out: dict[str, Any] = {
+        "mode": "smoke" if args.smoke else "full",
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "machine": machine(),
+    }
+    work = Path(tempfile.mkdtemp(prefix="kgctl-bench-"))
+    broker = None
+    bootstrap, log_path = args.bootstrap, Path(args.broker_log or "/nonexistent")
+    if not bootstrap:
+        from kgctl.broker.local import LocalBroker
+
+        say("bench: starting a dedicated local broker")
+        broker = LocalBroker(work / "broker.json")
+        state = broker.up(tie_to_parent=True, timeout_s=180)
+        bootstrap, log_path = state.bootstrap, Path(state.nodes[0].log)
+        out["kafka"] = state.version
+    out["bootstrap"] = bootstrap
+    try:
+        java_libs = None
+        kinds = [k for k in plan["kinds"] if k in (args.kinds or "kgctl,java,kp").split(",")]
+        if "latency" in sections and "java" in kinds:
+            from bench.tools import tools_libs
+
+            java_libs = tools_libs(say=say)
+        env = Env(bootstrap, log_path, work, java_libs)
+        try:
+            if "micro" in sections:
+                m, p, rounds = plan["fold"]
+                say("bench: fold and view")
+                out["fold"] = micro.bench_fold(m, p, rounds)
+                out["view"] = [
+                    micro.bench_view(m, p, plan["view_s"], 160, 50),
+                    micro.bench_view(m, p, plan["view_s"], 80, 24),
+                ]
+            if "latency" in sections:
+                results = []
+                cfg = MemberConfig()
+                for rep in range(max(c[2] for c in plan["cases"])):
+                    for scenario, n, reps in plan["cases"]:
+                        if rep >= reps:
+                            continue
+                        # Rotate the order of kinds so slow drift in machine load is shared.
+                        order = kinds[rep % len(kinds) :] + kinds[: rep % len(kinds)]
+                        for kind in order:
+                            if scenario == "subscription" and kind == "java":
+                                continue  # VerifiableConsumer has one fixed --topic
+                            r = run_case(env, kind, scenario, n, rep, cfg)
+                            say(
+                                f"bench: {scenario} n={n} {kind} rep {rep}: "
+                                f"{r.latency_ms} ms {r.error}"
+                            )
+                            results.append(r)
+                out["latency_config"] = cfg.__dict__
+                out["latency_cases"] = result_dicts(results)
+                out["latency"] = summarize(results)
+            if "trace" in sections:
+                out["trace"] = []
+                for seconds, rate in plan["trace"]:
+                    say(f"bench: trace cost {rate} records/s for {seconds:.0f} s")
+                    out["trace"].append(run_trace_cost(env, seconds, rate))
+            if "density" in sections:
+                steps = [int(s) for s in args.density.split(",")] if args.density else None
+                kw = {"cfg": plan["density_cfg"]} if plan["density_cfg"] else {}
+                out["density"] = run_density(
+                    env,
+                    steps or plan["density_steps"],
+                    args.hold if args.hold is not None else plan["density_hold_s"],
+                    say=say,
+                    **kw,
+                )
+        finally:
+            env.close()
+    finally:
+        if broker is not None:
+            broker.down()
+        out["machine"]["loadavg_end"] = Path("/proc/loadavg").read_text().split()[:3]
+        out["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__)
+    ap.add_argument("--smoke", action="store_true", help="seconds-long subset for CI")
+    ap.add_argument("--only", help="comma list of latency,micro,trace,density")
+    ap.add_argument("--kinds", help="comma list of kgctl,java,kp (latency)")
+    ap.add_argument("--bootstrap", help="use this broker instead of starting one")
+    ap.add_argument("--broker-log", help="its server.log (broker-side rebalance start)")
+    ap.add_argument("--density", help="comma list of member counts, e.g. 100,200,250")
+    ap.add_argument("--hold", type=float, help="density hold per step, seconds")
+    ap.add_argument("--out", type=Path, help="JSON results file")
+    ap.add_argument("--quiet", action="store_true")
+    args = ap.parse_args(argv)
+    result = run(args)
+    text = json.dumps(result, indent=1, default=str)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n")
+    else:
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""The benchmark's smoke mode against the session broker: it runs and its numbers are sane.
+
+Not a benchmark itself (no timing assertions beyond "finished, positive, bounded").
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.kafka
+def test_bench_smoke_produces_sane_numbers(bootstrap: str, tmp_path: Path) -> None:
+    out = tmp_path / "smoke.json"
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.run", "--smoke", "--quiet"]
+        + ["--bootstrap", bootstrap, "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+    elapsed = time.monotonic() - started
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert elapsed < 60, f"smoke took {elapsed:.0f} s"
+    res = json.loads(out.read_text())
+
+    assert res["machine"]["nproc"] >= 1 and res["machine"]["kafka_python"] == "3.0.12"
+    # Fold and view: positive rates, the synthetic group has its members.
+    for phase in ("first_join", "rebalance", "steady"):
+        assert res["fold"][phase]["events_per_s"] > 100
+    for view in res["view"]:
+        assert view["frames"] >= 1 and view["members"] == 20
+    # Latency: both kinds rebalanced 1 -> 2 members, within a bounded time.
+    rows = {r["kind"]: r for r in res["latency"]}
+    assert set(rows) == {"kgctl", "kp"}
+    for kind, row in rows.items():
+        assert row["ok"] == 1, (kind, row["errors"])
+        assert 0 < row["latency_ms"] < 30_000
+        assert row["unassigned_max_ms"] is not None and row["unassigned_max_ms"] < 10_000
+    # Tracing: both members used CPU, the traced one published events.
+    trace = res["trace"][0]
+    assert trace["ok"] and trace["cpu_pct_without"] > 0 and trace["events_per_s"] > 0
+    # Density: the small group held still.
+    step = res["density"]["steps"][0]
+    assert step["ok"], step
+    assert 5 < step["rss_mb_median"] < 500 and step["threads_median"] >= 1
