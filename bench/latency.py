@@ -43,11 +43,14 @@ class CaseResult:
     latency_ms: int | None = None
     broker_start_ms: int | None = None  # t0 -> first PreparingRebalance
     broker_rebalance_ms: int | None = None  # first PreparingRebalance -> complete
+    last_rebalance_ms: int | None = None  # last PreparingRebalance before complete -> complete
     rebalances: int = 0
     spurious_after: int = 0  # rebalances started after t_stable (within SETTLE_S)
     unassigned_ms: list[int] = field(default_factory=list)  # per pre-existing member
     rejoin_delay_ms: list[int] = field(default_factory=list)  # kgctl: prepare -> JoinGroupSent
     setup_ms: int | None = None
+    group: str = ""
+    broker_log: list[tuple[int, str, int]] = field(default_factory=list)  # (ms after t0, ...)
     error: str = ""
 
 
@@ -104,6 +107,7 @@ def run_case(
     t2 = env.topic(parts) if scenario == "subscription" else ""
     group = f"bench-{scenario}-{kind}-{n}-{rep}-{uuid.uuid4().hex[:6]}"
     members: list[Member] = []
+    res.group = group
 
     def add(count: int) -> None:
         for _ in range(count):
@@ -154,11 +158,15 @@ def run_case(
         res.latency_ms = t_stable - t0
         log_events = env.log.events(group, log_offset)
         preps = [e for e in log_events if e.what == "prepare"]
+        res.broker_log = [(e.ts_ms - t0, e.what, e.generation) for e in log_events]
         res.rebalances = sum(1 for e in preps if e.ts_ms <= t_stable)
         res.spurious_after = sum(1 for e in preps if e.ts_ms > t_stable)
         if preps:
             res.broker_start_ms = preps[0].ts_ms - t0
             res.broker_rebalance_ms = t_stable - preps[0].ts_ms
+            before = [e.ts_ms for e in preps if e.ts_ms <= t_stable]
+            if before:
+                res.last_rebalance_ms = t_stable - before[-1]
         res.unassigned_ms = [_unassigned(m, t0, t_end) for m in existing]
         if kind == "kgctl" and preps:
             t_prep = preps[0].ts_ms
@@ -200,6 +208,12 @@ def summarize(results: list[CaseResult]) -> list[dict[str, Any]]:
                 "latency_all_ms": [r.latency_ms for r in ok],
                 "broker_rebalance_ms": median(
                     [r.broker_rebalance_ms for r in ok if r.broker_rebalance_ms is not None]
+                ),
+                "last_rebalance_ms": median(
+                    [r.last_rebalance_ms for r in ok if r.last_rebalance_ms is not None]
+                ),
+                "broker_start_ms": median(
+                    [r.broker_start_ms for r in ok if r.broker_start_ms is not None]
                 ),
                 "rebalances": median([r.rebalances for r in ok]),
                 "spurious_after": sum(r.spurious_after for r in ok),
