@@ -169,15 +169,19 @@ class ScenarioError(UsageError):
 class _Checker:
     def __init__(self, origin: str) -> None:
         self.origin = origin
-        self.errors: list[str] = []
+        self.errors: list[str] = []  # in file order
+        self._found: list[tuple[tuple[int, int], int, str]] = []
         self._loader = yaml.SafeLoader("")
 
     def error(self, node: yaml.Node | None, path: str, message: str) -> None:
-        where = self.origin
+        where, order = self.origin, (0, 0)
         if node is not None:
             mark = node.start_mark
             where = f"{self.origin}:{mark.line + 1}:{mark.column + 1}"
-        self.errors.append(f"{where}: {path}: {message}" if path else f"{where}: {message}")
+            order = (mark.line, mark.column)
+        text = f"{where}: {path}: {message}" if path else f"{where}: {message}"
+        self._found.append((order, len(self._found), text))
+        self.errors = [t for _o, _i, t in sorted(self._found)]
 
     def value(self, node: yaml.Node) -> Any:
         return self._loader.construct_object(node, deep=True)
@@ -519,7 +523,11 @@ def _step(
                         vnode, f"{path}.{key}", f"unknown member {m!r}; members: {', '.join(names)}"
                     )
         if kind == "topic" and v not in topics:
-            c.error(vnode, f"{path}.{key}", f"unknown topic {v!r}; topics: {', '.join(topics)}")
+            c.error(
+                vnode,
+                f"{path}.{key}",
+                f"unknown topic {v!r}; topics: {', '.join(topics) or '(none)'}",
+            )
             continue
         if kind == "topics":
             for t in v:
