@@ -21,6 +21,7 @@ from kgctl.cli.common import (
     make_env,
     run,
 )
+from kgctl.cli.completers import complete_file_groups
 
 
 @app.command("report")
@@ -34,7 +35,12 @@ def report_command(
     ],
     group: Annotated[
         str | None,
-        typer.Option("--group", "-g", help="The group to report on, when the file holds several."),
+        typer.Option(
+            "--group",
+            "-g",
+            help="The group to report on, when the file holds several.",
+            autocompletion=complete_file_groups,
+        ),
     ] = None,
     html: Annotated[
         Path | None,
@@ -52,8 +58,10 @@ def report_command(
     verbose: Verbose = False,
     quiet: Quiet = False,
 ) -> None:
-    """Summarise a recorded run: each rebalance's cause, generations, duration, time
-    without partitions per member, partitions moved, errors, and the invariants.
+    """Summarise a recorded run of a group, rebalance by rebalance.
+
+    For each rebalance: its cause, generations, duration, each member's time without
+    partitions, partitions moved and errors; then the invariants. --html adds a timeline.
 
     Reads a file only; the connection options are accepted for symmetry and unused.
     """

@@ -24,6 +24,7 @@ from kgctl.cli.common import (
     make_settings,
     run,
 )
+from kgctl.cli.completers import complete_groups
 from kgctl.errors import UsageError
 from kgctl.model.events import Event
 from kgctl.observe.watch import Watch, event_line, list_groups, listing_json
@@ -34,7 +35,11 @@ from kgctl.settings import ClientSettings
 def watch_command(
     group: Annotated[
         str | None,
-        typer.Argument(help="The consumer group; without it, list the groups.", show_default=False),
+        typer.Argument(
+            help="The consumer group; without it, list the groups.",
+            show_default=False,
+            autocompletion=complete_groups,
+        ),
     ] = None,
     interval: Annotated[
         float, typer.Option("--interval", help="Seconds between two DescribeGroups polls.")
