@@ -62,9 +62,8 @@ PLANS: dict[str, dict[str, Any]] = {
         "kinds": ("kgctl", "java", "kp"),
         # (scenario, group size, repetitions)
         "cases": [
-            ("scale-out", 3, 5),
-            ("scale-out", 10, 3),
-            ("scale-out", 30, 1),
+            ("scale-out", 3, 3),
+            ("scale-out", 10, 2),
             ("kill", 3, 3),
             ("growth", 3, 3),
             ("subscription", 3, 3),
@@ -72,7 +71,7 @@ PLANS: dict[str, dict[str, Any]] = {
         "fold": (200, 2000, 20),
         "view_s": 5.0,
         "trace": [(30.0, 0), (30.0, 500)],
-        "density_steps": [100, 200, 300],
+        "density_steps": [100, 200, 250],
         "density_hold_s": 120.0,
         "density_cfg": None,
     },
