@@ -38,3 +38,19 @@ def test_report_on_two_real_members(bootstrap: str, tmp_path: Path) -> None:
     assert [m["member"] for m in doc["members"]] == ["a", "b"]
     html = page.read_text()
     assert 'id="timeline-svg"' in html and 'id="events-table"' in html
+
+
+def test_watch_completes_group_names_from_the_cluster(bootstrap: str, tmp_path: Path) -> None:
+    group = record_two_members(bootstrap, tmp_path / "run.jsonl", grow=False)
+    words = f"kgctl watch -b {bootstrap} {group[:-2]}"
+    env = {"_KGCTL_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": "4",
+           "PATH": str(Path(sys.executable).parent)}  # fmt: skip
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("kgctl"))],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0 and not done.stderr.strip(), done.stderr
+    assert group in done.stdout.split()

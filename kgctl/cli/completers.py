@@ -14,7 +14,7 @@ from typing import Any
 import typer
 
 # Tab must not hang: give the cluster this long, then complete nothing.
-GROUP_LOOKUP_S = 2.0
+GROUP_LOOKUP_S = 3.5
 
 
 def complete_groups(ctx: typer.Context, incomplete: str) -> list[str]:
