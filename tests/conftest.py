@@ -39,3 +39,13 @@ def bootstrap(session_broker: LocalBroker | None) -> str:
     state = session_broker.load()
     assert state is not None
     return state.bootstrap
+
+
+@pytest.fixture(scope="session")
+def broker_logs(session_broker: LocalBroker | None) -> list[Path]:
+    """The server logs of the session broker (what the broker itself says)."""
+    if session_broker is None:
+        pytest.skip("KGCTL_TEST_BOOTSTRAP points at a cluster whose logs kgctl cannot read")
+    state = session_broker.load()
+    assert state is not None
+    return [Path(node.log) for node in state.nodes]

@@ -452,3 +452,44 @@ def test_slow_processing_exceeds_max_poll_interval_loses_partitions_and_redelive
     assert again[0]["data"]["duplicates"] == 5
     assert a.stop() == 0
     assert a.of("MemberStopped")[-1]["data"]["duplicates"] == 5
+
+
+def test_broker_learns_why_members_join_and_leave(
+    spawn: Callable[..., MemberProc],
+    topic: Callable[[int], str],
+    group: str,
+    broker_logs: list[Any],
+    admin: Any,
+) -> None:
+    # kafka-python caps JoinGroup at v7 and sends no reason; the Java client (KIP-800)
+    # tells the coordinator why it rejoins, and the broker logs it. So does kgctl.
+    t = topic(2)
+    a = spawn(group, t, name="a")
+    a.wait_event("JoinCompleted")
+    admin.create_partitions({t: NewPartitions(4)})
+    a.wait_event("RejoinRequested", reason="metadata_changed", timeout=30)
+    a.wait(
+        lambda: any(len(e["data"]["assignment"].get(t, [])) == 4 for e in a.of("JoinCompleted")),
+        30,
+        "a JoinCompleted with all 4 partitions",
+    )
+    assert a.stop(signal.SIGTERM) == 0
+
+    def said() -> list[str]:
+        text = "".join(log.read_text(errors="replace") for log in broker_logs)
+        return [
+            line
+            for line in text.splitlines()
+            if f"group {group}" in line or f"[Group {group}]" in line
+        ]
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not any("SIGTERM" in ln for ln in said()):
+        time.sleep(0.2)
+    lines = said()
+    assert any("client reason: kgctl: first_join" in ln for ln in lines), lines
+    assert any("client reason: kgctl: metadata_changed" in ln for ln in lines), lines
+    assert any(
+        "LeaveGroup" in ln and "client reason: kgctl: member stopping (SIGTERM)" in ln
+        for ln in lines
+    ), lines

@@ -668,8 +668,8 @@ class LocalBroker:
             raise UsageError(f"node {node_id} is not running")
         os.kill(node.pid, sig)
         while node_is_running(node):
-            _reap(node.pid)
             time.sleep(0.05)
+        _reap(node.pid)
         return node.pid
 
 
@@ -742,11 +742,17 @@ def _make_certificates(folder: Path) -> None:
     ca.chmod(0o644)
 
 
-def _reap(pid: int) -> None:
-    # Our own children (nodes started in this process) stay zombies until waited on.
+def _reap(pid: int, timeout_s: float = 10.0) -> None:
+    # Our own children (nodes started in this process) stay zombies until waited on. A
+    # dying JVM loses its command line before it can be waited on, so wait for it.
     child = _children.get(pid)
-    if child is not None and child.poll() is not None:
-        del _children[pid]
+    if child is None:
+        return
+    try:
+        child.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return
+    del _children[pid]
 
 
 def _last_error(*logs: str | Path) -> str:
