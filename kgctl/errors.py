@@ -64,3 +64,9 @@ class MemberFailedError(KgctlError):
 
 class FencedError(KgctlError):
     status = ExitStatus.FENCED
+
+
+def grant_hint(operation: str, resource_type: str, names: list[str], principal: str | None) -> str:
+    """What to ask a Kafka admin for: `grant Read on Group g1 to User:alice`."""
+    who = principal or "the principal in --command-config"
+    return f"grant {operation} on {resource_type} {', '.join(names)} to {who}"

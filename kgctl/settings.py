@@ -142,6 +142,8 @@ class ClientSettings:
         cfg: dict[str, Any] = {
             "bootstrap_servers": self.bootstrap.split(","),
             "request_timeout_ms": max(timeout_ms, 1000),
+            # Every client (consumer, producer, admin) gives up bootstrapping in --timeout.
+            "bootstrap_timeout_ms": max(timeout_ms, 1000),
         }
         props = self.properties
         for kind in ("ssl.truststore.type", "ssl.keystore.type"):

@@ -23,7 +23,7 @@ from tenacity import (
     wait_exponential,
 )
 
-from kgctl.errors import ConnectError, KgctlError, NotAuthorizedError
+from kgctl.errors import ConnectError, KgctlError, NotAuthorizedError, grant_hint
 from kgctl.model.snapshot import GroupListing, GroupSnapshot, MemberSnapshot
 from kgctl.settings import ClientSettings
 
@@ -33,7 +33,9 @@ log = logging.getLogger(__name__)
 def _retriable(exc: BaseException) -> bool:
     import kafka.errors as Errors
 
-    if isinstance(exc, Errors.NoBrokersAvailable | Errors.KafkaConnectionError):
+    # kafka-python 3.0.12 has no NoBrokersAvailable any more.
+    no_brokers = getattr(Errors, "NoBrokersAvailable", Errors.KafkaConnectionError)
+    if isinstance(exc, no_brokers | Errors.KafkaConnectionError):
         return True
     return bool(getattr(exc, "retriable", False))
 
@@ -46,12 +48,24 @@ _retry = retry(
 )
 
 
-def _translate(exc: Exception, bootstrap: str) -> KgctlError:
+def _translate(exc: Exception, settings: ClientSettings, group: str | None = None) -> KgctlError:
     import kafka.errors as Errors
 
-    if isinstance(exc, Errors.AuthorizationError | Errors.AuthenticationFailedError):
+    bootstrap = settings.bootstrap
+    if isinstance(exc, Errors.GroupAuthorizationFailedError) and group:
+        grant = grant_hint("Describe", "Group", [group], settings.principal)
         return NotAuthorizedError(
-            f"the cluster refused: {exc}; check --command-config credentials and ACLs"
+            f"not authorized to describe group {group}: {grant} (GROUP_AUTHORIZATION_FAILED)"
+        )
+    if isinstance(exc, Errors.SaslAuthenticationFailedError):
+        from kgctl.adapters.cluster import auth_error
+
+        return auth_error(exc, settings.principal)  # type: ignore[no-any-return]
+    if isinstance(exc, Errors.AuthorizationError):
+        name = getattr(exc, "message", None) or type(exc).__name__
+        return NotAuthorizedError(
+            f"the cluster refused {settings.principal or 'the principal in --command-config'}"
+            f" ({name}); ask for Describe on the group and its topics"
         )
     return ConnectError(
         f"cannot reach Kafka at {bootstrap}: {type(exc).__name__}: {exc}; "
@@ -101,9 +115,18 @@ class GroupAdmin:
         if self._admin is None:
             from kafka import KafkaAdminClient
 
+            from kgctl.adapters.cluster import AuthFailureWatch, auth_error
+
             cfg = self.settings.kafka_config()
             cfg.setdefault("client_id", "kgctl-watch")
-            self._admin = KafkaAdminClient(**cfg)
+            with AuthFailureWatch() as watch:
+                try:
+                    self._admin = KafkaAdminClient(**cfg)
+                except Exception as exc:
+                    if watch.failure is not None:
+                        raise auth_error(watch.failure, self.settings.principal) from None
+                    # Bootstrapping already retried for all of --timeout: not again.
+                    raise _translate(exc, self.settings) from None
         return self._admin
 
     def close(self) -> None:
@@ -129,7 +152,8 @@ class GroupAdmin:
         except KgctlError:
             raise
         except Exception as exc:
-            raise _translate(exc, self.settings.bootstrap) from exc
+            group = args[0] if args and isinstance(args[0], str) else None
+            raise _translate(exc, self.settings, group) from exc
 
     # -- calls ------------------------------------------------------------------------
 

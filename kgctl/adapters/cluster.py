@@ -15,8 +15,84 @@ def describe_cluster(settings: ClientSettings) -> dict[str, Any]:
     cfg = settings.kafka_config()
     cfg["request_timeout_ms"] = min(cfg["request_timeout_ms"], 5000)
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
-    admin = KafkaAdminClient(**cfg)
+    with AuthFailureWatch() as watch:
+        try:
+            admin = KafkaAdminClient(**cfg)
+        except Exception:
+            if watch.failure is not None:
+                raise auth_error(watch.failure, settings.principal) from None
+            raise
     try:
         return dict(admin.describe_cluster())
     finally:
         admin.close()
+
+
+class AuthFailureWatch(logging.Handler):
+    """Catches a SASL authentication failure while a kafka-python client bootstraps.
+
+    kafka-python retries a bootstrap whose SASL handshake failed until its timeout and
+    then reports only "Unable to bootstrap"; the failure itself is only logged (with the
+    exception as the log record's argument). Used as a context manager around a client's
+    constructor: `failure` holds the exception seen, if any.
+    """
+
+    LOGGERS = ("kafka.net.manager", "kafka.net.connection")
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.failure: BaseException | None = None
+        self._saved: list[tuple[logging.Logger, int, bool]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        import kafka.errors as Errors
+
+        args = record.args if isinstance(record.args, tuple) else ()
+        for arg in args:
+            if isinstance(arg, Errors.SaslAuthenticationFailedError):
+                self.failure = arg
+        # A broker rejecting SCRAM credentials closes the connection without an answer:
+        # lost while initializing, after ApiVersions, with SASL on = authentication.
+        conn = args[0] if args else None
+        init = getattr(conn, "_init_future", None)
+        if (
+            record.getMessage().endswith("socket disconnected")
+            and init is not None
+            and init.failed()
+            and getattr(conn, "broker_version_data", None) is not None
+            and callable(getattr(conn, "sasl_enabled", None))
+            and conn.sasl_enabled()  # type: ignore[union-attr]
+        ):
+            self.failure = Errors.SaslAuthenticationFailedError(
+                "the broker closed the connection during SASL authentication"
+            )
+
+    def __enter__(self) -> AuthFailureWatch:
+        for name in self.LOGGERS:
+            logger = logging.getLogger(name)
+            self._saved.append((logger, logger.level, logger.propagate))
+            quiet = logger.getEffectiveLevel() > logging.ERROR
+            logger.setLevel(min(logger.getEffectiveLevel(), logging.ERROR))
+            if quiet:  # kgctl silenced kafka-python's logs (no --verbose): keep them silent
+                logger.propagate = False
+            logger.addHandler(self)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for logger, level, propagate in self._saved:
+            logger.removeHandler(self)
+            logger.setLevel(level)
+            logger.propagate = propagate
+        self._saved.clear()
+
+
+def auth_error(failure: BaseException, principal: str | None) -> Any:
+    """The NotAuthorizedError for a SASL failure seen by AuthFailureWatch."""
+    from kgctl.errors import NotAuthorizedError
+
+    who = principal or "the configured user"
+    detail = str(failure).split(":", 1)[-1].strip()[:160]
+    return NotAuthorizedError(
+        f"authentication failed for {who}: {detail}; check the user and password in "
+        "--command-config (SASL_AUTHENTICATION_FAILED)"
+    )

@@ -68,6 +68,15 @@ def error_name(exc: BaseException | type) -> str:
     return cls.__name__
 
 
+def topics_of(exc: BaseException) -> list[str]:
+    """The topics a TopicAuthorizationFailedError names (kafka-python passes a set)."""
+    found: set[str] = set()
+    for arg in getattr(exc, "args", ()):
+        if isinstance(arg, set | frozenset | list | tuple):
+            found.update(str(t) for t in arg)
+    return sorted(found)
+
+
 def is_retriable(exc: BaseException) -> bool:
     return bool(getattr(exc, "retriable", False))
 
@@ -135,6 +144,17 @@ class TracedCoordinator(ConsumerCoordinator):
         if self._kg_fatal is not None:
             raise self._kg_fatal
         return super().poll(timeout_ms=timeout_ms)
+
+    # -- metadata: Java's poll throws TopicAuthorizationException for subscribed topics;
+    # kafka-python raises it inside a metadata listener, where it is lost.
+    def _handle_metadata_update(self, cluster: Any) -> Any:
+        denied = set(cluster.unauthorized_topics) & set(self._subscription.subscription or ())
+        if denied and self._kg_fatal is None:
+            self._kg_fatal = Errors.TopicAuthorizationFailedError(denied)
+        try:
+            return super()._handle_metadata_update(cluster)
+        except Errors.TopicAuthorizationFailedError:
+            return None
 
     # -- rejoinNeededOrPending, with its reason -------------------------------------
     def need_rejoin(self) -> bool:
@@ -639,18 +659,22 @@ def _coordinator_class(cls: type) -> Iterator[None]:
 
 
 def build_consumer(
-    kafka_config: dict[str, Any], emit: Emit, **consumer_config: Any
+    kafka_config: dict[str, Any], emit: Emit, principal: str | None = None, **consumer_config: Any
 ) -> tuple[KafkaConsumer, TracedCoordinator]:
     """A KafkaConsumer whose coordinator is a TracedCoordinator emitting through `emit`."""
     bound = type("BoundTracedCoordinator", (TracedCoordinator,), {"_kg_emit": staticmethod(emit)})
     config = {**kafka_config, **consumer_config}
     config.setdefault("bootstrap_timeout_ms", config.get("request_timeout_ms", 30000))
+    from kgctl.adapters.cluster import AuthFailureWatch, auth_error
+
     try:
-        with _coordinator_class(bound):
+        with AuthFailureWatch() as watch, _coordinator_class(bound):
             consumer = KafkaConsumer(**config)
     except Errors.KafkaConfigurationError as exc:
         raise UsageError(f"invalid consumer settings: {exc}") from None
     except (Errors.KafkaConnectionError, Errors.KafkaTimeoutError) as exc:
+        if watch.failure is not None:
+            raise auth_error(watch.failure, principal) from None
         servers = ",".join(kafka_config.get("bootstrap_servers", []))
         raise ConnectError(
             f"cannot reach Kafka at {servers} ({error_name(exc)}); check -b and that the "
@@ -768,4 +792,5 @@ __all__ = [
     "error_name",
     "existing_topics",
     "subscribe",
+    "topics_of",
 ]

@@ -76,7 +76,13 @@ class TextSink:
         assert self.env.out is not None
         if event.type == "MemberStopped":
             self.close()
-            if not self.env.quiet or event.data.get("exit_status"):
+            failed = event.data.get("reason") == "failed"
+            did_work = bool(event.data.get("records") or event.data.get("committed"))
+            # A member that failed before doing anything: the error line says it all
+            # (stderr keeps to that one line).
+            if (not self.env.quiet or event.data.get("exit_status")) and (
+                did_work or not failed
+            ):
                 for summary in summary_lines(event):
                     print(summary, file=sys.stderr, flush=True)
             return

@@ -7,7 +7,14 @@ from __future__ import annotations
 
 import enum
 
-from kgctl.errors import ExitStatus, FencedError, KgctlError, MemberFailedError, NotAuthorizedError
+from kgctl.errors import (
+    ExitStatus,
+    FencedError,
+    KgctlError,
+    MemberFailedError,
+    NotAuthorizedError,
+    grant_hint,
+)
 
 
 class RejoinReason(str, enum.Enum):
@@ -89,11 +96,35 @@ def join_retry(error: str, retriable: bool) -> str:
     return "backoff" if retriable else "fatal"
 
 
-def fatal_error(error: str, group: str, detail: str = "") -> KgctlError:
-    """The one-line error (and its exit status) for a fatal protocol error."""
+def fatal_error(
+    error: str,
+    group: str,
+    detail: str = "",
+    principal: str | None = None,
+    topics: list[str] | None = None,
+) -> KgctlError:
+    """The one-line error (and its exit status) for a fatal protocol error.
+
+    Authorization errors name the missing ACL and the principal (`User:alice`) when known.
+    """
     status = FATAL_ERRORS.get(error, ExitStatus.MEMBER_FAILED)
     hint = _HINTS.get(error, detail or "the member cannot continue")
     message = f"group {group!r}: {error}: {hint}"
+    if error == "GROUP_AUTHORIZATION_FAILED":
+        grant = grant_hint("Read", "Group", [group], principal)
+        message = f"not authorized to use group {group}: {grant} ({error})"
+    elif error == "TOPIC_AUTHORIZATION_FAILED":
+        names = sorted(topics or []) or ["<the subscribed topics>"]
+        grant = grant_hint("Read", "Topic", names, principal)
+        message = f"not authorized to read topic {', '.join(names)}: {grant} ({error})"
+    elif error == "CLUSTER_AUTHORIZATION_FAILED":
+        message = f"not authorized on the cluster: {error} ({detail or 'check the ACLs'})"
+    elif error == "SASL_AUTHENTICATION_FAILED":
+        who = principal or "the configured user"
+        message = (
+            f"authentication failed for {who}: check the user and password in "
+            f"--command-config ({error})"
+        )
     if status is ExitStatus.FENCED:
         return FencedError(message)
     if status is ExitStatus.NOT_AUTHORIZED:

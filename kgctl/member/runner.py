@@ -194,7 +194,10 @@ class Member:
             if cfg.max_records is not None:
                 consumer_config["max_poll_records"] = max(1, min(500, cfg.max_records))
             consumer, coordinator = adapter.build_consumer(
-                kafka_config, self.emitter.emit, **consumer_config
+                kafka_config,
+                self.emitter.emit,
+                principal=self.settings.principal,
+                **consumer_config,
             )
             self._consumer, self._coordinator = consumer, coordinator
             self.emitter.identity = coordinator.kg_identity
@@ -235,7 +238,13 @@ class Member:
         except Exception as exc:
             name = adapter.error_name(exc)
             if name in FATAL_ERRORS or _is_kafka_error(exc):
-                err = fatal_error(name, cfg.group, str(exc)[:160])
+                err = fatal_error(
+                    name,
+                    cfg.group,
+                    str(exc)[:160],
+                    principal=self.settings.principal,
+                    topics=adapter.topics_of(exc),
+                )
                 self.emit("MemberFailed", error=name, message=str(err), exit_status=int(err.status))
                 self._exit = err.status
                 self._close(leave=name != "FENCED_INSTANCE_ID")
