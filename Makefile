@@ -30,9 +30,9 @@ system-deps:
 kafka: setup
 	$(BIN)/python -c "from kgctl.broker.provision import resolve_kafka; print(resolve_kafka(say=print))"
 
+# The local Kafka stays up afterwards for trying kgctl by hand: `kgctl broker down` stops it.
 demo: setup system-deps
-	$(BIN)/kgctl broker up
-	$(BIN)/kgctl broker status
+	$(BIN)/kgctl demo --keep-broker
 
 lint: setup
 	$(BIN)/ruff check kgctl tests $(wildcard bench)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import enum
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -17,7 +15,6 @@ from kgctl.cli.app import app
 from kgctl.cli.common import (
     Bootstrap,
     CommandConfig,
-    Env,
     Output,
     OutputFormat,
     Overrides,
@@ -27,6 +24,7 @@ from kgctl.cli.common import (
     emit_json,
     make_env,
     run,
+    spinner,
 )
 from kgctl.errors import ExitStatus, SetupError
 
@@ -45,30 +43,6 @@ KafkaHome = Annotated[
         show_default=False,
     ),
 ]
-
-
-def _spinner(env: Env) -> Callable[[str, Callable[[], bool], float], None]:
-    def wait(label: str, ready: Callable[[], bool], timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        assert env.err is not None
-        with env.err.status(label, spinner="dots") if not env.quiet else _Null():
-            while not ready():
-                if time.monotonic() > deadline:
-                    raise SetupError(
-                        f"{label.replace('waiting for ', '')} did not answer within "
-                        f"{timeout_s:.0f} s; see kgctl broker logs"
-                    )
-                time.sleep(0.3)
-
-    return wait
-
-
-class _Null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *_: object) -> None:
-        return None
 
 
 class Security(str, enum.Enum):
@@ -177,7 +151,7 @@ def up(
             security=security.value,
             acls=acls,
             say=env.say,
-            wait=_spinner(env),
+            wait=spinner(env),
             progress=on_progress,
         )
         progress.stop()

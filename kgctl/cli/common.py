@@ -134,6 +134,30 @@ def run(env: Env, action: Callable[[], T]) -> T:
         raise typer.Exit(int(ExitStatus.ERROR)) from None
 
 
+def spinner(env: Env) -> Callable[[str, Callable[[], bool], float], None]:
+    """A `wait(label, ready, timeout_s)` that shows a spinner on stderr while it polls."""
+
+    def wait(label: str, ready: Callable[[], bool], timeout_s: float) -> None:
+        import contextlib
+        import time
+
+        from kgctl.errors import SetupError
+
+        deadline = time.monotonic() + timeout_s
+        assert env.err is not None
+        status = env.err.status(label, spinner="dots") if not env.quiet else None
+        with status or contextlib.nullcontext():
+            while not ready():
+                if time.monotonic() > deadline:
+                    raise SetupError(
+                        f"{label.replace('waiting for ', '')} did not answer within "
+                        f"{timeout_s:.0f} s; see kgctl broker logs"
+                    )
+                time.sleep(0.3)
+
+    return wait
+
+
 def emit_json(env: Env, document: Any) -> None:
     import json
 

@@ -1,0 +1,129 @@
+"""`kgctl demo`: the first ten minutes: a local Kafka, the `tour` scenario, a report."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kgctl.cli.app import app
+from kgctl.cli.common import (
+    Bootstrap,
+    CommandConfig,
+    Output,
+    OutputFormat,
+    Overrides,
+    Quiet,
+    Timeout,
+    Verbose,
+    emit_json,
+    make_env,
+    make_settings,
+    run,
+    spinner,
+)
+
+
+@app.command("demo")
+def demo_command(
+    scenario: Annotated[
+        str, typer.Option("--scenario", help="The built-in scenario (or YAML file) to run.")
+    ] = "tour",
+    out_dir: Annotated[
+        Path,
+        typer.Option("--out-dir", help="Where to write the recording and the HTML report."),
+    ] = Path("kgctl-demo"),
+    keep_broker: Annotated[
+        bool,
+        typer.Option(
+            "--keep-broker",
+            help="Leave a local Kafka the demo started running afterwards (stop it with "
+            "kgctl broker down), as kgctl broker up would.",
+        ),
+    ] = False,
+    bootstrap: Bootstrap = None,
+    command_config: CommandConfig = None,
+    x: Overrides = None,
+    output: Output = OutputFormat.text,
+    timeout: Timeout = 30.0,
+    verbose: Verbose = False,
+    quiet: Quiet = False,
+) -> None:
+    """Run the built-in tour on a local Kafka (or -b CLUSTER), then summarise and report.
+
+    Without -b it uses the local Kafka of kgctl broker up, or starts one for this run.
+    With -b it acts on kgctl's own topics and group only. Without a terminal it prints
+    plain lines instead of the live view.
+    """
+    env = make_env(output, verbose, quiet)
+
+    def body() -> int:
+        from kgctl.broker.local import LocalBroker
+        from kgctl.chaos.runner import run_scenario
+        from kgctl.render.html_report import render_html
+        from kgctl.render.report_text import render_report
+        from kgctl.report import load_report
+
+        started: LocalBroker | None = None
+        if bootstrap is None:
+            local = LocalBroker()
+            existing = local.load()
+            if existing is None or local.status()["dead"]:
+                env.say("starting a local Apache Kafka (kgctl broker up)")
+                started = local
+            state = local.up(
+                say=env.say,
+                wait=spinner(env),
+                tie_to_parent=not keep_broker,
+                timeout_s=max(timeout, 120),
+            )
+            server: str | None = state.bootstrap
+            env.say(f"local Kafka at {server}")
+        else:
+            server = bootstrap
+        settings = make_settings(server, command_config, x, timeout)
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            from kgctl.errors import UsageError
+
+            raise UsageError(f"--out-dir {out_dir}: cannot create it ({exc.strerror})") from None
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        record = out_dir / f"{scenario}-{stamp}.jsonl"
+        html = out_dir / f"{scenario}-{stamp}.html"
+        try:
+            journal = run_scenario(
+                scenario,
+                settings,
+                console=env.err if env.json else env.out,
+                view="none" if quiet else "auto",
+                record=record,
+            )
+        finally:
+            if started is not None and not keep_broker:
+                started.down()
+        report = load_report(record, journal.group)
+        html.write_text(render_html(report), encoding="utf-8")
+        if env.json:
+            emit_json(
+                env,
+                {"journal": journal.to_dict(), "record": str(record), "html": str(html)},
+            )
+        else:
+            from kgctl.render.chaos_view import summary
+
+            assert env.out is not None
+            env.out.print(summary(journal))
+            env.out.print(render_report(report))
+            env.say(f"recording: {record}")
+            env.say(f"HTML report: {html}  (open it in a browser)")
+            env.say(f"again from the recording: kgctl report {record} --html {html}")
+        if journal.error:
+            env.say(f"kgctl: error: {journal.error}")
+        return int(journal.exit_status)
+
+    status = run(env, body)
+    if status:
+        raise typer.Exit(status)
