@@ -152,7 +152,7 @@ class Scenario:
     steps: list[Step]
     origin: str = "<scenario>"
     text: str = ""
-    settle_quiet_ms: int = 1200
+    settle_quiet_ms: int = 1000
     settle_timeout_s: float | None = None
 
 
@@ -303,7 +303,7 @@ def parse_scenario(text: str, origin: str = "<scenario>") -> Scenario:
         d = c.value(top["description"][1])
         description = str(d) if d is not None else ""
     fleet = _fleet(c, top.get("fleet"), root)
-    quiet, timeout = 1200, None
+    quiet, timeout = 1000, None
     if "settle_quiet_ms" in top:
         quiet = c.typed(top["settle_quiet_ms"][1], "settle_quiet_ms", "int") or quiet
     if "settle_timeout_s" in top:
