@@ -244,3 +244,20 @@ def test_kgctl_join_field_shapes_are_understood() -> None:
     assert s.generation == 5 and s.members["m1"].generation == 5
     assert dict(s.members["m1"].partitions) == {"t": (0, 1)}
     assert s.current is not None and s.current.stable_ms == 300 and s.leader == "m1"
+
+
+def test_a_member_missing_from_the_leaders_join_response_is_gone() -> None:
+    # m2 was SIGKILLed: it never says so; the coordinator drops it after the session
+    # timeout and the leader's JoinGroup response for generation 3 lists only m1.
+    events = [
+        *two_member_eager_history(),
+        mev("JoinGroupSent", 9000, "m1", 2),
+        mev("JoinGroupReceived", 9100, "m1", 3, leader="m1-id", members=[{"member_id": "m1-id"}]),
+        mev("JoinCompleted", 9150, "m1", 3, assignment={"t": [0, 1, 2, 3]}),
+    ]
+    s = fold_all(GroupState(G), events, now_ms=9200)
+    assert [m.key for m in s.live_members] == ["m1"]
+    assert s.members["m2"].partitions == {}
+    assert "timed out" in s.members["m2"].left_reason
+    assert s.current is not None and s.current.generation == 3
+    assert s.current.stable_ms == 9150, "the generation is stable once m1 completed it"

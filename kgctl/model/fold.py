@@ -315,7 +315,23 @@ def _on_join_received(s: GroupState, ev: Event, t: int) -> GroupState:
         s = replace(s, protocol=protocol)
     if leader:
         s = replace(s, leader=leader)
+    s = _drop_members_missing_from(s, ev.data.get("members"), key, gen, t)
     return _set_phase(s, key, PHASE_SYNCING)
+
+
+def _drop_members_missing_from(
+    s: GroupState, members: Any, leader_key: str, gen: int, t: int
+) -> GroupState:
+    """The leader's JoinGroup response lists every member of the new generation: a traced
+    member missing from it was removed by the coordinator (a SIGKILLed or frozen process
+    found by session timeout), even though it never said so itself."""
+    if not isinstance(members, list) or gen < 0:
+        return s
+    ids = {str(m.get("member_id", "")) for m in members if isinstance(m, dict)}
+    for m in s.live_members:
+        if m.key != leader_key and m.member_id and m.member_id not in ids and m.generation < gen:
+            s = _member_gone(s, m.key, t, PHASE_LEFT, f"not in generation {gen} (timed out)")
+    return s
 
 
 def _on_sync_received(s: GroupState, ev: Event, t: int) -> GroupState:
