@@ -261,3 +261,24 @@ def test_a_member_missing_from_the_leaders_join_response_is_gone() -> None:
     assert "timed out" in s.members["m2"].left_reason
     assert s.current is not None and s.current.generation == 3
     assert s.current.stable_ms == 9150, "the generation is stable once m1 completed it"
+
+
+def test_stable_is_when_the_last_member_completed_by_its_own_clock() -> None:
+    # Each member's events arrive in order, but members' streams interleave: here m1's
+    # completion (made last, at 5460) is folded before m2's (made at 5450).
+    events = [
+        *two_member_eager_history()[:10],
+        mev("JoinGroupReceived", 5300, "m1", 2, leader="m1-id"),
+        mev("PartitionsAssigned", 5460, "m1", 2, partitions={"t": [0, 1]}),
+        mev("JoinCompleted", 5460, "m1", 2, assignment={"t": [0, 1]}),
+        mev("JoinGroupReceived", 5300, "m2", 2, leader="m1-id"),
+        mev("PartitionsAssigned", 5450, "m2", 2, partitions={"t": [2, 3]}),
+        mev("JoinCompleted", 5450, "m2", 2, assignment={"t": [2, 3]}),
+    ]
+    s = fold_all(GroupState(G), events, now_ms=6000)
+    assert s.current is not None and s.current.generation == 2
+    assert s.current.stable_ms == 5460
+    owners = {
+        tp: [sp.member for sp in spans if sp.covers(5460)] for tp, spans in s.ownership.items()
+    }
+    assert owners == {("t", 0): ["m1"], ("t", 1): ["m1"], ("t", 2): ["m2"], ("t", 3): ["m2"]}

@@ -245,6 +245,14 @@ def _open_generation(
     )
 
 
+def _note_completed(s: GroupState, key: str, t: int) -> GroupState:
+    """Remember the latest moment a member of the current generation got its share."""
+    rec = s.current
+    if rec is None or rec.inferred or s.members[key].generation != rec.generation:
+        return s
+    return _replace_current(s, replace(rec, completed_ms=max(t, rec.completed_ms or t)))
+
+
 def _maybe_stable(s: GroupState, t: int) -> GroupState:
     """Close the rebalance once every traced live member completed the current generation."""
     traced = [m for m in s.live_members if "member" in m.sources]
@@ -262,7 +270,7 @@ def _mark_stable(s: GroupState, t: int) -> GroupState:
             s,
             replace(
                 rec,
-                stable_ms=t,
+                stable_ms=max(t, rec.completed_ms or t),
                 sync_ms=rec.sync_ms if rec.sync_ms is not None else None,
                 members=tuple(sorted(m.key for m in s.live_members)),
             ),
@@ -348,7 +356,7 @@ def _on_join_completed(s: GroupState, ev: Event, t: int) -> GroupState:
     if full is not None:
         s = _set_partitions(s, key, owned_from(full), t)
     s = _set_phase(s, key, PHASE_STABLE)
-    return _maybe_stable(s, t)
+    return _maybe_stable(_note_completed(s, key, t), t)
 
 
 def _on_assigned(s: GroupState, ev: Event, t: int) -> GroupState:
@@ -357,7 +365,7 @@ def _on_assigned(s: GroupState, ev: Event, t: int) -> GroupState:
     added = owned_pairs(owned_from(ev.data.get("partitions")))
     s = _set_partitions(s, key, owned_of_pairs(owned_pairs(m.partitions) | added), t)
     s = _set_phase(s, key, PHASE_STABLE)
-    return _maybe_stable(s, t)
+    return _maybe_stable(_note_completed(s, key, t), t)
 
 
 def _on_revoked(s: GroupState, ev: Event, t: int) -> GroupState:

@@ -79,6 +79,9 @@ class GenerationRecord:
     evidence: str = ""
     sync_ms: int | None = None
     stable_ms: int | None = None
+    # The latest JoinCompleted of this generation by the members' own clocks: members'
+    # events arrive interleaved, so the last one folded is not always the last one made.
+    completed_ms: int | None = None
     end_ms: int | None = None
     leader: str = ""
     members: tuple[str, ...] = ()

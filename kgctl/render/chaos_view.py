@@ -56,7 +56,10 @@ def generations_table(state: GroupState, now_ms: int, limit: int = 6) -> Table:
     for key, m in sorted(state.members.items()):
         cells: list[RenderableType] = []
         for g in gens:
-            at = g.stable_ms if g.stable_ms is not None else (g.end_ms - 1 if g.end_ms else now_ms)
+            # When every member had its share; else when the last one got it; else the end.
+            at = g.stable_ms if g.stable_ms is not None else g.completed_ms
+            if at is None:
+                at = g.end_ms - 1 if g.end_ms else now_ms
             if g.end_ms is not None and at >= g.end_ms:
                 at = g.end_ms - 1
             cells.append(Text(_owned_at(state, key, at)))
