@@ -81,6 +81,19 @@ def parse_overrides(items: list[str]) -> dict[str, str]:
     return props
 
 
+_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+
+def check_topic_name(name: str, what: str = "topic") -> None:
+    """Kafka's topic name rule (Topic.validate), as a usage error naming the option."""
+    if not _TOPIC.fullmatch(name) or name in (".", ".."):
+        shown = name if len(name) <= 40 else name[:40] + f"... ({len(name)} characters)"
+        raise UsageError(
+            f"{what} {shown!r}: not a legal Kafka topic name; use 1 to 249 letters, digits, "
+            "'.', '_' or '-'"
+        )
+
+
 def redact(props: dict[str, str]) -> dict[str, str]:
     """The same properties with every secret value replaced, safe to print or record."""
     return {k: ("<redacted>" if SECRET_KEY.search(k) else v) for k, v in props.items()}

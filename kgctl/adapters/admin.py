@@ -67,6 +67,13 @@ def _translate(exc: Exception, settings: ClientSettings, group: str | None = Non
             f"the cluster refused {settings.principal or 'the principal in --command-config'}"
             f" ({name}); ask for Describe on the group and its topics"
         )
+    if isinstance(exc, Errors.KafkaTimeoutError | Errors.KafkaConnectionError):
+        from kgctl.adapters.cluster import why_unreachable
+
+        return ConnectError(
+            f"cannot reach Kafka at {bootstrap} ({why_unreachable(bootstrap)}); check "
+            "--bootstrap-server, the security settings and that the broker is up"
+        )
     return ConnectError(
         f"cannot reach Kafka at {bootstrap}: {type(exc).__name__}: {exc}; "
         "check --bootstrap-server and that the broker is up"

@@ -29,10 +29,17 @@ def _kafka() -> Any:
 def _translate(exc: Exception, what: str) -> KgctlError:
     import kafka.errors as Errors
 
-    if isinstance(exc, Errors.AuthorizationError | Errors.AuthenticationFailedError):
+    # kafka-python 3.0.12 names: SaslAuthenticationFailedError; no NoBrokersAvailable.
+    if isinstance(exc, Errors.AuthorizationError | Errors.SaslAuthenticationFailedError):
         return NotAuthorizedError(f"{what}: the cluster refused ({exc}); check credentials/ACLs")
-    if isinstance(exc, Errors.NoBrokersAvailable | Errors.KafkaConnectionError):
-        return ConnectError(f"{what}: cannot reach Kafka ({type(exc).__name__}: {exc})")
+    if isinstance(exc, Errors.KafkaConnectionError | Errors.KafkaTimeoutError):
+        from kgctl.adapters.cluster import why_unreachable
+
+        servers = what.removeprefix("connect to ")
+        return ConnectError(
+            f"{what}: cannot reach Kafka ({why_unreachable(servers)}); check -b, the "
+            "security settings and that the broker is up"
+        )
     return SetupError(f"{what}: {type(exc).__name__}: {exc}")
 
 

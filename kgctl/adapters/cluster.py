@@ -96,3 +96,24 @@ def auth_error(failure: BaseException, principal: str | None) -> Any:
         f"authentication failed for {who}: {detail}; check the user and password in "
         "--command-config (SASL_AUTHENTICATION_FAILED)"
     )
+
+
+def why_unreachable(bootstrap: str) -> str:
+    """A short diagnosis of a bootstrap that never answered: DNS, refused, or not Kafka."""
+    import socket
+
+    reasons = []
+    for server in bootstrap.split(","):
+        host, _, port = server.strip().rpartition(":")
+        try:
+            socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
+        except (OSError, ValueError):
+            reasons.append(f"{host}: unknown host")
+            continue
+        try:
+            socket.create_connection((host, int(port)), timeout=1).close()
+        except OSError as exc:
+            reasons.append(f"{server}: {exc.strerror or type(exc).__name__}".lower())
+            continue
+        reasons.append(f"{server} accepts connections but did not answer as Kafka")
+    return "; ".join(reasons)

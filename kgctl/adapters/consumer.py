@@ -166,7 +166,17 @@ class TracedCoordinator(ConsumerCoordinator):
             self._joined_subscription is not None
             and self._joined_subscription != self._subscription.subscription
         )
-        needed = bool(super().need_rejoin())
+        # Java's rejoinNeededOrPending: a JoinGroup/SyncGroup still in flight counts.
+        # kafka-python's need_rejoin forgets it as soon as the request is built:
+        # group_protocols() records the joined subscription and the leader's
+        # _perform_assignment the assignment snapshot, so a rejoin caused only by a
+        # subscription or metadata change looks done once JoinGroup is sent. When that
+        # join outlived one poll(timeout) (the broker waits for the other members),
+        # the next poll skipped ensure_active_group: the SyncGroup answer was never
+        # applied (no onJoinComplete, heartbeats still disabled) and the member was
+        # dropped at its session timeout, stuck in REBALANCING.
+        pending = self._join_task is not None and not self._kg_closing
+        needed = bool(super().need_rejoin()) or pending
         if needed and not self._kg_rejoin_reported and not self._kg_closing:
             reason = rejoin_reason(
                 joined_before=self._kg_joined_before,
@@ -448,6 +458,9 @@ class TracedCoordinator(ConsumerCoordinator):
                 join_response.leader, join_response.protocol_name, join_response.members
             )
         elif is_leader:
+            await self._kg_fresh_metadata(
+                {t for m in received.get("members", []) for t in m["topics"]}
+            )
             started = time.monotonic()
             group_assignment = self._perform_assignment(
                 join_response.leader, join_response.protocol_name, join_response.members
@@ -482,6 +495,35 @@ class TracedCoordinator(ConsumerCoordinator):
         self._kg("SyncGroupReceived", **synced)
         self._kg_cause = f"sync:{sync_error}"
         return self._process_sync_group_response(sync_response, sent)
+
+    async def _kg_fresh_metadata(self, topics: set[str]) -> None:
+        """Java's updateGroupSubscription before the leader assigns: watch every topic the
+        group subscribes to and wait for fresh metadata (ensureFreshMetadata) when some
+        is missing or an update is pending. kafka-python assigned with what it had, so a
+        member that had just subscribed to a topic got none of its partitions and the
+        group rebalanced again once the metadata arrived (metadata_changed)."""
+        grew = bool(topics - self._subscription.group_subscription())
+        if grew:
+            self._subscription.group_subscribe(topics)
+            self._cluster.set_topics(self._subscription.group_subscription())
+        missing = [t for t in topics if self._cluster.partitions_for_topic(t) is None]
+        if not (grew or missing or self._cluster.need_update):
+            return
+        # Like Java's ensureFreshMetadata, an answer to a request sent before the new
+        # topics were asked for does not count: wait for at most two updates, until
+        # every topic is known. Bounded, because a topic may not exist (yet): the
+        # assignment then uses what is known and the metadata watch rebalances later.
+        deadline = time.monotonic() + self.config["request_timeout_ms"] / 1000
+        for _ in range(2):
+            left_ms = (deadline - time.monotonic()) * 1000
+            if left_ms <= 0:
+                return
+            try:
+                await self._manager.wait_for(self._cluster.request_update(), left_ms)
+            except Errors.KafkaError:
+                return
+            if all(self._cluster.partitions_for_topic(t) is not None for t in topics):
+                return
 
     def _perform_assignment(self, leader_id: str, protocol_name: str, members: Any) -> Any:
         assignments = super()._perform_assignment(leader_id, protocol_name, members)
@@ -672,13 +714,15 @@ def build_consumer(
             consumer = KafkaConsumer(**config)
     except Errors.KafkaConfigurationError as exc:
         raise UsageError(f"invalid consumer settings: {exc}") from None
-    except (Errors.KafkaConnectionError, Errors.KafkaTimeoutError) as exc:
+    except (Errors.KafkaConnectionError, Errors.KafkaTimeoutError):
         if watch.failure is not None:
             raise auth_error(watch.failure, principal) from None
+        from kgctl.adapters.cluster import why_unreachable
+
         servers = ",".join(kafka_config.get("bootstrap_servers", []))
         raise ConnectError(
-            f"cannot reach Kafka at {servers} ({error_name(exc)}); check -b and that the "
-            "broker is up"
+            f"cannot reach Kafka at {servers} ({why_unreachable(servers)}); check -b, "
+            "the security settings and that the broker is up"
         ) from None
     coordinator = consumer._coordinator
     assert isinstance(coordinator, TracedCoordinator)
@@ -698,6 +742,18 @@ def subscribe(
     listener = EventListener(emit)
     if pattern:
         consumer.subscribe(pattern=pattern, listener=listener)
+        # kafka-python leaves the subscription empty until the next metadata response
+        # matches the pattern, so a join in that window (a retry of a JoinGroup already
+        # in flight) advertised no topics. Java's subscribe(Pattern) matches the topics
+        # already known at once (updatePatternSubscription(metadata.fetch())) and asks
+        # for fresh metadata; the metadata listener adds topics seen later.
+        cluster = consumer._cluster
+        exclude_internal = consumer.config["exclude_internal_topics"]
+        matched = sorted(
+            t for t in cluster.topics(exclude_internal) if state.subscribed_pattern.match(t)
+        )
+        if matched:
+            state.change_subscription(matched)
     else:
         consumer.subscribe(topics=list(topics or []), listener=listener)
 

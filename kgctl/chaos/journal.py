@@ -85,13 +85,14 @@ class Journal:
     def held(self, rule: str) -> None:
         self.invariants.setdefault(rule, "held")
 
-    def finish(self, interrupted: bool = False, error: str = "") -> None:
+    def finish(
+        self,
+        interrupted: bool = False,
+        error: str = "",
+        error_status: ExitStatus = ExitStatus.SETUP_FAILED,
+    ) -> None:
         if error:
-            self.verdict, self.error, self.exit_status = (
-                "setup failed",
-                error,
-                ExitStatus.SETUP_FAILED,
-            )
+            self.verdict, self.error, self.exit_status = ("setup failed", error, error_status)
         elif interrupted:
             self.verdict, self.exit_status = "interrupted", ExitStatus.INTERRUPTED
         elif self.violations:

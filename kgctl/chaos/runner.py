@@ -26,7 +26,7 @@ from kgctl.chaos import checks
 from kgctl.chaos.fleet import Fleet, MemberLaunch, MemberProcess
 from kgctl.chaos.journal import Journal, StepReport, ViolationRecord
 from kgctl.chaos.scenario import MemberSpec, Scenario, Step, load_scenario
-from kgctl.errors import KgctlError, SetupError, UsageError
+from kgctl.errors import ExitStatus, KgctlError, SetupError, UsageError
 from kgctl.model.events import Event
 from kgctl.model.fold import fold
 from kgctl.model.invariants import check_complete_ownership, check_single_generation
@@ -777,6 +777,7 @@ class ChaosRun:
 
     def run(self) -> Journal:
         error = ""
+        error_status = ExitStatus.SETUP_FAILED
         try:
             try:
                 self.setup()
@@ -806,10 +807,12 @@ class ChaosRun:
                 if isinstance(exc, UsageError):
                     raise
                 error = str(exc)
+                # Cannot connect (3) and not authorized (8) keep their own status.
+                error_status = exc.status
         finally:
             self.cleanup()
         self.journal.finished_ms = now_ms()
-        self.journal.finish(interrupted=self.interrupted, error=error)
+        self.journal.finish(interrupted=self.interrupted, error=error, error_status=error_status)
         with contextlib.suppress(Exception):
             self.emit(
                 "ScenarioFinished",

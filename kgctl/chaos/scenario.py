@@ -162,8 +162,10 @@ class ScenarioError(UsageError):
     def __init__(self, errors: list[str]) -> None:
         self.errors = errors
         n = len(errors)
-        head = f"{n} error{'s' if n != 1 else ''} in the scenario"
-        super().__init__(head + ":\n  " + "\n  ".join(errors))
+        if n == 1:  # one problem: one line, like every other kgctl error
+            super().__init__(f"invalid scenario: {errors[0]}")
+            return
+        super().__init__(f"{n} errors in the scenario:\n  " + "\n  ".join(errors))
 
 
 class _Checker:

@@ -23,10 +23,11 @@ from kgctl.cli.common import (
     Verbose,
     emit_json,
     make_env,
+    make_settings,
     run,
     spinner,
 )
-from kgctl.errors import ExitStatus, SetupError
+from kgctl.errors import ExitStatus, SetupError, UsageError
 
 broker_app = typer.Typer(
     help="Run a real local Apache Kafka (KRaft) for trying kgctl without a cluster.",
@@ -138,8 +139,10 @@ def up(
                 tasks[label] = progress.add_task(label, total=total)
             progress.update(tasks[label], completed=done)
 
-        if timeout <= 0:
-            raise SetupError("--timeout must be more than 0 seconds")
+        if not 0 < timeout <= 3600:
+            raise UsageError(f"--timeout {timeout}: must be more than 0 and at most 3600 seconds")
+        # Not used by `up` (the broker is local), but a malformed one is still an error.
+        make_settings(bootstrap, command_config, x, 30.0)
         state = broker.up(
             port=port,
             brokers=brokers,

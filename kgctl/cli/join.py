@@ -80,9 +80,7 @@ class TextSink:
             did_work = bool(event.data.get("records") or event.data.get("committed"))
             # A member that failed before doing anything: the error line says it all
             # (stderr keeps to that one line).
-            if (not self.env.quiet or event.data.get("exit_status")) and (
-                did_work or not failed
-            ):
+            if (not self.env.quiet or event.data.get("exit_status")) and (did_work or not failed):
                 for summary in summary_lines(event):
                     print(summary, file=sys.stderr, flush=True)
             return

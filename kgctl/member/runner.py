@@ -60,6 +60,16 @@ class MemberConfig:
             raise UsageError("give TOPICS... or --pattern REGEX (exactly one of them)")
         if not self.group:
             raise UsageError("--group is required")
+        from kgctl.settings import check_topic_name
+
+        for topic in self.topics:
+            check_topic_name(topic)
+        for option, topic in (
+            ("--control-topic", self.control_topic),
+            ("--trace-topic", self.trace_topic),
+        ):
+            if topic is not None:
+                check_topic_name(topic, option)
         if self.commit not in COMMIT_MODES:
             raise UsageError(f"--commit {self.commit!r}: expected one of {COMMIT_MODES}")
         if self.pattern is not None:
