@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -61,29 +62,14 @@ def demo_command(
 
     def body() -> int:
         from kgctl.broker.local import LocalBroker
-        from kgctl.chaos.runner import run_scenario
+        from kgctl.chaos.runner import resolve_scenario, run_scenario
         from kgctl.render.html_report import render_html
         from kgctl.render.report_text import render_report
         from kgctl.report import load_report
 
-        started: LocalBroker | None = None
-        if bootstrap is None:
-            local = LocalBroker()
-            existing = local.load()
-            if existing is None or local.status()["dead"]:
-                env.say("starting a local Apache Kafka (kgctl broker up)")
-                started = local
-            state = local.up(
-                say=env.say,
-                wait=spinner(env),
-                tie_to_parent=not keep_broker,
-                timeout_s=max(timeout, 120),
-            )
-            server: str | None = state.bootstrap
-            env.say(f"local Kafka at {server}")
-        else:
-            server = bootstrap
-        settings = make_settings(server, command_config, x, timeout)
+        # Check every input before anything starts: nothing is left behind on bad input.
+        sc = resolve_scenario(scenario)
+        settings = make_settings(bootstrap or "127.0.0.1:9092", command_config, x, timeout)
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -91,17 +77,34 @@ def demo_command(
 
             raise UsageError(f"--out-dir {out_dir}: cannot create it ({exc.strerror})") from None
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        record = out_dir / f"{scenario}-{stamp}.jsonl"
-        html = out_dir / f"{scenario}-{stamp}.html"
+        record = out_dir / f"{sc.name}-{stamp}.jsonl"
+        html = out_dir / f"{sc.name}-{stamp}.html"
+        started: LocalBroker | None = None
         try:
+            if bootstrap is None:
+                local = LocalBroker()
+                existing = local.load()
+                if existing is None or local.status()["dead"]:
+                    env.say("starting a local Apache Kafka (kgctl broker up)")
+                    started = local
+                state = local.up(
+                    say=env.say,
+                    wait=spinner(env),
+                    tie_to_parent=not keep_broker,
+                    timeout_s=max(timeout, 120),
+                )
+                settings = replace(settings, bootstrap=state.bootstrap)
+                env.say(f"local Kafka at {state.bootstrap}")
             journal = run_scenario(
-                scenario,
+                sc,
                 settings,
                 console=env.err if env.json else env.out,
                 view="none" if quiet else "auto",
                 record=record,
             )
         finally:
+            # A broker this run started (and was not asked to keep) ends with the run,
+            # also when it is interrupted while the broker is still starting.
             if started is not None and not keep_broker:
                 started.down()
         report = load_report(record, journal.group)
