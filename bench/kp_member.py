@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
 import queue
 import signal
 import sys
@@ -48,6 +50,8 @@ def main() -> None:
     ap.add_argument("--heartbeat-interval", type=int, default=1000)
     ap.add_argument("--metadata-max-age", type=int, default=1000)
     args = ap.parse_args()
+    if os.environ.get("KP_MEMBER_DEBUG"):
+        logging.basicConfig(level=logging.DEBUG, format="%(asctime)s %(name)s %(message)s")
 
     consumer = KafkaConsumer(
         bootstrap_servers=args.bootstrap,
@@ -77,7 +81,9 @@ def main() -> None:
             while not commands.empty():
                 cmd = commands.get()
                 if cmd.get("op") == "subscribe":
-                    consumer.subscribe(list(cmd["topics"]), listener=listener)  # type: ignore[call-overload]
+                    topics = list(cmd["topics"])  # type: ignore[call-overload]
+                    consumer.subscribe(topics, listener=listener)
+                    emit("subscribed", None)
             consumer.poll(timeout_ms=100)
     finally:
         consumer.close()

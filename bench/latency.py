@@ -92,6 +92,23 @@ def _unassigned(m: Member, t0: int, t_end: int) -> int:
     return total
 
 
+def _diagnose(env: Env, group: str, members: list[Member]) -> str:
+    try:
+        snap = env.observer.describe(group)
+    except Exception as exc:  # diagnostics only
+        return f"describe failed: {exc}"
+    subs = sorted({m.subscription or () for m in snap.members})
+    owned = [
+        sum(len(ps) for ps in (m.partitions or {}).values()) if m.partitions is not None else None
+        for m in snap.members
+    ]
+    dead = [m.name for m in members if m.proc.poll() is not None]
+    return (
+        f"last sample: {snap.state}, {len(snap.members)} members, subscriptions {subs}, "
+        f"partitions per member {owned}, exited {dead}"
+    )
+
+
 def run_case(
     env: Env,
     kind: str,
@@ -150,7 +167,7 @@ def run_case(
         timeout = 60.0 + cfg.session_timeout_ms / 1000
         t_stable = env.observer.wait_complete(group, want_members, expected, timeout, topics)
         if t_stable is None:
-            res.error = "trigger: group never complete"
+            res.error = "trigger: group never complete; " + _diagnose(env, group, members)
             return res
         time.sleep(SETTLE_S)
         t_end = now_ms()

@@ -38,10 +38,7 @@ def broker_ratio_table(rows: list[dict[str, Any]], key: str = "last_rebalance_ms
         "|---|---|---|---|---|---|---|",
     ]
     for scenario, n in sorted({(r["scenario"], r["n"]) for r in rows}, key=lambda k: k):
-        vals = {
-            k: (by.get((scenario, n, k)) or {}).get("broker_rebalance_ms")
-            for k in ("kgctl", "java", "kp")
-        }
+        vals = {k: (by.get((scenario, n, k)) or {}).get(key) for k in ("kgctl", "java", "kp")}
         kg, jv, kp = vals["kgctl"], vals["java"], vals["kp"]
         out.append(
             f"| {scenario} | {n} | {_ms(kg)} | {_ms(jv)} | {_ms(kp)} | "
