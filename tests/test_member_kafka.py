@@ -294,6 +294,80 @@ def test_subscription_change_from_stdin_rejoins_with_its_reason(
     assert sent[0]["data"]["reason"] == "subscription_changed"
 
 
+def converged_on(members: list[MemberProc], partitions: dict[str, int]) -> int | None:
+    """Like `converged`, over several topics: the generation whose assignments split
+    every partition of `partitions` between `members`, with no rebalance started since."""
+    lasts = [m.last_completed() for m in members]
+    if any(last is None for last in lasts):
+        return None
+    generations = {last["data"]["generation"] for last in lasts if last}
+    if len(generations) != 1:
+        return None
+    owned: dict[str, list[int]] = {t: [] for t in partitions}
+    for member, last in zip(members, lasts, strict=True):
+        assert last is not None
+        if any(e["seq"] > last["seq"] for e in member.of("RejoinRequested")):
+            return None
+        for t, ps in last["data"]["assignment"].items():
+            owned.setdefault(t, []).extend(ps)
+    if {t: sorted(ps) for t, ps in owned.items()} != {
+        t: list(range(n)) for t, n in partitions.items()
+    }:
+        return None
+    return generations.pop()
+
+
+def test_live_switch_to_a_pattern_then_a_new_matching_topic_joins_the_assignment(
+    spawn: Callable[..., MemberProc], group: str, admin: Any
+) -> None:
+    # Regression: members switched to a pattern through stdin used to stall (a join
+    # that outlived one poll was never completed) or advertise an empty subscription.
+    base = f"kgctl-test-pat-{uuid.uuid4().hex[:8]}"
+    orders, audit, events = f"{base}.orders", f"{base}.audit", f"{base}.events"
+    admin.create_topics([NewTopic(orders, 4, 1), NewTopic(audit, 2, 1)])
+    members = [spawn(group, orders, name=n) for n in ("a", "b", "c")]
+    first = members[0].wait(lambda: converged_on(members, {orders: 4}), 30, "converge")
+    pattern = f"^{base}\\.(orders|audit|events)$"
+    for m in members:
+        m.send({"op": "subscribe", "pattern": pattern})
+    for m in members:
+        m.wait_event("ControlReceived", op="subscribe", applied=True)
+    switched = members[0].wait(
+        lambda: converged_on(members, {orders: 4, audit: 2}), 30, "converge on the pattern"
+    )
+    assert switched > first
+    for m in members:
+        # No member was left behind in REBALANCING (the stall) ...
+        assert m.proc.poll() is None and not m.of("MemberFailed"), m.name
+        # ... and every JoinGroup after the switch advertised the matched topics.
+        for received in m.of("JoinGroupReceived"):
+            for member in received["data"].get("members", []):
+                assert member["topics"], (m.name, received)
+    marks = {m.name: len(m.events) for m in members}
+    admin.create_topics([NewTopic(events, 2, 1)])
+    grown = members[0].wait(
+        lambda: converged_on(members, {orders: 4, audit: 2, events: 2}),
+        30,
+        "converge on the new topic",
+    )
+    assert grown > switched
+    # Each member's metadata listener matched the new topic: its subscription changed.
+    # The leader watches the whole group's topics, so its assignment snapshot (the
+    # metadata the last assignment used) changing is checked first, as in Java's
+    # rejoinNeededOrPending. A member whose heartbeat told it first says so.
+    reasons = {
+        m.name: [e["data"] for e in m.events[marks[m.name] :] if e["type"] == "RejoinRequested"]
+        for m in members
+    }
+    seen = [r for rs in reasons.values() for r in rs]
+    assert seen and {r["reason"] for r in seen} <= {
+        "metadata_changed", "subscription_changed", "rebalance_in_progress"
+    }, reasons  # fmt: skip
+    assert any(
+        events in r.get("subscription", []) or events in r.get("partition_counts", {}) for r in seen
+    ), reasons
+
+
 def test_partition_growth_rejoins_with_metadata_changed(
     spawn: Callable[..., MemberProc], topic: Callable[[int], str], group: str, admin: Any
 ) -> None:

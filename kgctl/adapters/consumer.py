@@ -303,20 +303,32 @@ class TracedCoordinator(ConsumerCoordinator):
                     self.rejoining = True
                     self._disable_heartbeat()
                 self._join_task = self._manager.call_soon(self._do_join_and_sync_async)
+            task = self._join_task
+            failure: BaseException | None = None
             try:
-                assignment_bytes = await self._manager.wait_for(self._join_task, timer.timeout_ms)
-            except Errors.KafkaTimeoutError:
-                if self._join_task is not None and self._join_task.is_done:
-                    self._join_task = None  # the join itself timed out: retry it
-                    self._kg_join_failed(Errors.KafkaTimeoutError(), "backoff")
-                return False
+                assignment_bytes = await self._manager.wait_for(task, timer.timeout_ms)
             except Errors.KafkaError as exc:
+                if isinstance(exc, Errors.KafkaTimeoutError) and not task.is_done:
+                    return False  # still in flight: the next poll awaits the same join
+                if task.is_done and task.succeeded():
+                    # Departure 7: poll's timer ran out as the join finished. The join
+                    # succeeded (SyncGroup answered): complete it. kafka-python-style
+                    # "timeout and task done" was taken for a join that timed out, so
+                    # the assignment was dropped and a new JoinGroup started one more
+                    # generation for the whole group.
+                    assignment_bytes = task.value
+                else:
+                    failure = task.exception if task.is_done and task.exception else exc
+            if failure is not None:
                 self._join_task = None
-                name = error_name(exc)
-                retry = join_retry(name, is_retriable(exc))
+                if isinstance(failure, Errors.KafkaTimeoutError):
+                    self._kg_join_failed(failure, "backoff")  # the join itself timed out
+                    return False
+                name = error_name(failure)
+                retry = join_retry(name, is_retriable(failure))
                 if self._kg_closing:
                     retry = "abandoned"
-                self._kg_join_failed(exc, retry)
+                self._kg_join_failed(failure, retry)
                 if retry == "immediate":
                     continue
                 if retry == "backoff":
@@ -328,7 +340,7 @@ class TracedCoordinator(ConsumerCoordinator):
                     if backoff_ms > 0:
                         await self._manager._net.sleep(backoff_ms / 1000)
                     continue
-                raise
+                raise failure
             self._join_task = None
             # Departure 5: Java's hasGenerationReset check. Another path may have reset
             # the generation while the join was finishing; do not complete a stale join.

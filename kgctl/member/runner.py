@@ -64,12 +64,12 @@ class MemberConfig:
 
         for topic in self.topics:
             check_topic_name(topic)
-        for option, topic in (
+        for option, name in (
             ("--control-topic", self.control_topic),
             ("--trace-topic", self.trace_topic),
         ):
-            if topic is not None:
-                check_topic_name(topic, option)
+            if name is not None:
+                check_topic_name(name, option)
         if self.commit not in COMMIT_MODES:
             raise UsageError(f"--commit {self.commit!r}: expected one of {COMMIT_MODES}")
         if self.pattern is not None:
