@@ -56,13 +56,14 @@ def subscription_change(run: ChaosRun, step: Step) -> ActionOutcome:
         before = _effective(run, name)
         run.subscriptions[name] = (list(topics or []), pattern)
         changed = changed or _effective(run, name) != before
+        command: dict[str, Any]
         if pattern:
             command = {"op": "subscribe", "pattern": run.real_pattern(pattern)}
         else:
-            command = {"op": "subscribe", "topics": [run.topics[t] for t in topics]}
+            command = {"op": "subscribe", "topics": [run.topics[t] for t in topics or []]}
         run.fleet.send(name, command)
     run.producer.set_topics(run.produce_topics())
-    what = f"pattern {pattern!r}" if pattern else f"topics {', '.join(topics)}"
+    what = f"pattern {pattern!r}" if pattern else f"topics {', '.join(topics or [])}"
     return _outcome(
         f"subscription of {', '.join(names)} changed to {what}",
         expect_rebalance=changed,

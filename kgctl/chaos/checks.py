@@ -9,6 +9,7 @@ double consumption), the records it produced, and the time window of a step.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from kgctl.model.state import GroupState, OwnershipSpan, TopicPartition
 
@@ -78,9 +79,9 @@ def unassigned_ms(
 def moved_partitions(
     before: Mapping[TopicPartition, tuple[str, ...]],
     after: Mapping[TopicPartition, tuple[str, ...]],
-) -> list[dict[str, object]]:
+) -> list[dict[str, Any]]:
     """Partitions whose owners differ between two `GroupState.owners()` pictures."""
-    out: list[dict[str, object]] = []
+    out: list[dict[str, Any]] = []
     for tp in sorted(set(before) | set(after)):
         a, b = sorted(before.get(tp, ())), sorted(after.get(tp, ()))
         if a != b:

@@ -389,9 +389,7 @@ class ChaosRun:
             topics, pattern = self.subscriptions.get(spec.name, (spec.subscribe, spec.pattern))
             if pattern:
                 rx = re.compile(pattern)
-                wanted |= {
-                    t for t in self.partitions if rx.match(t) and rx.match(t).end() == len(t)
-                }  # type: ignore[union-attr]
+                wanted |= {t for t in self.partitions if rx.fullmatch(t)}
             else:
                 wanted |= set(topics)
         return {(self.topics[t], p) for t in wanted for p in range(self.partitions[t])}
@@ -547,7 +545,7 @@ class ChaosRun:
                 outcome.wait_for,
             )
         ok = settled is not None
-        if ok:
+        if settled is not None:
             report.settled_ms = settled
             report.settle_ms = max(0, settled - report.action_ms)
             self.emit(
@@ -624,7 +622,7 @@ class ChaosRun:
         after = self.state.owners()
         report.moved = checks.moved_partitions(before, after)
         for mv in report.moved:
-            affected |= set(mv["from"]) | set(mv["to"])  # type: ignore[arg-type]
+            affected |= set(mv["from"]) | set(mv["to"])
         report.affected = sorted(a for a in affected if a)
         for name, m in self.state.members.items():
             proc = self.fleet.members.get(name)

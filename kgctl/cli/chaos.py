@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -48,7 +48,7 @@ def list_command(
     def body() -> None:
         from kgctl.chaos.scenarios import builtin, builtin_names
 
-        rows = []
+        rows: list[dict[str, Any]] = []
         for name in builtin_names():
             sc = builtin(name)
             rows.append(
