@@ -20,6 +20,7 @@ from tenacity import (
     retry,
     retry_if_exception,
     stop_after_attempt,
+    stop_after_delay,
     wait_exponential,
 )
 
@@ -154,8 +155,13 @@ class GroupAdmin:
                 self.close()
                 raise
 
+        # A retriable broker error (a coordinator loading its groups after a restart)
+        # is retried for up to --timeout, not just three quick attempts.
+        patient = attempt.retry_with(  # type: ignore[attr-defined]
+            stop=stop_after_delay(self.settings.timeout_s)
+        )
         try:
-            return attempt()
+            return patient()
         except KgctlError:
             raise
         except Exception as exc:
