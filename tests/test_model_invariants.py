@@ -46,3 +46,19 @@ def test_a_member_left_behind_on_an_old_generation_is_named() -> None:
     violations = check_single_generation(s, 6000)
     assert [(v.members, v.rule) for v in violations] == [(("m2",), "single-generation")]
     assert "generation 1 while the group is on 2" in violations[0].message
+
+
+def test_an_overlap_with_an_excused_owner_is_not_a_violation() -> None:
+    # Chaos froze m1 (SIGSTOP) from 5000: the broker gave partition 3 to m2 while m1
+    # still believed it owned it. m1 could not consume, so this is not a double owner.
+    events = two_member_eager_history()
+    events[7] = mev("PartitionsRevoked", 5200, "m1", 1, partitions={"t": [0, 1, 2]})
+    s = fold_all(GroupState(G), events, now_ms=6000)
+    frozen = {"m1": (5000, 7000)}
+
+    def excused(member: str, at_ms: int) -> bool:
+        start, end = frozen.get(member, (0, -1))
+        return start <= at_ms <= end
+
+    assert check_exclusive_ownership(s, excused) == []
+    assert len(check_exclusive_ownership(s, lambda _m, _t: False)) == 1

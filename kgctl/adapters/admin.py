@@ -157,9 +157,7 @@ class GroupAdmin:
 
         # A retriable broker error (a coordinator loading its groups after a restart)
         # is retried for up to --timeout, not just three quick attempts.
-        patient = attempt.retry_with(  # type: ignore[attr-defined]
-            stop=stop_after_delay(self.settings.timeout_s)
-        )
+        patient = attempt.retry_with(stop=stop_after_delay(self.settings.timeout_s))
         try:
             return patient()
         except KgctlError:

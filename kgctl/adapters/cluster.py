@@ -60,8 +60,8 @@ class AuthFailureWatch(logging.Handler):
             and init is not None
             and init.failed()
             and getattr(conn, "broker_version_data", None) is not None
-            and callable(getattr(conn, "sasl_enabled", None))
-            and conn.sasl_enabled()  # type: ignore[union-attr]
+            and callable(sasl_enabled := getattr(conn, "sasl_enabled", None))
+            and sasl_enabled()
         ):
             self.failure = Errors.SaslAuthenticationFailedError(
                 "the broker closed the connection during SASL authentication"

@@ -8,7 +8,7 @@ double consumption), the records it produced, and the time window of a step.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kgctl.model.state import GroupState, OwnershipSpan, TopicPartition
@@ -16,26 +16,11 @@ from kgctl.model.state import GroupState, OwnershipSpan, TopicPartition
 Interval = tuple[int, int | None]
 
 
-def exclusive_ownership(
-    state: GroupState, excused: Mapping[str, list[Interval]]
-) -> list[tuple[TopicPartition, str, str, int]]:
-    """Overlapping ownership: (partition, older owner, newer owner, when the overlap began).
-
-    An overlap is excused when, at its start, the older owner was frozen (SIGSTOP) or
-    already fenced by the broker: it holds the partition only in its own stale view.
-    """
-    out: list[tuple[TopicPartition, str, str, int]] = []
-    for tp, spans in sorted(state.ownership.items()):
-        ordered = sorted(spans, key=lambda sp: (sp.start_ms, sp.member))
-        for i, a in enumerate(ordered):
-            for b in ordered[i + 1 :]:
-                if a.member == b.member:
-                    continue
-                if a.end_ms is None or a.end_ms > b.start_ms:
-                    if _within(excused.get(a.member, []), b.start_ms):
-                        continue
-                    out.append((tp, a.member, b.member, b.start_ms))
-    return out
+def excused_by(excused: Mapping[str, list[Interval]]) -> Callable[[str, int], bool]:
+    """For the model's exclusive-ownership check: an overlap is excused when, at its
+    start, the older owner was frozen (SIGSTOP) or already fenced by the broker: it holds
+    the partition only in its own stale view."""
+    return lambda member, at_ms: _within(excused.get(member, []), at_ms)
 
 
 def _within(intervals: Iterable[Interval], t: int) -> bool:

@@ -29,7 +29,11 @@ from kgctl.chaos.scenario import MemberSpec, Scenario, Step, load_scenario
 from kgctl.errors import ExitStatus, KgctlError, SetupError, UsageError
 from kgctl.model.events import Event
 from kgctl.model.fold import fold
-from kgctl.model.invariants import check_complete_ownership, check_single_generation
+from kgctl.model.invariants import (
+    check_complete_ownership,
+    check_exclusive_ownership,
+    check_single_generation,
+)
 from kgctl.model.state import PHASE_STABLE, GroupState, TopicPartition
 from kgctl.settings import ClientSettings
 
@@ -647,15 +651,15 @@ class ChaosRun:
         self.journal.held("single-generation")
 
     def check_exclusive(self) -> None:
-        for (topic, pid), a, b, at in checks.exclusive_ownership(self.state, self.excused):
-            step = self.step_at(at)
+        excused = checks.excused_by(self.excused)
+        for v in check_exclusive_ownership(self.state, excused):
             self.violation(
                 "exclusive-ownership",
-                f"{topic}-{pid} owned by both {a} and {b}",
-                at,
-                [a, b],
-                f"{topic}-{pid}",
-                step=step,
+                v.message,
+                v.at_ms,
+                list(v.members),
+                f"{v.topic}-{v.partition}",
+                step=self.step_at(v.at_ms),
             )
         self.journal.held("exclusive-ownership")
 
