@@ -228,8 +228,8 @@ def test_no_command_output_or_file_holds_the_password(secured: Secured) -> None:
     assert secured.kgctl("broker", "logs", "-n", "400").returncode == 0
 
     joined = secured.kgctl(
-        "join", "-g", "sec-g", "sec-t", *cc, "--output", "json", "--duration", "5",
-        "--commit", "sync", "--trace-topic", "sec-trace", "--name", "m1",
+        "join", "-g", "sec-g", "sec-t", *cc, "--output", "json", "--max-records", "5",
+        "--duration", "60", "--commit", "sync", "--trace-topic", "sec-trace", "--name", "m1",
     )  # fmt: skip
     assert joined.returncode == 0, joined.stderr
     events = [json.loads(line) for line in joined.stdout.splitlines()]
