@@ -49,5 +49,14 @@ test-fast: setup
 docs: setup
 	$(BIN)/python -m kgctl.cli.docgen
 
+# The full benchmark (about an hour: its own broker, Java consumers fetched with Maven);
+# results in bench/results/, method and tables in docs/benchmarks.md.
+bench: setup system-deps kafka
+	$(BIN)/python -m bench.run --out bench/results/full.json
+
+# Seconds long; CI runs the same through tests/test_bench_smoke.py.
+bench-smoke: setup system-deps kafka
+	$(BIN)/python -m bench.run --smoke --out bench/results/smoke.json
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
