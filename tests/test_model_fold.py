@@ -282,3 +282,23 @@ def test_stable_is_when_the_last_member_completed_by_its_own_clock() -> None:
         tp: [sp.member for sp in spans if sp.covers(5460)] for tp, spans in s.ownership.items()
     }
     assert owners == {("t", 0): ["m1"], ("t", 1): ["m1"], ("t", 2): ["m2"], ("t", 3): ["m2"]}
+
+
+def test_a_member_still_on_its_first_join_is_not_dropped_by_an_earlier_round() -> None:
+    # m2 joins while the round for generation 1 closes without it: the leader's response
+    # lists only m1. m2 is not gone: it simply joins generation 2.
+    events = [
+        mev("MemberStarted", 1000, "m1"),
+        mev("MemberStarted", 1001, "m2"),
+        mev("JoinGroupSent", 1010, "m1"),
+        mev("JoinGroupSent", 1011, "m2"),
+        mev("JoinGroupReceived", 1100, "m1", 1, leader="m1-id", members=[{"member_id": "m1-id"}]),
+        mev("JoinGroupReceived", 1200, "m2", 2, leader="m1-id"),
+        mev("JoinGroupReceived", 1200, "m1", 2, leader="m1-id",
+            members=[{"member_id": "m1-id"}, {"member_id": "m2-id"}]),
+        mev("JoinCompleted", 1250, "m1", 2, assignment={"t": [0, 1]}),
+        mev("JoinCompleted", 1260, "m2", 2, assignment={"t": [2, 3]}),
+    ]  # fmt: skip
+    s = fold_all(GroupState(G), events, now_ms=2000)
+    assert sorted(m.key for m in s.live_members) == ["m1", "m2"]
+    assert s.current is not None and s.current.stable_ms == 1260

@@ -304,6 +304,10 @@ def _on_join_received(s: GroupState, ev: Event, t: int) -> GroupState:
     gen = gen if gen >= 0 else ev.generation
     if gen >= 0:
         m = s.members[key]
+        if not m.alive and m.phase == PHASE_LEFT:
+            # Its own successful JoinGroup proves it is a member: any inference that it
+            # had gone (from another member's events folded first) is undone.
+            m = replace(m, alive=True, left_ms=None, left_reason="")
         s = _with_member(s, replace(m, generation=gen))
     if gen > s.generation or (gen >= 0 and s.generation_inferred):
         s = _begin_rebalance(s, t)
@@ -337,7 +341,14 @@ def _drop_members_missing_from(
         return s
     ids = {str(m.get("member_id", "")) for m in members if isinstance(m, dict)}
     for m in s.live_members:
-        if m.key != leader_key and m.member_id and m.member_id not in ids and m.generation < gen:
+        # Only members of an earlier generation: one still on its first join (arriving
+        # after this round closed) is not in any generation yet, so it was not removed.
+        if (
+            m.key != leader_key
+            and m.member_id
+            and m.member_id not in ids
+            and 0 <= m.generation < gen
+        ):
             s = _member_gone(s, m.key, t, PHASE_LEFT, f"not in generation {gen} (timed out)")
     return s
 
