@@ -267,9 +267,10 @@ def test_sigkill_of_chaos_leaves_no_member_behind(bootstrap: str, tmp_path: Path
     try:
         pids = _member_pids(record, 3)
         os.kill(chaos.pid, signal.SIGKILL)
-        chaos.wait(timeout=10)
+        chaos.communicate(timeout=10)  # reaps it and closes its pipes
     finally:
         if chaos.poll() is None:
             chaos.kill()
+            chaos.communicate(timeout=10)
     # PR_SET_PDEATHSIG: each member gets SIGTERM and leaves within seconds.
     assert _wait_gone(pids, 20) == []
