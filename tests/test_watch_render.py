@@ -101,3 +101,28 @@ def test_many_members_are_cut_with_a_count_at_80x24() -> None:
     text = screen(state, 80, 24)
     assert len(text.splitlines()) <= 23
     assert "more" in text and "Members (30 live)" in text
+
+
+def test_the_arrows_scroll_the_event_log_back_and_forth() -> None:
+    from kgctl.model.events import Event
+    from kgctl.render.group_view import render_log
+
+    events = [
+        Event(type="GenerationChanged", ts_ms=1000 * i, mono_ms=0.0, seq=i, group="g",
+              source="observer", data={"from": i - 1, "to": i})
+        for i in range(1, 21)
+    ]  # fmt: skip
+
+    def lines(scroll: int) -> str:
+        console = Console(record=True, width=80, color_system=None, file=io.StringIO())
+        console.print(render_log(events, 80, 5, scroll))
+        return console.export_text()
+
+    def clocks(scroll: int) -> list[str]:
+        # Seconds only: the clock is local time, the seconds are the same in every zone.
+        return [line.split()[0][-6:] for line in lines(scroll).splitlines()[1:] if line.strip()]
+
+    assert clocks(0) == [f"{s}.000" for s in range(16, 21)], "newest five"
+    assert "3 back" in lines(3)
+    assert clocks(3) == [f"{s}.000" for s in range(13, 18)]
+    assert clocks(1000) == [f"{s:02d}.000" for s in range(1, 6)], "stops at the oldest"

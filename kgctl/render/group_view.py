@@ -258,11 +258,15 @@ def describe_event(ev: Event) -> str:
     return text
 
 
-def render_log(events: Sequence[Event], width: int, rows: int) -> RenderableType:
-    """The newest events last, one line each, as many as `rows` allows."""
+def render_log(events: Sequence[Event], width: int, rows: int, scroll: int = 0) -> RenderableType:
+    """The newest events last, one line each, as many as `rows` allows; `scroll` lines
+    back from the newest (the arrow keys of the live view)."""
     shown = [e for e in events if not (e.type == "GroupObserved" and not e.data.get("changed"))]
-    shown = shown[-rows:] if rows > 0 else []
-    lines = [Text("Events", style="bold")]
+    scroll = max(0, min(scroll, len(shown) - rows)) if rows > 0 else 0
+    end = len(shown) - scroll
+    shown = shown[max(end - rows, 0) : end] if rows > 0 else []
+    title = "Events" if scroll == 0 else f"Events ({scroll} back; down arrow for newer)"
+    lines = [Text(title, style="bold")]
     for ev in shown:
         line = Text.assemble(
             (fmt_clock(ev.ts_ms), "dim"), " ", (ev.source[:3], "cyan"), " ", describe_event(ev)
@@ -279,7 +283,12 @@ def render_log(events: Sequence[Event], width: int, rows: int) -> RenderableType
 
 
 def render_group(
-    s: GroupState, now_ms: int, width: int = 80, height: int = 24, paused: bool = False
+    s: GroupState,
+    now_ms: int,
+    width: int = 80,
+    height: int = 24,
+    paused: bool = False,
+    scroll: int = 0,
 ) -> RenderableType:
     """Header, members, generations and the event log, sized to fit width x height."""
     budget = max(height - 1, 12)  # keep the last line free (the cursor, the key hint)
@@ -294,7 +303,7 @@ def render_group(
         Text(""),
         render_members(s, now_ms, width, members_rows),
         render_generations(s, now_ms, width, gen_rows),
-        render_log(s.recent, width, log_rows),
+        render_log(s.recent, width, log_rows, scroll),
     )
 
 

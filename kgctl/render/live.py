@@ -1,4 +1,4 @@
-"""The live terminal loop of `kgctl watch`: rich Live at 4+ refreshes a second, keys q and p.
+"""The live terminal loop of `kgctl watch`: rich Live at 4+ refreshes a second; q, p, arrows.
 
 The loop drains the watch's event queue, folds, and redraws from state; `p` freezes the
 screen (events keep being folded and recorded), `q` or Ctrl-C quits.
@@ -48,7 +48,13 @@ def _key(enabled: bool, wait_s: float) -> str:
     ready, _, _ = select.select([sys.stdin], [], [], wait_s)
     if not ready:
         return ""
-    return os.read(sys.stdin.fileno(), 1).decode(errors="ignore")
+    key = os.read(sys.stdin.fileno(), 1).decode(errors="ignore")
+    if key == "\x1b":  # an arrow key arrives as ESC [ A/B in one burst
+        rest, _, _ = select.select([sys.stdin], [], [], 0.01)
+        if rest:
+            seq = os.read(sys.stdin.fileno(), 2).decode(errors="ignore")
+            return {"[A": "up", "[B": "down"}.get(seq, "")
+    return key
 
 
 def run_live(watch: Watch, console: Console | None = None) -> None:
@@ -56,12 +62,15 @@ def run_live(watch: Watch, console: Console | None = None) -> None:
     console = console or Console()
     paused = False
     frozen = None
+    scroll = 0  # event-log lines back from the newest
     period = 1.0 / REFRESH_PER_S
 
     def frame() -> Group:
         width, height = console.size
-        hint = Text("q quit  p pause/resume", style="dim")
-        body = render_group(watch.state, now_ms(), width=width, height=height - 1, paused=paused)
+        hint = Text("q quit  p pause/resume  up/down scroll events", style="dim")
+        body = render_group(
+            watch.state, now_ms(), width=width, height=height - 1, paused=paused, scroll=scroll
+        )
         return Group(body, hint)
 
     with (
@@ -77,5 +86,8 @@ def run_live(watch: Watch, console: Console | None = None) -> None:
                 return
             if key in ("p", "P"):
                 paused = not paused
+                frozen = frame() if paused else None
+            if key in ("up", "down"):
+                scroll = max(0, scroll + (1 if key == "up" else -1))
                 frozen = frame() if paused else None
             live.update(frozen if paused and frozen is not None else frame(), refresh=True)
