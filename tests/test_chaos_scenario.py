@@ -124,3 +124,18 @@ def test_builtins_cover_the_issue_and_all_validate() -> None:
 def test_unknown_builtin_is_not_found() -> None:
     with pytest.raises(NotFoundError, match="no built-in scenario 'nope'; built-ins: "):
         builtin_text("nope")
+
+
+def test_commits_are_judged_in_time_order_not_arrival_order() -> None:
+    from kgctl.chaos.checks import commit_violations
+
+    tp = ("orders", 2)
+    # m3 consumed to 34 and committed it at t=100 on revocation; m1, given the partition,
+    # starts at 34 and commits 34 at t=150, but m1's event arrived first.
+    arrived = [(150, "m1", tp, 34, 0), (100, "m3", tp, 34, 34)]
+    assert commit_violations(arrived) == []
+    # A commit past anything consumed or committed before it is still named.
+    ahead = commit_violations([*arrived, (200, "m1", tp, 40, 0)])
+    assert [(v[0], v[2], v[3]) for v in ahead] == [("commit-not-ahead", 200, "m1")]
+    back = commit_violations([*arrived, (300, "m3", tp, 20, 34)])
+    assert [(v[0], v[2]) for v in back] == [("commits-monotonic", 300)]

@@ -138,3 +138,38 @@ def duplicate_count(batches: Iterable[tuple[str, int, int, int]]) -> int:
             (topic, partition)
         ]
     return total
+
+
+# (ts_ms, member, partition, offset committed, what that member had consumed up to)
+Commit = tuple[int, str, TopicPartition, int, int]
+
+
+def commit_violations(log: Iterable[Commit]) -> list[tuple[str, str, int, str, str]]:
+    """Committed offsets never go backwards and never pass the committer's position
+    (what it consumed, or the committed offset it started from).
+
+    Judged in the members' own time order, not arrival order: members' event streams
+    interleave, so a new owner's commit can arrive before the previous owner's commit
+    it started from. Returns (rule, message, ts_ms, member, partition) tuples.
+    """
+    out: list[tuple[str, str, int, str, str]] = []
+    committed: dict[TopicPartition, int] = {}
+    # Within one millisecond: lower offsets first, and a commit its member consumed
+    # up to before one that relies on it.
+    for ts, member, tp, offset, own in sorted(log, key=lambda c: (c[0], c[3], c[4] < c[3])):
+        before = committed.get(tp)
+        where = f"{tp[0]}-{tp[1]}"
+        if before is not None and offset < before:
+            out.append(
+                ("commits-monotonic", f"{member} committed {where} at {offset}, behind {before}",
+                 ts, member, where)
+            )  # fmt: skip
+        position = max(own, before or 0)
+        if offset > position:
+            out.append(
+                ("commit-not-ahead",
+                 f"{member} committed {where} at {offset}, ahead of its position {position}",
+                 ts, member, where)
+            )  # fmt: skip
+        committed[tp] = max(offset, before or 0)
+    return out

@@ -141,7 +141,8 @@ class ChaosRun:
         self.excused: dict[str, list[tuple[int, int | None]]] = {}
         self.expected_fenced: set[str] = set()
         self.batches: list[tuple[str, int, int, int]] = []
-        self.committed: dict[TopicPartition, int] = {}
+        # (ts_ms, member, partition, offset committed, what that member had consumed)
+        self.commit_log: list[checks.Commit] = []
         self.consumed_up_to: dict[tuple[str, TopicPartition], int] = {}
         self._seq = 0
         self._mono0 = time.monotonic()
@@ -249,31 +250,14 @@ class ChaosRun:
                     )
             self.journal.held("consumed-outside-assignment")
         elif ev.type == "OffsetsCommitted":
+            # Judged at the end in the members' own time order (check_commits): members'
+            # streams interleave, so a new owner's commit can arrive before the previous
+            # owner's commit it started from.
             for topic, parts in (ev.data.get("offsets") or {}).items():
                 for p, offset in parts.items():
                     tp = (topic, int(p))
-                    offset = int(offset)
-                    before = self.committed.get(tp)
-                    position = max(self.consumed_up_to.get((ev.member, tp), 0), before or 0)
-                    where = f"{topic}-{p}"
-                    if before is not None and offset < before:
-                        self.violation(
-                            "commits-monotonic",
-                            f"{ev.member} committed {where} at {offset}, behind {before}",
-                            ev.ts_ms,
-                            [ev.member],
-                            where,
-                        )
-                    if offset > position:
-                        self.violation(
-                            "commit-not-ahead",
-                            f"{ev.member} committed {where} at {offset}, ahead of its "
-                            f"position {position}",
-                            ev.ts_ms,
-                            [ev.member],
-                            where,
-                        )
-                    self.committed[tp] = max(offset, before or 0)
+                    own = self.consumed_up_to.get((ev.member, tp), 0)
+                    self.commit_log.append((ev.ts_ms, ev.member, tp, int(offset), own))
             self.journal.held("commits-monotonic")
             self.journal.held("commit-not-ahead")
         elif ev.type == "MemberFailed" and ev.member not in self.expected_fenced:
@@ -663,6 +647,12 @@ class ChaosRun:
             )
         self.journal.held("exclusive-ownership")
 
+    def check_commits(self) -> None:
+        for rule, message, ts, member, where in checks.commit_violations(self.commit_log):
+            self.violation(rule, message, ts, [member], where, step=self.step_at(ts))
+        self.journal.held("commits-monotonic")
+        self.journal.held("commit-not-ahead")
+
     def step_at(self, at_ms: int) -> str:
         name = "setup"
         for s in self.journal.steps:
@@ -755,6 +745,7 @@ class ChaosRun:
         elif produced:
             self.journal.held("at-least-once")
         self.check_exclusive()
+        self.check_commits()
         for m in self.fleet.history:
             entry = self.journal.members.setdefault(m.name, {})
             entry.update(pid=m.pid, exit_code=m.exit_code, instance_id=m.launch.instance_id)
