@@ -265,3 +265,17 @@ def test_unreachable_mirror_says_what_to_do(
 def test_kafka_home_that_is_not_kafka(tmp_path: Path) -> None:
     with pytest.raises(SetupError, match="not an unpacked Apache Kafka"):
         provision.resolve_kafka("4.4.0", kafka_home=tmp_path)
+
+
+def test_cluster_ids_are_never_read_as_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    import uuid as uuid_module
+
+    from kgctl.broker import local
+
+    # 0xf8 in the first byte encodes to a leading "-" in URL-safe base64.
+    dashed = uuid_module.UUID(bytes=bytes([0xF8]) + bytes(15))
+    fine = uuid_module.UUID(bytes=bytes([0x10]) + bytes(15))
+    drawn = iter([dashed, dashed, fine])
+    monkeypatch.setattr(local.uuid, "uuid4", lambda: next(drawn))
+    cluster_id = local._kraft_cluster_id()
+    assert not cluster_id.startswith("-") and len(cluster_id) == 22

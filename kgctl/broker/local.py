@@ -97,8 +97,14 @@ def port_is_free(port: int) -> bool:
 
 
 def _kraft_cluster_id() -> str:
-    # Kafka's Uuid string form: 16 random bytes, URL-safe base64 without padding.
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """Kafka's Uuid string form: 16 random bytes, URL-safe base64 without padding.
+
+    Like Kafka's own Uuid.randomUuid, never one that starts with a dash: the storage
+    tool would read it as an option (1 run in 64 failed to format before this)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 # Nodes started by this process, kept so they can be waited on (no zombies, and no
