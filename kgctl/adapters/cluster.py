@@ -43,9 +43,16 @@ class AuthFailureWatch(logging.Handler):
         super().__init__(logging.DEBUG)
         self.failure: BaseException | None = None
         self._saved: list[tuple[logging.Logger, int, bool]] = []
+        self._shown: dict[str, int] = {}  # logger -> the level it propagated before
 
     def emit(self, record: logging.LogRecord) -> None:
         import kafka.errors as Errors
+
+        shown = self._shown.get(record.name)
+        if shown is not None and record.levelno >= shown:
+            parent = logging.getLogger(record.name).parent
+            if parent is not None:
+                parent.handle(record)  # what propagated before still does
 
         args = record.args if isinstance(record.args, tuple) else ()
         for arg in args:
@@ -53,10 +60,13 @@ class AuthFailureWatch(logging.Handler):
                 self.failure = arg
         # A broker rejecting SCRAM credentials closes the connection without an answer:
         # lost while initializing, after ApiVersions, with SASL on = authentication.
+        # The close is seen as a reset ("Connection lost: socket disconnected") or as a
+        # plain EOF ("Connection closed"), whichever the socket reports first.
         conn = args[0] if args else None
         init = getattr(conn, "_init_future", None)
+        message = record.getMessage()
         if (
-            record.getMessage().endswith("socket disconnected")
+            (message.endswith("socket disconnected") or message.endswith("Connection closed"))
             and init is not None
             and init.failed()
             and getattr(conn, "broker_version_data", None) is not None
@@ -71,9 +81,12 @@ class AuthFailureWatch(logging.Handler):
         for name in self.LOGGERS:
             logger = logging.getLogger(name)
             self._saved.append((logger, logger.level, logger.propagate))
-            quiet = logger.getEffectiveLevel() > logging.ERROR
-            logger.setLevel(min(logger.getEffectiveLevel(), logging.ERROR))
-            if quiet:  # kgctl silenced kafka-python's logs (no --verbose): keep them silent
+            shown = logger.getEffectiveLevel()
+            # INFO is needed to see a clean close ("Connection closed"). What was not shown
+            # before stays unshown: records below the old level go to this watch only.
+            logger.setLevel(min(shown, logging.INFO))
+            if shown > logging.INFO:
+                self._shown[name] = shown if logger.propagate else logging.CRITICAL + 1
                 logger.propagate = False
             logger.addHandler(self)
         return self
@@ -84,6 +97,7 @@ class AuthFailureWatch(logging.Handler):
             logger.setLevel(level)
             logger.propagate = propagate
         self._saved.clear()
+        self._shown.clear()
 
 
 def auth_error(failure: BaseException, principal: str | None) -> Any:
