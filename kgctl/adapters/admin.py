@@ -127,7 +127,7 @@ class GroupAdmin:
 
             cfg = self.settings.kafka_config()
             cfg.setdefault("client_id", "kgctl-watch")
-            with AuthFailureWatch() as watch:
+            with AuthFailureWatch(cfg) as watch:
                 try:
                     self._admin = KafkaAdminClient(**cfg)
                 except Exception as exc:

@@ -15,7 +15,7 @@ def describe_cluster(settings: ClientSettings) -> dict[str, Any]:
     cfg = settings.kafka_config()
     cfg["request_timeout_ms"] = min(cfg["request_timeout_ms"], 5000)
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
-    with AuthFailureWatch() as watch:
+    with AuthFailureWatch(cfg) as watch:
         try:
             admin = KafkaAdminClient(**cfg)
         except Exception:
@@ -39,8 +39,10 @@ class AuthFailureWatch(logging.Handler):
 
     LOGGERS = ("kafka.net.manager", "kafka.net.connection")
 
-    def __init__(self) -> None:
+    def __init__(self, config: dict[str, Any] | None = None) -> None:
         super().__init__(logging.DEBUG)
+        protocol = str((config or {}).get("security_protocol", "PLAINTEXT")).upper()
+        self.sasl = protocol.startswith("SASL")
         self.failure: BaseException | None = None
         self._saved: list[tuple[logging.Logger, int, bool]] = []
         self._shown: dict[str, int] = {}  # logger -> the level it propagated before
@@ -60,18 +62,17 @@ class AuthFailureWatch(logging.Handler):
                 self.failure = arg
         # A broker rejecting SCRAM credentials closes the connection without an answer:
         # lost while initializing, after ApiVersions, with SASL on = authentication.
-        # The close is seen as a reset ("Connection lost: socket disconnected") or as a
-        # plain EOF ("Connection closed"), whichever the socket reports first.
+        # The close is seen as a reset or an EOF ("Connection lost: ..." with whatever the
+        # socket said, or "Connection closed"), whichever the socket reports first.
         conn = args[0] if args else None
         init = getattr(conn, "_init_future", None)
         message = record.getMessage()
+        lost_in_init = init is not None and init.failed()
         if (
-            (message.endswith("socket disconnected") or message.endswith("Connection closed"))
-            and init is not None
-            and init.failed()
+            self.sasl
+            and any(word in message for word in ("Connection lost", "Connection closed"))
+            and (lost_in_init or "Connection lost" in message)
             and getattr(conn, "broker_version_data", None) is not None
-            and callable(sasl_enabled := getattr(conn, "sasl_enabled", None))
-            and sasl_enabled()
         ):
             self.failure = Errors.SaslAuthenticationFailedError(
                 "the broker closed the connection during SASL authentication"

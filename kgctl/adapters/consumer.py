@@ -722,7 +722,7 @@ def build_consumer(
     from kgctl.adapters.cluster import AuthFailureWatch, auth_error
 
     try:
-        with AuthFailureWatch() as watch, _coordinator_class(bound):
+        with AuthFailureWatch(config) as watch, _coordinator_class(bound):
             consumer = KafkaConsumer(**config)
     except Errors.KafkaConfigurationError as exc:
         raise UsageError(f"invalid consumer settings: {exc}") from None
