@@ -9,6 +9,10 @@ kafka-python 3.0.12 quirks handled here:
 - Member metadata and assignment are raw bytes; they are decoded with kafka-python's
   ConsumerProtocol subscription and assignment structs, and left unreported when they
   do not decode (a non-consumer protocol, or a state where the broker omits them).
+- It has no ConsumerGroupDescribe (KIP-848 groups, which DescribeGroups answers with
+  GROUP_ID_NOT_FOUND): `kip848.py` defines it. A group DescribeGroups does not find is
+  asked again with ConsumerGroupDescribe; once a group is known to be a consumer group it
+  is asked that way first. A broker without that request is said so once, then skipped.
 """
 
 from __future__ import annotations
@@ -116,6 +120,8 @@ class GroupAdmin:
     def __init__(self, settings: ClientSettings) -> None:
         self.settings = settings
         self._admin: Any = None
+        self.kip848: bool | None = None  # the broker answers ConsumerGroupDescribe
+        self._consumer_groups: set[str] = set()  # groups on the consumer protocol
 
     # -- connection -------------------------------------------------------------------
 
@@ -146,10 +152,14 @@ class GroupAdmin:
                 log.debug("admin close failed", exc_info=True)
 
     def _call(self, fn: Any, *args: Any) -> Any:
+        from kgctl.adapters.kip848 import Unsupported
+
         @_retry
         def attempt() -> Any:
             try:
                 return fn(self._client(), *args)
+            except Unsupported:
+                raise  # an answer about the broker, not a failure of the client
             except Exception:
                 # A client that failed mid-request may be wedged; start over next time.
                 self.close()
@@ -160,7 +170,7 @@ class GroupAdmin:
         patient = attempt.retry_with(stop=stop_after_delay(self.settings.timeout_s))
         try:
             return patient()
-        except KgctlError:
+        except (KgctlError, Unsupported):
             raise
         except Exception as exc:
             group = args[0] if args and isinstance(args[0], str) else None
@@ -169,12 +179,20 @@ class GroupAdmin:
     # -- calls ------------------------------------------------------------------------
 
     def list_groups(self) -> list[GroupListing]:
-        """Every group with its state and (for classic groups) member count."""
+        """Every group with its state, type and member count."""
         return list(self._call(_list_groups))
 
     def describe(self, group: str, with_lag: bool = True) -> GroupSnapshot:
         """The group as its coordinator describes it now; `missing` if it does not exist."""
-        snap: GroupSnapshot = self._call(_describe, group)
+        snap: GroupSnapshot | None = None
+        if group in self._consumer_groups:
+            snap = self._describe_consumer(group)
+        if snap is None:
+            snap = self._call(_describe, group)
+            if snap.missing and self.kip848 is not False:
+                # DescribeGroups says GROUP_ID_NOT_FOUND for consumer-protocol groups too.
+                snap = self._describe_consumer(group) or snap
+        assert snap is not None
         if with_lag and not snap.missing:
             try:
                 lag = self._call(_lag, group, snap)
@@ -184,6 +202,29 @@ class GroupAdmin:
                 log.debug("lag failed", exc_info=True)
                 lag = None
             snap = GroupSnapshot(**{**snap.__dict__, "lag": lag})
+        return snap
+
+    def _describe_consumer(self, group: str) -> GroupSnapshot | None:
+        """ConsumerGroupDescribe; None when the group is not a consumer group (or the
+        broker cannot say), so the caller uses DescribeGroups."""
+        from kgctl.adapters.kip848 import Unsupported
+
+        try:
+            snap: GroupSnapshot | None = self._call(_describe_consumer, group)
+        except Unsupported:
+            if self.kip848 is None:
+                log.warning(
+                    "the broker does not support ConsumerGroupDescribe (KIP-848, Kafka 3.7+): "
+                    "groups on the consumer protocol cannot be described; "
+                    "watching with DescribeGroups only"
+                )
+            self.kip848 = False
+            return None
+        self.kip848 = True
+        if snap is None:
+            self._consumer_groups.discard(group)
+        else:
+            self._consumer_groups.add(group)
         return snap
 
 
@@ -235,6 +276,36 @@ def _describe(admin: Any, group: str) -> GroupSnapshot:
     )
 
 
+async def _describe_consumer_async(admin: Any, group: str) -> tuple[int, Any]:
+    import kafka.errors as Errors
+
+    from kgctl.adapters.kip848 import Unsupported, request
+
+    coordinator = await admin._find_coordinator_id(group)
+    try:
+        response = await admin._manager.send(request(group), node_id=coordinator)
+    except Errors.IncompatibleBrokerVersion as exc:
+        raise Unsupported(str(exc)) from None
+    return coordinator, response
+
+
+def _describe_consumer(admin: Any, group: str) -> GroupSnapshot | None:
+    import kafka.errors as Errors
+
+    from kgctl.adapters.kip848 import snapshot
+
+    coordinator, response = admin._manager.run(_describe_consumer_async, admin, group)
+    described = response.groups[0]
+    error = Errors.for_code(described.error_code)
+    if error is Errors.GroupIdNotFoundError:
+        return None  # no such group, or a classic one ("... is not a consumer group")
+    if error is not Errors.NoError:
+        raise error(f"ConsumerGroupDescribe {group}: {described.error_message or error.__name__}")
+    node = admin._manager.cluster.broker_metadata(coordinator)
+    where = f"{coordinator} {node.host}:{node.port}" if node is not None else str(coordinator)
+    return snapshot(described, where)
+
+
 def _lag(admin: Any, group: str, snap: GroupSnapshot) -> dict[str, dict[int, int]]:
     from kafka import TopicPartition
     from kafka.admin import OffsetSpec
@@ -265,6 +336,14 @@ def _list_groups(admin: Any) -> list[GroupListing]:
             counts[name] = len(_describe(admin, name).members)
         except Exception:  # counts are a nicety; the listing stands without them
             log.debug("describe %s for counts failed", name, exc_info=True)
+    for name in (g["group_id"] for g in listed if g.get("group_type") == "consumer"):
+        try:
+            snap = _describe_consumer(admin, name)
+        except Exception:  # as above (including a broker without ConsumerGroupDescribe)
+            log.debug("ConsumerGroupDescribe %s for counts failed", name, exc_info=True)
+            continue
+        if snap is not None:
+            counts[name] = len(snap.members)
     by_name = {g["group_id"]: g for g in listed}
     return [
         GroupListing(

@@ -3,6 +3,8 @@
 The admin adapter builds these; the observer diffs consecutive ones into events. The
 classic DescribeGroups response has no generation id and no leader, and outside the
 Stable state it omits subscriptions and assignments: `None` means "not reported".
+A KIP-848 `consumer` group comes from ConsumerGroupDescribe instead: it has real epochs
+(group, assignment, each member's) and each member's current and target assignment.
 """
 
 from __future__ import annotations
@@ -24,6 +26,17 @@ class MemberSnapshot:
     instance_id: str | None = None
     subscription: tuple[str, ...] | None = None
     partitions: dict[str, list[int]] | None = None
+    # Consumer-protocol (KIP-848) members only; None for classic groups.
+    member_epoch: int | None = None
+    target: dict[str, list[int]] | None = None  # the assignment it is reconciling towards
+    rack: str | None = None
+    regex: str | None = None  # a subscription by regular expression
+    member_type: str | None = None  # classic | consumer (ConsumerGroupDescribe v1)
+
+    @property
+    def reconciling(self) -> bool:
+        """Its assignment is not yet its target (a consumer-protocol member)."""
+        return self.target is not None and self.target != (self.partitions or {})
 
     @property
     def label(self) -> str:
@@ -43,6 +56,14 @@ class MemberSnapshot:
             out["subscription"] = list(self.subscription)
         if self.partitions is not None:
             out["partitions"] = {t: list(ps) for t, ps in self.partitions.items()}
+        if self.member_epoch is not None:
+            out["member_epoch"] = self.member_epoch
+        if self.target is not None:
+            out["target"] = {t: list(ps) for t, ps in self.target.items()}
+            out["reconciling"] = self.reconciling
+        for name in ("rack", "regex", "member_type"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
         return out
 
 
@@ -58,6 +79,9 @@ class GroupSnapshot:
     members: tuple[MemberSnapshot, ...] = ()
     lag: dict[str, dict[int, int]] | None = None  # topic -> partition -> lag
     missing: bool = False
+    group_type: str = ""  # classic | consumer ("" when not known)
+    group_epoch: int | None = None  # consumer groups: bumped on every membership change
+    assignment_epoch: int | None = None  # the group epoch the target assignment is for
 
     @property
     def settled(self) -> bool:
@@ -83,7 +107,14 @@ class GroupSnapshot:
 
     def to_data(self) -> dict[str, Any]:
         """The `data` of a GroupObserved event."""
+        epochs: dict[str, Any] = {}
+        if self.group_type:
+            epochs["group_type"] = self.group_type
+        if self.group_epoch is not None:
+            epochs["group_epoch"] = self.group_epoch
+            epochs["assignment_epoch"] = self.assignment_epoch
         return {
+            **epochs,
             "state": self.state,
             "protocol_type": self.protocol_type,
             "protocol": self.protocol,
