@@ -1,0 +1,179 @@
+"""Follow one classic group's metadata records in `__consumer_offsets` (kafka-python).
+
+The coordinator appends a group's metadata to the partition the group id hashes to
+when a generation is stored: when the leader's SyncGroup completes, when a join round
+ends with nobody (an Empty generation), and a tombstone when the group is deleted. So
+reading that one partition gives the broker's own generation ids, as soon as they are
+written, which DescribeGroups never reports.
+
+The reader assigns the partition itself (no group, nothing committed) and first looks
+back for the group's latest record, so the current generation is known at start:
+
+- A stable group writes nothing until its next rebalance, so its latest record can be
+  of any age: a time window (the last hour) would miss a group stable for a day.
+- Other groups' offset commits share the partition, so a fixed count (end minus N)
+  would miss it on a busy cluster.
+- So it reads backwards in windows that double (1,000 records, 2,000, 4,000 ...) and
+  stops at the first window holding a record of the group: it reads at most about
+  twice what was written after that record. Compaction keeps each key's latest record,
+  so on a cleaned partition the record is always within reach; the look-back still
+  stops after LOOKBACK_MAX_RECORDS offsets or LOOKBACK_MAX_S seconds.
+
+Then it follows the partition from the end offset it read before looking back.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kgctl.adapters.group_records import (
+    OFFSETS_TOPIC,
+    GroupRecord,
+    RecordError,
+    parse_record,
+    partition_for,
+)
+from kgctl.settings import ClientSettings
+
+log = logging.getLogger(__name__)
+
+LOOKBACK_FIRST_RECORDS = 1_000
+LOOKBACK_MAX_RECORDS = 500_000
+LOOKBACK_MAX_S = 15.0
+
+
+class GroupLogUnavailable(Exception):
+    """The internal topic cannot be read: not authorized, hidden, or unreachable."""
+
+
+class GroupLogReader(threading.Thread):
+    """A daemon thread that reports `group`'s metadata records as they are written.
+
+    `on_ready(partition, latest, scanned)` is called once after the look-back (`latest`
+    is None when no record of the group was found), then `on_record(record)` for every
+    record that follows; `on_unavailable(reason)` once if the topic cannot be read, after
+    which the thread ends.
+    """
+
+    def __init__(
+        self,
+        settings: ClientSettings,
+        group: str,
+        on_ready: Callable[[int, GroupRecord | None, int], None],
+        on_record: Callable[[GroupRecord], None],
+        on_unavailable: Callable[[str], None],
+    ) -> None:
+        super().__init__(name=f"kgctl-group-log-{group}", daemon=True)
+        self.settings, self.group = settings, group
+        self.on_ready, self.on_record, self.on_unavailable = on_ready, on_record, on_unavailable
+        self.stopping = threading.Event()
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def run(self) -> None:
+        consumer: Any = None
+        try:
+            consumer = self._consumer()
+            tp, end, latest, scanned = self._start(consumer)
+            if self.stopping.is_set():
+                return
+            self.on_ready(tp.partition, latest, scanned)
+            consumer.seek(tp, end)
+            while not self.stopping.is_set():
+                for records in consumer.poll(timeout_ms=200).values():
+                    for rec in records:
+                        found = self._parse(rec, tp.partition)
+                        if found is not None:
+                            self.on_record(found)
+        except GroupLogUnavailable as exc:
+            self.on_unavailable(str(exc))
+        except Exception as exc:  # the watch goes on, with inferred generations
+            self.on_unavailable(_why(exc))
+        finally:
+            if consumer is not None:
+                try:
+                    consumer.close()
+                except Exception:
+                    log.debug("closing the group log consumer failed", exc_info=True)
+
+    # -- steps --------------------------------------------------------------------------
+
+    def _consumer(self) -> Any:
+        from kafka import KafkaConsumer
+
+        cfg = self.settings.kafka_config()
+        cfg.setdefault("client_id", "kgctl-watch-offsets")
+        return KafkaConsumer(
+            group_id=None, enable_auto_commit=False, auto_offset_reset="earliest", **cfg
+        )
+
+    def _start(self, consumer: Any) -> tuple[Any, int, GroupRecord | None, int]:
+        from kafka import TopicPartition
+
+        parts = consumer.partitions_for_topic(OFFSETS_TOPIC)
+        if not parts:
+            raise GroupLogUnavailable(
+                f"{OFFSETS_TOPIC} is not visible to this client (no metadata: not "
+                "authorized to describe it, or hidden by the cluster)"
+            )
+        tp = TopicPartition(OFFSETS_TOPIC, partition_for(self.group, len(parts)))
+        consumer.assign([tp])
+        begin = consumer.beginning_offsets([tp])[tp]
+        end = consumer.end_offsets([tp])[tp]
+        latest, scanned = self._look_back(consumer, tp, begin, end)
+        return tp, end, latest, scanned
+
+    def _look_back(
+        self, consumer: Any, tp: Any, begin: int, end: int
+    ) -> tuple[GroupRecord | None, int]:
+        """The group's latest record before `end`, reading backwards in doubling windows."""
+        deadline = time.monotonic() + LOOKBACK_MAX_S
+        hi, window, scanned = end, LOOKBACK_FIRST_RECORDS, 0
+        while hi > begin and scanned < LOOKBACK_MAX_RECORDS and not self.stopping.is_set():
+            lo = max(begin, hi - window)
+            latest = self._scan(consumer, tp, lo, hi, deadline)
+            scanned += hi - lo
+            if latest is not None:
+                return latest, scanned
+            if time.monotonic() > deadline:
+                log.info("look-back in %s stopped after %.0f s", tp, LOOKBACK_MAX_S)
+                break
+            hi, window = lo, window * 2
+        return None, scanned
+
+    def _scan(
+        self, consumer: Any, tp: Any, lo: int, hi: int, deadline: float
+    ) -> GroupRecord | None:
+        """The group's last record with an offset in [lo, hi)."""
+        consumer.seek(tp, lo)
+        latest: GroupRecord | None = None
+        while consumer.position(tp) < hi and time.monotonic() < deadline:
+            if self.stopping.is_set():
+                return None
+            for records in consumer.poll(timeout_ms=200).values():
+                for rec in records:
+                    if rec.offset < hi:
+                        latest = self._parse(rec, tp.partition) or latest
+        return latest
+
+    def _parse(self, rec: Any, partition: int) -> GroupRecord | None:
+        try:
+            return parse_record(
+                rec.key, rec.value, self.group, rec.offset, rec.timestamp, partition
+            )
+        except RecordError as exc:
+            log.debug("skipping %s offset %s: %s", OFFSETS_TOPIC, rec.offset, exc)
+            return None
+
+
+def _why(exc: Exception) -> str:
+    import kafka.errors as Errors
+
+    if isinstance(exc, Errors.TopicAuthorizationFailedError | Errors.AuthorizationError):
+        return f"not authorized to read {OFFSETS_TOPIC} ({type(exc).__name__})"
+    return f"cannot read {OFFSETS_TOPIC}: {type(exc).__name__}: {exc}"
