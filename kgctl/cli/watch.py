@@ -60,6 +60,14 @@ def watch_command(
             show_default=False,
         ),
     ] = None,
+    speed: Annotated[
+        float,
+        typer.Option(
+            "--speed",
+            help="With --replay: play at this many times the recorded pace; 0 shows it all "
+            "at once.",
+        ),
+    ] = 1.0,
     record: Annotated[
         Path | None,
         typer.Option(
@@ -95,7 +103,18 @@ def watch_command(
                 raise UsageError("--replay needs a GROUP: the group whose events to show")
             _list(env, settings)
             return
-        _watch(env, settings, group, interval, trace_topic, replay, record, once, fail_if_missing)
+        _watch(
+            env,
+            settings,
+            group,
+            interval,
+            trace_topic,
+            replay,
+            record,
+            once,
+            fail_if_missing,
+            speed=speed,
+        )
 
     run(env, body)
 
@@ -121,6 +140,7 @@ def _watch(
     record: Path | None,
     once: bool,
     fail_if_missing: bool,
+    speed: float = 1.0,
 ) -> None:
     watch = Watch(
         settings,
@@ -130,6 +150,7 @@ def _watch(
         replay=replay,
         record=record,
         observe=replay is None,
+        speed=0.0 if once else speed,  # one snapshot of a recording is all of it
     )
     with watch:
         if replay is None:
@@ -176,7 +197,7 @@ def _stream_json(watch: Watch, until_drained: bool) -> None:
     while True:
         events = watch.drain(wait_s=0.25)
         _write_lines(events)
-        if until_drained and not events and watch.queue.empty():
-            return
         if watch.fatal is not None:
             raise watch.fatal
+        if until_drained and not events and watch.queue.empty() and not watch.replaying.is_set():
+            return

@@ -13,7 +13,7 @@ import queue
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -31,6 +31,19 @@ MAX_BACKOFF_S = 15.0
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def replay_schedule(events: Iterable[Event], speed: float) -> Iterator[tuple[float, Event]]:
+    """(seconds after the replay starts, event), in file order: the recorded gaps divided
+    by `speed`. An event recorded earlier than the one before it (members' clocks and
+    arrival order differ) is due with it; `speed` 0 means no waiting at all."""
+    first: int | None = None
+    due = 0.0
+    for ev in events:
+        if speed > 0 and ev.ts_ms > 0:
+            first = ev.ts_ms if first is None else first
+            due = max(due, (ev.ts_ms - first) / 1000.0 / speed)
+        yield due, ev
 
 
 def read_events(path: Path) -> Iterator[Event]:
@@ -90,9 +103,15 @@ class Watch:
         replay: Path | None = None,
         record: Path | None = None,
         observe: bool = True,
+        speed: float = 1.0,
     ) -> None:
         if interval_s <= 0:
             raise UsageError(f"--interval {interval_s}: must be more than 0 seconds")
+        if speed < 0:
+            raise UsageError(f"--speed {speed}: must be 0 (no pacing) or more")
+        self.speed = speed
+        self.replaying = threading.Event()  # set while a paced replay is still feeding
+        self._replay_origin: tuple[float, int] | None = None  # (monotonic s, recorded ms)
         self.settings, self.group, self.interval_s = settings, group, interval_s
         self.trace_topic, self.replay = trace_topic, replay
         self.state = GroupState(group)
@@ -131,9 +150,13 @@ class Watch:
 
     def start(self) -> None:
         if self.replay is not None:
-            for ev in read_events(self.replay):
-                if ev.group == self.group or not self.group:
-                    self.queue.put(ev)
+            if self.speed == 0:
+                for ev in read_events(self.replay):
+                    if ev.group == self.group or not self.group:
+                        self.queue.put(ev)
+            else:
+                self.replaying.set()
+                self._spawn(self._replay_loop, "kgctl-replay")
         if self.observer is not None:
             self._spawn(self._observe_loop, "kgctl-observer")
         if self.trace_topic:
@@ -169,6 +192,31 @@ class Watch:
         th = threading.Thread(target=target, name=name, daemon=True)
         th.start()
         self.threads.append(th)
+
+    def _replay_loop(self) -> None:
+        """Feed the recording at its recorded pace (divided by `speed`)."""
+        assert self.replay is not None
+        try:
+            started = time.monotonic()
+            for due, ev in replay_schedule(read_events(self.replay), self.speed):
+                if self._replay_origin is None and ev.ts_ms > 0:
+                    self._replay_origin = (started, ev.ts_ms)
+                if self.stopping.wait(max(0.0, started + due - time.monotonic())):
+                    return
+                if ev.group == self.group or not self.group:
+                    self.queue.put(ev)
+        except KgctlError as exc:  # a bad line: the view says so and stops
+            self.fatal = exc
+        finally:
+            self.replaying.clear()
+
+    def clock(self) -> int:
+        """Now for the views: the recording's own time during a paced replay, else the
+        wall clock (so "seen 2s ago" and durations read as they did when recorded)."""
+        origin = self._replay_origin
+        if origin is None:
+            return now_ms()
+        return origin[1] + int((time.monotonic() - origin[0]) * 1000 * self.speed)
 
     def _observe_loop(self) -> None:
         assert self.observer is not None

@@ -17,7 +17,7 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.text import Text
 
-from kgctl.observe.watch import Watch, now_ms
+from kgctl.observe.watch import Watch
 from kgctl.render.group_view import render_group
 
 REFRESH_PER_S = 8
@@ -69,7 +69,7 @@ def run_live(watch: Watch, console: Console | None = None) -> None:
         width, height = console.size
         hint = Text("q quit  p pause/resume  up/down scroll events", style="dim")
         body = render_group(
-            watch.state, now_ms(), width=width, height=height - 1, paused=paused, scroll=scroll
+            watch.state, watch.clock(), width=width, height=height - 1, paused=paused, scroll=scroll
         )
         return Group(body, hint)
 

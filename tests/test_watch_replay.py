@@ -1,0 +1,108 @@
+"""`kgctl watch --replay FILE --speed N`: a recording paced by its own timestamps, no broker."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kgctl.errors import UsageError
+from kgctl.model.events import Event
+from kgctl.observe.watch import Watch, replay_schedule
+from kgctl.settings import ClientSettings
+
+T0 = 1_700_000_000_000
+
+
+def ev(ts_ms: int, seq: int, group: str = "g") -> Event:
+    return Event(
+        type="GroupStateChanged",
+        ts_ms=ts_ms,
+        mono_ms=0.0,
+        seq=seq,
+        group=group,
+        source="observer",
+        data={"from": "Stable", "to": "PreparingRebalance"},
+    )
+
+
+def write(path: Path, events: list[Event]) -> Path:
+    path.write_text("".join(e.to_json() + "\n" for e in events))
+    return path
+
+
+def test_the_schedule_divides_recorded_gaps_by_the_speed() -> None:
+    events = [ev(T0, 1), ev(T0 + 1000, 2), ev(T0 + 3000, 3)]
+    assert [d for d, _ in replay_schedule(events, 1)] == [0.0, 1.0, 3.0]
+    assert [d for d, _ in replay_schedule(events, 10)] == [0.0, 0.1, 0.3]
+    assert [d for d, _ in replay_schedule(events, 0)] == [0.0, 0.0, 0.0]
+    # Recorded out of order (two members' clocks): due with the one before, never earlier.
+    shuffled = [ev(T0, 1), ev(T0 + 2000, 2), ev(T0 + 1500, 3), ev(T0 + 2500, 4)]
+    assert [d for d, _ in replay_schedule(shuffled, 1)] == [0.0, 2.0, 2.0, 2.5]
+    assert [e.seq for _, e in replay_schedule(shuffled, 1)] == [1, 2, 3, 4]
+
+
+def test_a_paced_replay_feeds_events_at_their_recorded_gaps(tmp_path: Path) -> None:
+    path = write(tmp_path / "run.jsonl", [ev(T0, 1), ev(T0 + 2000, 2), ev(T0 + 4000, 3)])
+    arrived: list[tuple[float, int]] = []
+    with Watch(ClientSettings(), "g", replay=path, observe=False, speed=10) as watch:
+        started = time.monotonic()
+        watch.start()
+        while len(arrived) < 3 and time.monotonic() - started < 5:
+            for e in watch.drain(wait_s=0.05):
+                arrived.append((time.monotonic() - started, e.seq))
+        # The view's clock is the recording's: about 4 s of recorded time after 0.4 s.
+        assert watch.clock() >= T0 + 4000
+    assert [seq for _, seq in arrived] == [1, 2, 3]
+    times = [t for t, _ in arrived]
+    assert times[0] < 0.15
+    assert 0.15 <= times[1] < 0.5 and 0.35 <= times[2] < 0.8
+    assert not watch.replaying.is_set()
+
+
+def test_speed_zero_puts_everything_at_once_and_other_groups_are_left_out(tmp_path: Path) -> None:
+    path = write(tmp_path / "run.jsonl", [ev(T0, 1), ev(T0 + 60_000, 2, "other"), ev(T0, 3)])
+    with Watch(ClientSettings(), "g", replay=path, observe=False, speed=0) as watch:
+        watch.start()
+        assert [e.seq for e in watch.drain()] == [1, 3]
+        assert not watch.replaying.is_set()
+
+
+def test_a_negative_speed_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="--speed"):
+        Watch(ClientSettings(), "g", replay=tmp_path / "x", observe=False, speed=-1)
+
+
+def _cli(path: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "kgctl", "watch", "g", "--replay", str(path), "-o", "json"]
+        + list(extra),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return done, time.monotonic() - started
+
+
+def test_the_cli_paces_by_speed_and_prints_the_same_lines(tmp_path: Path) -> None:
+    path = write(tmp_path / "run.jsonl", [ev(T0 + 1000 * i, i + 1) for i in range(4)])
+    fast, fast_s = _cli(path, "--speed", "0")
+    paced, paced_s = _cli(path, "--speed", "2")  # 3 recorded seconds in 1.5 s
+    assert fast.returncode == 0 and paced.returncode == 0, (fast.stderr, paced.stderr)
+    assert fast.stdout == paced.stdout
+    assert [json.loads(line)["seq"] for line in paced.stdout.splitlines()] == [1, 2, 3, 4]
+    assert paced_s - fast_s > 1.2
+
+
+def test_a_bad_line_in_a_paced_replay_is_still_a_usage_error(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text(ev(T0, 1).to_json() + "\nnot json\n")
+    done, _ = _cli(path, "--speed", "5")
+    assert done.returncode == 2, done.stderr
+    assert "bad.jsonl:2" in done.stderr
