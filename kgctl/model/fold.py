@@ -18,6 +18,7 @@ from kgctl.model.state import (
     PHASE_FAILED,
     PHASE_JOINING,
     PHASE_LEFT,
+    PHASE_RECONCILING,
     PHASE_STABLE,
     PHASE_SYNCING,
     PHASE_UNKNOWN,
@@ -33,7 +34,9 @@ from kgctl.model.state import (
 )
 
 # Broker group states during which a rebalance is in progress.
-REBALANCING_STATES = frozenset({"PreparingRebalance", "CompletingRebalance", "Assigning"})
+REBALANCING_STATES = frozenset(
+    {"PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"}
+)
 
 
 def fold(state: GroupState, event: Event, now_ms: int) -> GroupState:
@@ -449,6 +452,9 @@ def _on_group_observed(s: GroupState, ev: Event, t: int) -> GroupState:
         protocol_type=str(d.get("protocol_type", s.protocol_type) or s.protocol_type),
         protocol=str(d.get("protocol", "") or s.protocol),
         coordinator=str(d.get("coordinator", "") or s.coordinator),
+        group_type=str(d.get("group_type", "") or s.group_type),
+        group_epoch=_int(d.get("group_epoch"), s.group_epoch),
+        assignment_epoch=_int(d.get("assignment_epoch"), s.assignment_epoch),
         missing=bool(d.get("missing", False)),
         observed_ms=t,
         connected=True,
@@ -461,7 +467,9 @@ def _on_group_observed(s: GroupState, ev: Event, t: int) -> GroupState:
             if not isinstance(raw, Mapping) or not raw.get("member_id"):
                 continue
             member_id = str(raw["member_id"])
-            s = _observe_member(s, raw, member_id, t, with_partitions=broker_state == "Stable")
+            # A consumer group reports assignments in every state; a classic one in Stable.
+            with_partitions = broker_state == "Stable" or "target" in raw
+            s = _observe_member(s, raw, member_id, t, with_partitions=with_partitions)
             found = s.find_member(member_id)
             if found is not None:
                 described.add(found.key)
@@ -484,6 +492,11 @@ def _observe_member(
         key=key, first_seen_ms=t, last_seen_ms=t, unassigned_since_ms=t, sources=frozenset()
     )
     sub = raw.get("subscription")
+    target = owned_from(raw["target"]) if "target" in raw else old.target
+    phase = old.phase
+    if with_partitions and "member" not in old.sources:
+        reconciled = target is None or dict(target) == dict(owned_from(raw.get("partitions")))
+        phase = PHASE_STABLE if reconciled else PHASE_RECONCILING
     member = replace(
         old,
         member_id=member_id,
@@ -494,8 +507,10 @@ def _observe_member(
         last_seen_ms=max(old.last_seen_ms, t),
         alive=True,
         left_ms=None,
-        phase=PHASE_STABLE if with_partitions and "member" not in old.sources else old.phase,
+        phase=phase,
         sources=old.sources | {"observer"},
+        epoch=_int(raw.get("member_epoch"), old.epoch),
+        target=target,
     )
     s = _with_member(s, member)
     if with_partitions and "partitions" in raw and "member" not in old.sources:
@@ -531,10 +546,12 @@ def _on_state_changed(s: GroupState, ev: Event, t: int) -> GroupState:
     s = replace(s, state=to)
     if to == "PreparingRebalance":
         s = _begin_rebalance(s, t)
-    elif to in ("CompletingRebalance", "Assigning"):
+    elif to in ("CompletingRebalance", "Assigning", "Reconciling"):
         s = _begin_rebalance(s, t)
         rec = s.current
-        if rec is not None and rec.end_ms is None and rec.stable_ms is None and rec.sync_ms is None:
+        # The assignment is known from CompletingRebalance / Reconciling on, not Assigning.
+        unsynced = rec is not None and rec.stable_ms is None and rec.sync_ms is None
+        if rec is not None and unsynced and rec.end_ms is None and to != "Assigning":
             s = _replace_current(s, replace(rec, sync_ms=t))
     elif to == "Stable":
         s = _mark_stable(s, t) if s.rebalancing or _current_unstable(s) else s
@@ -569,7 +586,8 @@ def _on_generation_changed(s: GroupState, ev: Event, t: int) -> GroupState:
     if started >= 0 and known_start is None:
         rec = replace(rec, start_ms=min(started, rec.start_ms))
     s = _replace_current(s, rec)
-    if inferred and s.state in ("Stable", "Empty"):
+    # `settled`: a consumer group's epoch moved and it had already reconciled by then.
+    if (inferred or d.get("settled")) and s.state in ("Stable", "Empty"):
         s = _mark_stable(s, t)
     return s
 

@@ -105,6 +105,15 @@ class GroupSnapshot:
                     out[(topic, pid)] = m.member_id
         return out
 
+    def targets(self) -> dict[tuple[str, int], str]:
+        """partition -> member id, from the target assignments (consumer groups)."""
+        out: dict[tuple[str, int], str] = {}
+        for m in self.members:
+            for topic, ids in (m.target or {}).items():
+                for pid in ids:
+                    out[(topic, pid)] = m.member_id
+        return out
+
     def to_data(self) -> dict[str, Any]:
         """The `data` of a GroupObserved event."""
         epochs: dict[str, Any] = {}

@@ -22,6 +22,7 @@ PHASE_UNKNOWN = "unknown"
 PHASE_JOINING = "JoinGroup"  # JoinGroup sent, waiting for the response
 PHASE_SYNCING = "SyncGroup"  # JoinGroup answered, SyncGroup pending
 PHASE_STABLE = "Stable"  # assignment received and applied
+PHASE_RECONCILING = "Reconciling"  # consumer protocol: assignment not yet its target
 PHASE_LEFT = "left"
 PHASE_FAILED = "failed"
 
@@ -49,6 +50,10 @@ class MemberState:
     subscription: tuple[str, ...] = ()
     lag: int | None = None
     sources: frozenset[str] = frozenset()  # member / observer
+    # Consumer-protocol (KIP-848) members, from ConsumerGroupDescribe: the member epoch,
+    # and the assignment it is moving to (None for classic members).
+    epoch: int = -1
+    target: Owned | None = None
 
     @property
     def name(self) -> str:
@@ -60,6 +65,11 @@ class MemberState:
     @property
     def partition_count(self) -> int:
         return sum(len(ids) for ids in self.partitions.values())
+
+    @property
+    def reconciling(self) -> bool:
+        """A consumer-protocol member whose assignment is not yet its target."""
+        return self.target is not None and dict(self.target) != dict(self.partitions)
 
 
 @dataclass(frozen=True)
@@ -129,6 +139,9 @@ class GroupState:
     state: str = "Unknown"  # the broker's group state (Stable, PreparingRebalance, ...)
     protocol_type: str = ""
     protocol: str = ""  # the assignor the group agreed on (range, roundrobin, ...)
+    group_type: str = ""  # classic | consumer (KIP-848), when the broker said
+    group_epoch: int = -1  # consumer groups: the epoch of the group's membership
+    assignment_epoch: int = -1  # consumer groups: the epoch its target assignment is for
     leader: str = ""  # member key of the leader, when a member reported it
     coordinator: str = ""  # "id host:port"
     generation: int = -1

@@ -13,6 +13,11 @@ DescribeGroups gives is limited, so some of this is inference:
   settled snapshots.
 - Causes, in order of precedence (see docs/watch.md): timed_out, member_left,
   member_joined, subscription_changed, partitions_changed, unknown.
+
+A KIP-848 `consumer` group (ConsumerGroupDescribe) has real epochs: GenerationChanged
+(`inferred: false`, the group epoch) is emitted when the group epoch changes, with its
+cause; its rebalance runs Assigning → Reconciling → Stable, and partition moves are
+still diffed between settled snapshots.
 """
 
 from __future__ import annotations
@@ -23,7 +28,9 @@ from typing import Any
 from kgctl.model.events import Event
 from kgctl.model.snapshot import GroupSnapshot, MemberSnapshot
 
-REBALANCING = frozenset({"PreparingRebalance", "CompletingRebalance", "Assigning"})
+REBALANCING = frozenset({"PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"})
+# Where the assignment is known and members are applying it (the SyncGroup phase).
+SYNCING = frozenset({"CompletingRebalance", "Reconciling"})
 
 
 @dataclass
@@ -34,13 +41,16 @@ class _Pending:
     left: dict[str, MemberSnapshot] = field(default_factory=dict)
     dropped_in_rebalance: set[str] = field(default_factory=set)  # left while rebalancing
     resubscribed: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=dict)
+    fenced: dict[str, MemberSnapshot] = field(default_factory=dict)  # member epoch went back
     saw_rebalancing: bool = False
     started_ms: int | None = None
     sync_ms: int | None = None
     outage: bool = False
 
     def any(self) -> bool:
-        return bool(self.joined or self.left or self.resubscribed or self.saw_rebalancing)
+        return bool(
+            self.joined or self.left or self.resubscribed or self.fenced or self.saw_rebalancing
+        )
 
 
 class Inferrer:
@@ -117,6 +127,8 @@ class Inferrer:
                 self.baseline = snap
         else:
             events += self._diff(prev, snap, now_ms)
+            if snap.group_epoch is not None and snap.group_epoch != prev.group_epoch:
+                events += self._epoch_changed(prev, snap, now_ms)
         for m in snap.members:
             if m.subscription:
                 self.subscriptions[m.member_id] = m.subscription
@@ -139,7 +151,7 @@ class Inferrer:
         if snap.state in REBALANCING:
             p.saw_rebalancing = True
             p.started_ms = p.started_ms if p.started_ms is not None else now_ms
-            if snap.state != "PreparingRebalance" and p.sync_ms is None:
+            if snap.state in SYNCING and p.sync_ms is None:
                 p.sync_ms = now_ms
         before = {m.member_id: m for m in prev.members}
         after = {m.member_id: m for m in snap.members}
@@ -154,18 +166,24 @@ class Inferrer:
                 del p.joined[mid]
             else:
                 p.left[mid] = m
-            if prev.state in REBALANCING:
+            if prev.state in REBALANCING and snap.group_epoch is None:
                 # It was there while the group waited for rejoins, then dropped: it did
-                # not rejoin within the rebalance timeout.
+                # not rejoin within the rebalance timeout. (A consumer group waits for
+                # no rejoins: leaving while it reconciles says nothing about why.)
                 p.dropped_in_rebalance.add(mid)
             p.started_ms = p.started_ms if p.started_ms is not None else now_ms
             reason = (
                 "dropped during a rebalance (did not rejoin in time)"
-                if prev.state in REBALANCING
+                if mid in p.dropped_in_rebalance
                 else "no longer described by the broker (LeaveGroup or session timeout)"
             )
             events.append(self._event("MemberLeftGroup", now_ms, m, **m.to_data(), reason=reason))
         for mid in sorted(before.keys() & after.keys()):
+            old_epoch, new_epoch = before[mid].member_epoch, after[mid].member_epoch
+            if old_epoch is not None and new_epoch is not None and new_epoch < old_epoch:
+                # A member epoch only goes back when the member was fenced and rejoined
+                # with the same member id (session timeout, max.poll.interval.ms).
+                p.fenced[mid] = after[mid]
             old_sub = self.subscriptions.get(mid)
             new_sub = after[mid].subscription
             if old_sub is not None and new_sub is not None and old_sub != new_sub:
@@ -173,7 +191,50 @@ class Inferrer:
                 p.resubscribed[mid] = (first, new_sub)
         return events
 
+    def _epoch_changed(self, prev: GroupSnapshot, snap: GroupSnapshot, now_ms: int) -> list[Event]:
+        """A consumer group's epoch moved: a new generation with its cause, as it happens."""
+        p = self.pending
+        cause = attribute(p, self.baseline, snap, self.started_mid_rebalance)
+        self.generation = snap.group_epoch if snap.group_epoch is not None else -1
+        events = [
+            self._event(
+                "GenerationChanged",
+                now_ms,
+                inferred=False,
+                previous=prev.group_epoch,
+                group_epoch=snap.group_epoch,
+                assignment_epoch=snap.assignment_epoch,
+                settled=snap.settled,
+                rebalance_started_ms=p.started_ms if p.started_ms is not None else now_ms,
+                sync_ms=p.sync_ms,
+                cause=cause["cause"],
+                guess=cause["guess"],
+                evidence=cause["evidence"],
+            ),
+            self._event("RebalanceAttributed", now_ms, **cause),
+        ]
+        # What is attributed is spent; partition moves wait for the group to settle.
+        self.pending = _Pending(
+            started_ms=now_ms,
+            saw_rebalancing=snap.state in REBALANCING,
+            sync_ms=now_ms if snap.state in SYNCING else None,
+        )
+        self.started_mid_rebalance = False
+        return events
+
+    def _settle_epochs(self, snap: GroupSnapshot, now_ms: int) -> list[Event]:
+        """A consumer group settled: the partitions that moved since it last did."""
+        base, self.baseline = self.baseline, snap
+        self.pending = _Pending()
+        self.started_mid_rebalance = False
+        moves = _moves(base, snap) if base is not None else []
+        if not moves:
+            return []
+        return [self._event("PartitionsMoved", now_ms, moves=moves, count=len(moves))]
+
     def _settle(self, snap: GroupSnapshot, now_ms: int) -> list[Event]:
+        if snap.group_epoch is not None:
+            return self._settle_epochs(snap, now_ms)
         base = self.baseline
         moves = _moves(base, snap) if base is not None else []
         p = self.pending
@@ -213,7 +274,15 @@ _GENERATION_TYPES = frozenset({"GenerationChanged", "RebalanceAttributed", "Part
 
 def _shape(snap: GroupSnapshot) -> tuple[Any, ...]:
     """A snapshot without its lag: what makes a GroupObserved worth printing again."""
-    return (snap.state, snap.protocol, snap.coordinator, snap.missing, snap.members)
+    return (
+        snap.state,
+        snap.protocol,
+        snap.coordinator,
+        snap.missing,
+        snap.members,
+        snap.group_epoch,
+        snap.assignment_epoch,
+    )
 
 
 def _moves(base: GroupSnapshot, snap: GroupSnapshot) -> list[dict[str, Any]]:
@@ -280,6 +349,14 @@ def attribute(
                 "(or the process restarted)",
             )
         )
+    if p.fenced:
+        found.append(
+            (
+                "timed_out",
+                f"{_names(p.fenced)} rejoined with its member epoch reset: it was fenced "
+                "(session timeout, or max.poll.interval.ms expired)",
+            )
+        )
     if left:
         found.append(
             (
@@ -295,9 +372,11 @@ def attribute(
         found.append(
             ("subscription_changed", f"{who} changed subscription {list(old)} → {list(new)}")
         )
-    if base is not None and base.state == "Stable" and snap.state == "Stable":
-        before, after = set(base.owners()), set(snap.owners())
-        if before != after and not (p.joined or p.left or p.resubscribed):
+    epochs = snap.group_epoch is not None
+    if base is not None and base.state == "Stable" and (snap.state == "Stable" or epochs):
+        # A consumer group's target assignment is known as soon as its epoch moves.
+        before, after = set(base.owners()), set(snap.targets() if epochs else snap.owners())
+        if before != after and not (p.joined or p.left or p.resubscribed or p.fenced):
             found.append(
                 (
                     "partitions_changed",
@@ -311,6 +390,12 @@ def attribute(
             evidence = "the watch started during this rebalance; its cause was not seen"
         elif p.outage:
             evidence = "it happened while the broker was unreachable"
+        elif epochs:
+            evidence = (
+                "the group epoch moved with the same members, subscriptions and partitions: "
+                "a member was fenced and rejoined between two polls, or the metadata of a "
+                "subscribed topic changed"
+            )
         else:
             evidence = (
                 "the group rebalanced with the same members, subscriptions and partitions: "
