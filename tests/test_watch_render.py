@@ -126,3 +126,47 @@ def test_the_arrows_scroll_the_event_log_back_and_forth() -> None:
     assert "3 back" in lines(3)
     assert clocks(3) == [f"{s}.000" for s in range(13, 18)]
     assert clocks(1000) == [f"{s:02d}.000" for s in range(1, 6)], "stops at the oldest"
+
+
+def consumer_protocol_state(now_ms: int = 3000) -> GroupState:
+    """A KIP-848 group caught while b, just joined, waits for a to release t-2 and t-3."""
+    from test_watch_kip848 import cmember, csnap
+    from test_watch_kip848 import run as run_kip848
+
+    events = run_kip848(
+        csnap("Stable", 2, cmember("a", 2, [0, 1, 2, 3])),
+        csnap("Reconciling", 3, cmember("a", 2, [0, 1, 2, 3], [0, 1]), cmember("b", 3, [], [2, 3])),
+    )
+    return fold_all(GroupState("orders"), events, now_ms=now_ms)
+
+
+def test_a_consumer_protocol_group_at_80x24_shows_epochs_and_who_reconciles() -> None:
+    text = screen(consumer_protocol_state(), 80, 24)
+    lines = text.splitlines()
+    assert len(lines) <= 23 and max(len(line) for line in lines) <= 80
+    for needle in (
+        "Reconciling",
+        "protocol consumer (KIP-848)",
+        "assignor uniform",
+        "group epoch 3",
+        "reconciling 2 of 2",
+        "Group epochs",
+        "epoch",
+        "member joined",
+        "group epoch 3 (was 2)",
+    ):
+        assert needle in text, f"{needle!r} not on the 80x24 screen:\n{text}"
+    assert "leader" not in text, "a consumer group has no leader"
+    row_a = next(line for line in lines if line.startswith("c-a"))
+    assert "t[0,1,2,3]" in row_a and "Reconciling" in row_a and row_a.split()[-3] == "2"
+
+
+def test_a_consumer_protocol_group_at_160x50_shows_targets() -> None:
+    text = screen(consumer_protocol_state(), 160, 50)
+    lines = text.splitlines()
+    assert len(lines) <= 49 and max(len(line) for line in lines) <= 160
+    assert "target" in text and "assign" in text and "reconcile" in text
+    row_a = next(line for line in lines if line.startswith("c-a"))
+    assert "t[0,1,2,3]" in row_a and "t[0,1]" in row_a.split("t[0,1,2,3]", 1)[1]
+    row_b = next(line for line in lines if line.startswith("c-b"))
+    assert "t[2,3]" in row_b and "none" in row_b

@@ -25,6 +25,8 @@ STATE_STYLE = {
     "Stable": "bold green",
     "PreparingRebalance": "bold yellow",
     "CompletingRebalance": "bold yellow",
+    "Assigning": "bold yellow",
+    "Reconciling": "bold yellow",
     "Empty": "dim",
     "Dead": "bold red",
 }
@@ -58,7 +60,19 @@ def fmt_clock(ts_ms: int) -> str:
 # -- header -----------------------------------------------------------------------------
 
 
+def _consumer_protocol(s: GroupState) -> bool:
+    """A KIP-848 group: epochs instead of generations, and no leader."""
+    return s.group_type == "consumer"
+
+
 def _generation_text(s: GroupState) -> str:
+    if _consumer_protocol(s):
+        text = f"{s.group_epoch}" if s.group_epoch >= 0 else "?"
+        if s.assignment_epoch >= 0 and s.assignment_epoch != s.group_epoch:
+            text += f" (assignment epoch {s.assignment_epoch}: assigning)"
+        elif s.assignment_epoch >= 0:
+            text += f"  assignment epoch {s.assignment_epoch}"
+        return text
     if s.generation < 0:
         return "? (no rebalance seen yet)"
     if s.generation_inferred:
@@ -81,17 +95,21 @@ def render_header(s: GroupState, now_ms: int, paused: bool = False) -> Renderabl
     if paused:
         title.append("  [paused]", "reverse")
     live = s.live_members
+    kip848 = _consumer_protocol(s)
     line1 = Text.assemble(
         ("protocol ", "dim"),
-        s.protocol_type or "-",
+        "consumer (KIP-848)" if kip848 else s.protocol_type or "-",
         ("  assignor ", "dim"),
         s.protocol or "-",
-        ("  generation ", "dim"),
+        ("  group epoch " if kip848 else "  generation ", "dim"),
         _generation_text(s),
     )
+    reconciling = sum(1 for m in live if m.reconciling)
     line2 = Text.assemble(
-        ("leader ", "dim"),
-        s.leader or "- (DescribeGroups does not say)",
+        ("reconciling ", "dim") if kip848 else ("leader ", "dim"),
+        (f"{reconciling} of {len(live)}", "yellow" if reconciling else "")
+        if kip848
+        else s.leader or "- (DescribeGroups does not say)",
         ("  coordinator ", "dim"),
         s.coordinator or "-",
         ("  members ", "dim"),
@@ -130,14 +148,17 @@ def render_members(s: GroupState, now_ms: int, width: int, rows: int) -> Rendera
         t.add_column("host", no_wrap=True, overflow="ellipsis", max_width=18)
         t.add_column("instance", no_wrap=True, overflow="ellipsis", max_width=14)
     t.add_column("partitions", no_wrap=True, overflow="ellipsis", ratio=1)
+    kip848 = _consumer_protocol(s)
+    if wide and kip848:
+        t.add_column("target", no_wrap=True, overflow="ellipsis", ratio=1)
     t.add_column("phase", no_wrap=True, min_width=9)
-    t.add_column("gen", justify="right", no_wrap=True, min_width=3)
+    t.add_column("epoch" if kip848 else "gen", justify="right", no_wrap=True, min_width=3)
     t.add_column("lag", justify="right", no_wrap=True, min_width=3)
     t.add_column("seen", justify="right", no_wrap=True, min_width=5)
     members = sorted(s.members.values(), key=lambda m: (not m.alive, m.name))
     shown = members[: max(rows, 0)]
     for m in shown:
-        t.add_row(*_member_row(m, now_ms, wide), style=None if m.alive else "dim")
+        t.add_row(*_member_row(m, now_ms, wide, kip848), style=None if m.alive else "dim")
     if len(members) > len(shown):
         t.add_row(f"… {len(members) - len(shown)} more", *[""] * (len(t.columns) - 1))
     if not members:
@@ -145,7 +166,7 @@ def render_members(s: GroupState, now_ms: int, width: int, rows: int) -> Rendera
     return t
 
 
-def _member_row(m: MemberState, now_ms: int, wide: bool) -> list[str]:
+def _member_row(m: MemberState, now_ms: int, wide: bool, kip848: bool = False) -> list[str]:
     if not m.alive:
         parts = f"gone: {m.left_reason}" if m.left_reason else "gone"
     elif m.partitions:
@@ -156,10 +177,15 @@ def _member_row(m: MemberState, now_ms: int, wide: bool) -> list[str]:
     row = [m.name]
     if wide:
         row += [m.member_id or "-", m.host.lstrip("/") or "-", m.instance_id or "-"]
+    row.append(parts)
+    if wide and kip848:
+        # The target only matters while it differs from what the member owns.
+        target = format_owned(m.target) or "none" if m.target is not None else "-"
+        row.append(target if m.reconciling else "= partitions")
+    generation = m.epoch if kip848 and m.epoch >= 0 else m.generation
     row += [
-        parts,
         m.phase,
-        "-" if m.generation < 0 else str(m.generation),
+        "-" if generation < 0 else str(generation),
         "-" if m.lag is None else f"{m.lag:,}",
         fmt_ms(now_ms - m.last_seen_ms),
     ]
@@ -171,13 +197,15 @@ def _member_row(m: MemberState, now_ms: int, wide: bool) -> list[str]:
 
 def render_generations(s: GroupState, now_ms: int, width: int, rows: int) -> RenderableType:
     wide = width >= 120
-    t = _table("Generations", wide)
-    t.add_column("gen", justify="right", no_wrap=True, min_width=3)
+    kip848 = _consumer_protocol(s)
+    t = _table("Group epochs" if kip848 else "Generations", wide)
+    t.add_column("epoch" if kip848 else "gen", justify="right", no_wrap=True, min_width=3)
     t.add_column("started", no_wrap=True, min_width=8)
     t.add_column("cause", no_wrap=True, overflow="ellipsis", ratio=2)
     if wide:
-        t.add_column("join", justify="right", no_wrap=True)
-        t.add_column("sync", justify="right", no_wrap=True)
+        # Consumer groups: until the target assignment, then until members reconciled.
+        t.add_column("assign" if kip848 else "join", justify="right", no_wrap=True)
+        t.add_column("reconcile" if kip848 else "sync", justify="right", no_wrap=True)
     t.add_column("to stable", justify="right", no_wrap=True, min_width=9)
     t.add_column("lasted", justify="right", no_wrap=True, min_width=7)
     t.add_column("no partitions", no_wrap=True, overflow="ellipsis", ratio=1)
@@ -227,6 +255,9 @@ def describe_event(ev: Event) -> str:
     if ev.type == "MemberLeftGroup":
         return f"{who} left: {d.get('reason', '')}"
     if ev.type == "GenerationChanged":
+        if "group_epoch" in d:
+            was = d.get("previous")
+            return f"group epoch {ev.generation}" + (f" (was {was})" if was is not None else "")
         sign = "+" if d.get("inferred") else ""
         return f"generation {sign}{ev.generation}"
     if ev.type == "RebalanceAttributed":
