@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup system-deps kafka demo test test-fast lint docs bench bench-smoke clean
+.PHONY: setup system-deps kafka kafka-tools demo test test-fast lint docs bench bench-smoke clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,11 @@ system-deps:
 kafka: setup
 	$(BIN)/python -c "from kgctl.broker.provision import resolve_kafka; print(resolve_kafka(say=print))"
 
+# Apache Kafka's kafka-tools jars (its Java VerifiableConsumer, a KIP-848 member for the
+# tests and the Java member of the benchmarks); Maven once, cached in ~/.cache/kgctl.
+kafka-tools: setup system-deps
+	$(BIN)/python -c "from kgctl.broker.provision import resolve_kafka_tools; print(resolve_kafka_tools(say=print))"
+
 # The local Kafka stays up afterwards for trying kgctl by hand: `kgctl broker down` stops it.
 demo: setup system-deps
 	$(BIN)/kgctl demo --keep-broker
@@ -39,7 +44,7 @@ lint: setup
 	$(BIN)/ruff format --check kgctl tests $(wildcard bench)
 	$(BIN)/mypy
 
-test: setup system-deps kafka lint
+test: setup system-deps kafka kafka-tools lint
 	$(BIN)/pytest
 
 # Only the tests that need no broker.
@@ -51,7 +56,7 @@ docs: setup
 
 # The full benchmark (about an hour: its own broker, Java consumers fetched with Maven);
 # results in bench/results/, method and tables in docs/benchmarks.md.
-bench: setup system-deps kafka
+bench: setup system-deps kafka kafka-tools
 	$(BIN)/python -m bench.run --out bench/results/full.json
 
 # Seconds long; CI runs the same through tests/test_bench_smoke.py.

@@ -6,6 +6,10 @@
 4. the official binary release from Apache's archive, verified against its sha512.
 Each fetch writes into a temporary folder and renames it into place only when complete,
 so an interrupted or failed fetch leaves nothing half-written in the cache.
+
+`resolve_kafka_tools` fetches Apache Kafka's kafka-tools jars the same way (Maven, the
+cache), for the Java test members the benchmarks and the KIP-848 tests run
+(`org.apache.kafka.tools.VerifiableConsumer`); `make test` and `make bench` fetch them.
 """
 
 from __future__ import annotations
@@ -115,6 +119,32 @@ def from_cache(version: str) -> KafkaDistribution | None:
     return KafkaDistribution(version, libs, "cache") if _has_jars(libs) else None
 
 
+def _copy_dependencies(
+    mvn: str, pom_name: str, version: str, work: Path
+) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """`mvn dependency:copy-dependencies` on a pom shipped beside this module, into work/libs."""
+    pom = work / "pom.xml"
+    pom.write_bytes(resources.files("kgctl.broker").joinpath(pom_name).read_bytes())
+    libs = work / "libs"
+    done = subprocess.run(
+        [
+            mvn,
+            "-q",
+            "-B",
+            "-f",
+            str(pom),
+            "dependency:copy-dependencies",
+            f"-Dkafka.version={version}",
+            f"-DoutputDirectory={libs}",
+            "-DincludeScope=runtime",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return libs, done
+
+
 def fetch_with_maven(
     version: str, say: Callable[[str], None] = lambda _m: None
 ) -> KafkaDistribution:
@@ -124,26 +154,8 @@ def fetch_with_maven(
     target = cache_dir() / f"kafka-{version}"
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kgctl-mvn-", dir=target.parent) as work:
-        pom = Path(work) / "pom.xml"
-        pom.write_bytes(resources.files("kgctl.broker").joinpath("pom.xml").read_bytes())
-        libs = Path(work) / "libs"
         say(f"resolving Apache Kafka {version} jars with Maven (once; cached in {target})")
-        done = subprocess.run(
-            [
-                mvn,
-                "-q",
-                "-B",
-                "-f",
-                str(pom),
-                "dependency:copy-dependencies",
-                f"-Dkafka.version={version}",
-                f"-DoutputDirectory={libs}",
-                "-DincludeScope=runtime",
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        libs, done = _copy_dependencies(mvn, "pom.xml", version, Path(work))
         if done.returncode != 0 or not _has_jars(libs):
             last = (done.stdout + done.stderr).strip().splitlines()[-3:]
             raise SetupError(
@@ -158,6 +170,38 @@ def fetch_with_maven(
             shutil.rmtree(target)
         staged.rename(target)
     return KafkaDistribution(version, target / "libs", "maven")
+
+
+def resolve_kafka_tools(
+    version: str = DEFAULT_KAFKA_VERSION, say: Callable[[str], None] = lambda _m: None
+) -> Path:
+    """The folder of org.apache.kafka:kafka-tools and its runtime jars (for `java -cp
+    DIR/*`), from the cache (`kafka-tools-<version>/libs`), else fetched once with Maven."""
+    target = cache_dir() / f"kafka-tools-{version}"
+    libs = target / "libs"
+    if any(libs.glob("kafka-tools-*.jar")):
+        return libs
+    mvn = shutil.which("mvn")
+    if not mvn:
+        raise MissingDependencyError(
+            "mvn not found: it is needed once to fetch Apache Kafka's kafka-tools jars "
+            "(Debian: apt-get install maven)"
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="kgctl-mvn-", dir=target.parent) as work:
+        say(f"resolving Apache Kafka's kafka-tools {version} with Maven (once; cached in {libs})")
+        staged, done = _copy_dependencies(mvn, "tools-pom.xml", version, Path(work))
+        if done.returncode != 0 or not any(staged.glob("kafka-tools-*.jar")):
+            last = (done.stdout + done.stderr).strip().splitlines()[-3:]
+            raise SetupError(
+                f"Maven could not resolve org.apache.kafka:kafka-tools:{version} "
+                f"({' / '.join(last) or 'no output'}); check the version and your Maven settings"
+            )
+        target.mkdir(parents=True, exist_ok=True)
+        if libs.exists():
+            shutil.rmtree(libs)
+        staged.rename(libs)
+    return libs
 
 
 def _expected_sha512(text: str) -> str:
