@@ -24,7 +24,7 @@ from kgctl.errors import ExitStatus
 with warnings.catch_warnings():
     # kafka-python 3.0.12 builds its protocol classes with a deprecated importlib call.
     warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka import KafkaProducer
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
     from kafka.admin import KafkaAdminClient, NewPartitions, NewTopic
 
 SESSION_MS = 6000
@@ -452,6 +452,39 @@ def test_records_consumed_committed_and_reported_at_exit(
     assert stopped["duplicates"] == 0
     assert stopped["committed"] == {t: {"0": 15, "1": 15}}
     assert not a.stdout_noise
+
+
+def test_trace_topic_carries_every_event_the_member_printed(
+    spawn: Callable[..., MemberProc], topic: Callable[[int], str], group: str, bootstrap: str
+) -> None:
+    t, trace = topic(2), topic(1)
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    for i in range(400):
+        producer.send(t, value=b"x", partition=i % 2)
+    producer.flush()
+    producer.close()
+    a = spawn(group, t, "--trace-topic", trace, "--max-records", "400", name="traced")
+    assert a.proc.wait(timeout=60) == 0, a.stderr
+    a._reader.join(timeout=5)
+    printed = list(a.events)
+    assert printed[-1]["type"] == "MemberStopped"
+
+    reader = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    part = TopicPartition(trace, 0)
+    reader.assign([part])
+    reader.seek_to_beginning(part)
+    records: list[Any] = []
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and reader.position(part) < reader.end_offsets([part])[part]:
+        for batch in reader.poll(timeout_ms=500).values():
+            records += batch
+    reader.close()
+    published = [json.loads(line) for r in records for line in r.value.splitlines()]
+    # Every event, in order, as printed on stdout; keyed by group for a watch anywhere.
+    assert published == printed
+    assert {r.key for r in records} == {group.encode()}
+    # Routine events are batched: fewer records than events.
+    assert len(records) < len(published)
 
 
 def test_unknown_topic_with_fail_on_missing_exits_not_found(

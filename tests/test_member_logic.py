@@ -150,6 +150,7 @@ _OBSERVER_AND_CHAOS = {
     "GroupObserved",
     "GroupStateChanged",
     "GenerationChanged",
+    "GenerationSourceChanged",
     "MemberJoinedGroup",
     "MemberLeftGroup",
     "PartitionsMoved",
@@ -227,3 +228,15 @@ def test_summary_lists_totals_and_committed_offsets() -> None:
     assert "records consumed: 12" in joined and "duplicates: 1" in joined
     assert "t-0@7 t-1@5" in joined
     json.dumps(lines)
+
+
+def test_trace_records_hold_events_as_json_lines_and_stay_under_the_size_limit() -> None:
+    from kgctl.adapters.consumer import json_line_chunks
+
+    lines = [json.dumps({"seq": i, "pad": "x" * 40}) for i in range(50)]
+    chunks = list(json_line_chunks(lines, 500))
+    assert all(len(c) <= 500 for c in chunks) and len(chunks) > 1
+    assert [line.decode() for c in chunks for line in c.split(b"\n")] == lines
+    # A line longer than the limit is sent alone rather than cut.
+    long = "y" * 900
+    assert list(json_line_chunks(["a", long, "b"], 500)) == [b"a", long.encode(), b"b"]

@@ -11,7 +11,6 @@ thread: they only read state and call `emit`, which queues.
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -774,25 +773,79 @@ def existing_topics(consumer: KafkaConsumer) -> set[str]:
     return set(consumer.topics())
 
 
-class TracePublisher:
-    """Publishes each event's JSON to a Kafka topic, keyed by group."""
+# A burst larger than this is split over several records (brokers take 1 MB by default).
+TRACE_RECORD_MAX_BYTES = 256 * 1024
 
-    def __init__(self, kafka_config: dict[str, Any], topic: str) -> None:
+
+class TracePublisher:
+    """Publishes events to a Kafka topic, keyed by group, as JSON lines.
+
+    Events are sent in bursts and a burst is one record whose value holds its events one
+    per line (docs/events.md). In kafka-python a produce request costs a member 1-3 ms of
+    CPU whatever it carries, so one record per event made a busy member (tens of events a
+    second) spend more on its trace than on consuming. Routine events (records consumed,
+    heartbeats, commits) wait for a burst at most `window_s` apart; the caller asks for
+    an urgent burst when a protocol step happened, so a watch sees rebalances at once.
+    `send_due` is called from the member's loop, at least once per poll timeout.
+    """
+
+    def __init__(
+        self,
+        kafka_config: dict[str, Any],
+        topic: str,
+        *,
+        window_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.topic = topic
+        self._window_s = window_s
+        self._clock = clock
+        self._pending: dict[str, list[str]] = {}
+        self._last_burst = float("-inf")
         try:
             self._producer = KafkaProducer(**kafka_config, linger_ms=20)
         except (Errors.KafkaConnectionError, Errors.KafkaTimeoutError) as exc:
             raise ConnectError(f"--trace-topic: cannot reach Kafka ({error_name(exc)})") from None
 
-    def publish(self, key: str, document: dict[str, Any]) -> None:
-        value = json.dumps(document, separators=(",", ":"), sort_keys=True).encode()
-        self._producer.send(self.topic, key=key.encode(), value=value)
+    def publish(self, key: str, value: str) -> None:
+        """Queue one event's JSON; `send_due` sends it."""
+        self._pending.setdefault(key, []).append(value)
+
+    def send_due(self, urgent: bool = False) -> None:
+        """Send the queued events if `urgent` or the window has passed since the last burst."""
+        if not self._pending:
+            return
+        now = self._clock()
+        if not urgent and now - self._last_burst < self._window_s:
+            return
+        pending, self._pending = self._pending, {}
+        self._last_burst = now
+        for key, lines in pending.items():
+            for chunk in json_line_chunks(lines, TRACE_RECORD_MAX_BYTES):
+                self._producer.send(self.topic, key=key.encode(), value=chunk)
 
     def close(self, timeout_s: float = 5.0) -> None:
         try:
+            self.send_due(urgent=True)
             self._producer.flush(timeout=timeout_s)
         finally:
             self._producer.close(timeout=timeout_s)
+
+
+def json_line_chunks(lines: list[str], max_bytes: int) -> Iterator[bytes]:
+    """`lines` joined by newlines, cut into values of at most `max_bytes` (a longer
+    single line is its own value)."""
+    chunk: list[bytes] = []
+    size = 0
+    for line in lines:
+        data = line.encode()
+        if chunk and size + len(data) + 1 > max_bytes:
+            yield b"\n".join(chunk)
+            chunk, size = [], 0
+        chunk.append(data)
+        size += len(data) + 1
+    if chunk:
+        yield b"\n".join(chunk)
 
 
 class ControlTopicReader:

@@ -1,4 +1,4 @@
-"""Read kgctl member events from a Kafka trace topic (JSON values = Event.to_json())."""
+"""Read kgctl member events from a Kafka trace topic (values: events as JSON lines)."""
 
 from __future__ import annotations
 
@@ -64,12 +64,14 @@ class TraceTopicReader(threading.Thread):
                 consumer.close()
 
     def _handle(self, value: bytes | None) -> None:
-        if not value:
-            return
-        try:
-            event = Event.from_json(value.decode("utf-8"))
-        except (ValueError, TypeError, UnicodeDecodeError):
-            log.debug("skipping a trace record that is not a kgctl event")
-            return
-        if event.group == self.group:
-            self.deliver(event)
+        # A record holds one or more events, one JSON document per line.
+        for line in (value or b"").splitlines():
+            if not line.strip():
+                continue
+            try:
+                event = Event.from_json(line.decode("utf-8"))
+            except (ValueError, TypeError, UnicodeDecodeError):
+                log.debug("skipping a trace record line that is not a kgctl event")
+                continue
+            if event.group == self.group:
+                self.deliver(event)

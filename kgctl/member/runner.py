@@ -29,6 +29,9 @@ from kgctl.settings import ClientSettings
 Sink = Callable[[Event], None]
 COMMIT_MODES = ("auto", "sync", "async", "none")
 POLL_MS = 200
+# Events a busy member emits all the time; the trace topic batches them (up to a second)
+# while every other event, a step of the protocol, goes out at once.
+ROUTINE_EVENTS = frozenset({"RecordsConsumed", "HeartbeatSucceeded", "OffsetsCommitted"})
 
 
 @dataclass
@@ -137,6 +140,7 @@ class Member:
         self.emitter.emit(type_, **data)
 
     def flush(self) -> None:
+        urgent = False
         for event in self.emitter.drain():
             if event.type == "OffsetsCommitted":
                 self.stats.add_commit(
@@ -149,8 +153,11 @@ class Member:
             for sink in self.sinks:
                 sink(event)
             if self._trace is not None:
-                with contextlib.suppress(Exception):
-                    self._trace.publish(event.group, event.to_dict())
+                self._trace.publish(event.group, event.to_json())
+                urgent = urgent or event.type not in ROUTINE_EVENTS
+        if self._trace is not None:
+            with contextlib.suppress(Exception):
+                self._trace.send_due(urgent=urgent)
 
     # -- stopping -------------------------------------------------------------------------
     def request_stop(self, reason: str, status: ExitStatus = ExitStatus.OK) -> None:
