@@ -10,6 +10,7 @@ from kgctl.adapters.group_records import (
     GroupMetadata,
     MemberRecord,
     RecordError,
+    consumer_topics,
     java_string_hash,
     kafka_abs,
     parse_key,
@@ -69,9 +70,15 @@ def value(version: int, meta: GroupMetadata, unknown_tag: bytes = b"") -> bytes:
         if version >= 1:
             out += struct.pack(">i", m.rebalance_timeout_ms)
         out += struct.pack(">i", m.session_timeout_ms)
-        out += blob(b"\x00\x01sub", flex) + blob(b"\x00\x01assignment", flex)
+        out += blob(subscription(m.subscription or ()), flex) + blob(b"\x00\x01assign", flex)
         out += tags(flex, unknown_tag)
     return out + tags(flex, unknown_tag)
+
+
+def subscription(topics: tuple[str, ...]) -> bytes:
+    """A consumer protocol subscription (v1): version, topics, user data, owned partitions."""
+    out = struct.pack(">hi", 1, len(topics)) + b"".join(string(t, False) for t in topics)
+    return out + struct.pack(">i", -1) + struct.pack(">i", 0)
 
 
 def group_key(group: str) -> bytes:
@@ -79,8 +86,8 @@ def group_key(group: str) -> bytes:
 
 
 MEMBERS = (
-    MemberRecord("c1-aaa", "c1", "/10.0.0.1", "static-1", 300000, 10000),
-    MemberRecord("c2-bbb", "c2", "/10.0.0.2", None, 300000, 10000),
+    MemberRecord("c1-aaa", "c1", "/10.0.0.1", "static-1", 300000, 10000, ("orders",)),
+    MemberRecord("c2-bbb", "c2", "/10.0.0.2", None, 300000, 10000, ("orders", "pay")),
 )
 
 
@@ -93,6 +100,7 @@ def expected(version: int) -> GroupMetadata:
             m.instance_id if version >= 3 else None,
             m.rebalance_timeout_ms if version >= 1 else -1,
             m.session_timeout_ms,
+            m.subscription,
         )
         for m in MEMBERS
     )
@@ -125,6 +133,14 @@ def test_an_empty_generation_has_no_protocol_leader_or_members() -> None:
     for version in (3, 4):
         meta = GroupMetadata(generation=3, protocol_type="consumer", state_ts_ms=5, version=version)
         assert parse_value(value(version, meta)) == meta
+
+
+def test_a_subscription_that_is_not_the_consumer_protocol_is_left_unknown() -> None:
+    assert consumer_topics(subscription(("b", "a"))) == ("a", "b")
+    assert consumer_topics(b"\x00") is None
+    connect = GroupMetadata(generation=1, protocol_type="connect", members=(MEMBERS[1],))
+    parsed = parse_value(value(3, connect))
+    assert parsed.members[0].subscription is None  # not decoded for other protocols
 
 
 def test_unknown_versions_and_truncated_values_are_errors() -> None:

@@ -140,7 +140,11 @@ def test_watch_infers_join_leave_generations_and_causes(bootstrap: str, topic: s
     try:
         first.start()
         assert first.assigned.wait(30), f"first consumer never got partitions: {first.error}"
-        watch = WatchProcess([group, "-b", bootstrap, "--output", "json", "--interval", "0.3"])
+        # DescribeGroups polling alone: the inference (stored generations: see
+        # test_watch_generations_kafka.py).
+        watch = WatchProcess(
+            [group, "-b", bootstrap, "--output", "json", "--interval", "0.3", "--no-offsets-topic"]
+        )
         snap = watch.wait_for("a Stable snapshot", _is("GroupObserved", state="Stable"))
         assert [m["client_id"] for m in snap["data"]["members"]] == [first.client_id]
         assert snap["data"]["members"][0]["partitions"] == {topic: [0, 1, 2, 3]}

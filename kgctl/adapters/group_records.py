@@ -7,7 +7,8 @@ higher ones are the records of KIP-848 groups (Kafka 4.x). The value starts with
 int16 version of GroupMetadataValue:
 
 - v0: protocol type, generation, protocol (nullable), leader (nullable), members
-  [member id, client id, client host, session timeout, subscription, assignment]
+  [member id, client id, client host, session timeout, subscription, assignment]; the
+  subscription of a "consumer" group is its topics (only those are decoded here)
 - v1: adds each member's rebalance timeout (after the client host)
 - v2: adds the current state timestamp (after the leader)
 - v3: adds each member's group instance id (after the member id)
@@ -41,6 +42,7 @@ class MemberRecord:
     instance_id: str | None = None
     rebalance_timeout_ms: int = -1
     session_timeout_ms: int = -1
+    subscription: tuple[str, ...] | None = None  # topics, when the protocol is "consumer"
 
 
 @dataclass(frozen=True)
@@ -142,10 +144,12 @@ class _Reader:
             raise RecordError(f"null where a string is required, at byte {self.pos}")
         return text
 
-    def skip_bytes(self) -> None:
+    def bytes_(self) -> bytes:
         n = self._length("int32")
-        if n > 0:
-            self.take(n)
+        return self.take(n) if n > 0 else b""
+
+    def skip_bytes(self) -> None:
+        self.bytes_()
 
     def array_length(self) -> int:
         return max(self._length("int32"), 0)
@@ -156,6 +160,17 @@ class _Reader:
         for _ in range(self.uvarint()):
             self.uvarint()  # tag
             self.take(self.uvarint())
+
+
+def consumer_topics(subscription: bytes) -> tuple[str, ...] | None:
+    """The topics of a consumer's subscription (the "consumer" protocol's metadata: int16
+    version, then the topic names in every version); None when it does not parse."""
+    try:
+        r = _Reader(subscription)
+        r.int16()
+        return tuple(sorted(r.string() for _ in range(r.array_length())))
+    except RecordError:
+        return None
 
 
 def parse_key(key: bytes | None) -> str | None:
@@ -190,7 +205,7 @@ def parse_value(value: bytes) -> GroupMetadata:
         host = r.string()
         rebalance_timeout = r.int32() if version >= 1 else -1
         session_timeout = r.int32()
-        r.skip_bytes()  # subscription
+        subscription = r.bytes_()
         r.skip_bytes()  # assignment
         r.skip_tags()
         members.append(
@@ -201,6 +216,7 @@ def parse_value(value: bytes) -> GroupMetadata:
                 instance_id=instance_id,
                 rebalance_timeout_ms=rebalance_timeout,
                 session_timeout_ms=session_timeout,
+                subscription=consumer_topics(subscription) if protocol_type == "consumer" else None,
             )
         )
     r.skip_tags()

@@ -44,6 +44,14 @@ def watch_command(
     interval: Annotated[
         float, typer.Option("--interval", help="Seconds between two DescribeGroups polls.")
     ] = 1.0,
+    offsets_topic: Annotated[
+        bool,
+        typer.Option(
+            "--offsets-topic/--no-offsets-topic",
+            help="Read the broker's generation ids from __consumer_offsets (classic groups; "
+            "inferred when it cannot be read).",
+        ),
+    ] = True,
     trace_topic: Annotated[
         str | None,
         typer.Option(
@@ -114,6 +122,7 @@ def watch_command(
             once,
             fail_if_missing,
             speed=speed,
+            offsets_topic=offsets_topic,
         )
 
     run(env, body)
@@ -141,6 +150,7 @@ def _watch(
     once: bool,
     fail_if_missing: bool,
     speed: float = 1.0,
+    offsets_topic: bool = True,
 ) -> None:
     watch = Watch(
         settings,
@@ -151,6 +161,7 @@ def _watch(
         record=record,
         observe=replay is None,
         speed=0.0 if once else speed,  # one snapshot of a recording is all of it
+        stored_generations=offsets_topic,
     )
     with watch:
         if replay is None:

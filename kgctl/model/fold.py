@@ -574,11 +574,16 @@ def _on_generation_changed(s: GroupState, ev: Event, t: int) -> GroupState:
     if inferred and s.generations and not s.generation_inferred:
         # Members already report real generations: the observer's numbering adds nothing.
         return s
+    stored = bool(d.get("stored_in"))  # the broker's own record of the generation
+    if stored and not s.generation_inferred and gen < s.generation:
+        return s  # members already reported a newer one
     known_start = s.rebalance_started_ms
     s = _open_generation(s, gen, t, inferred=inferred, data=d)
     rec = s.current
     if rec is None:
         return s
+    if stored and rec.generation == gen:
+        s, rec = _stored_generation(s, rec, d, t)
     sync = _int(d.get("sync_ms"), -1)
     if sync >= 0 and rec.sync_ms is None:
         rec = replace(rec, sync_ms=sync)
@@ -590,6 +595,31 @@ def _on_generation_changed(s: GroupState, ev: Event, t: int) -> GroupState:
     if (inferred or d.get("settled")) and s.state in ("Stable", "Empty"):
         s = _mark_stable(s, t)
     return s
+
+
+def _stored_generation(
+    s: GroupState, rec: GenerationRecord, d: Mapping[str, Any], t: int
+) -> tuple[GroupState, GenerationRecord]:
+    """What the broker's stored record adds: leader, assignor, and (unless traced members
+    say exactly when they got their share) when the generation was stable."""
+    leader_id = str(d.get("leader", "") or "")
+    found = s.find_member(leader_id)
+    leader = found.key if found is not None else leader_id
+    s = replace(
+        s,
+        leader=leader or s.leader,
+        protocol=str(d.get("protocol", "") or s.protocol),
+        protocol_type=str(d.get("protocol_type", "") or s.protocol_type),
+    )
+    rec = replace(rec, leader=leader or rec.leader)
+    traced = any("member" in m.sources for m in s.live_members)
+    if rec.stable_ms is None and not traced:
+        # Stored when the leader's SyncGroup completed; the broker answers SyncGroup
+        # (and says Stable) right after. One found at the watch start: its write time.
+        written = _int(d.get("written_ms"), -1)
+        at = written if d.get("initial") and written > 0 else t
+        rec = replace(rec, stable_ms=max(at, rec.start_ms))
+    return s, rec
 
 
 def _on_member_joined(s: GroupState, ev: Event, t: int) -> GroupState:

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kgctl.adapters.group_records import OFFSETS_TOPIC, GroupRecord
 from kgctl.model.events import Event
 from kgctl.model.snapshot import GroupSnapshot, MemberSnapshot
 
@@ -66,9 +67,17 @@ class Inferrer:
         self.baseline: GroupSnapshot | None = None  # the last settled snapshot
         self.subscriptions: dict[str, tuple[str, ...]] = {}
         self.pending = _Pending()
+        # Consumer groups: member ids that left. A consumer-protocol client keeps its
+        # member id, so one coming back was fenced and rejoined.
+        self.gone: set[str] = set()
         self.connected = True
         self.down_since_ms: int | None = None
         self.started_mid_rebalance = False
+        # The broker's own generation ids, from the group's records in __consumer_offsets.
+        self.stored_source = False  # those records can be read: no numbering of our own
+        self.stored_generation = -1  # the latest stored generation seen
+        self.attributed_generation = -1  # the latest generation a cause went to
+        self.stored_members: dict[str, MemberSnapshot] | None = None  # of that generation
 
     # -- event construction -------------------------------------------------------------
 
@@ -157,7 +166,10 @@ class Inferrer:
         after = {m.member_id: m for m in snap.members}
         for mid in sorted(after.keys() - before.keys()):
             m = after[mid]
-            p.joined[mid] = m
+            if mid in self.gone and snap.group_epoch is not None:
+                p.fenced[mid] = m
+            else:
+                p.joined[mid] = m
             p.started_ms = p.started_ms if p.started_ms is not None else now_ms
             events.append(self._event("MemberJoinedGroup", now_ms, m, **m.to_data()))
         for mid in sorted(before.keys() - after.keys()):
@@ -166,6 +178,8 @@ class Inferrer:
                 del p.joined[mid]
             else:
                 p.left[mid] = m
+            if snap.group_epoch is not None:
+                self.gone.add(mid)
             if prev.state in REBALANCING and snap.group_epoch is None:
                 # It was there while the group waited for rejoins, then dropped: it did
                 # not rejoin within the rebalance timeout. (A consumer group waits for
@@ -235,6 +249,8 @@ class Inferrer:
     def _settle(self, snap: GroupSnapshot, now_ms: int) -> list[Event]:
         if snap.group_epoch is not None:
             return self._settle_epochs(snap, now_ms)
+        if self.stored_source:
+            return self._settle_stored(snap, now_ms)
         base = self.baseline
         moves = _moves(base, snap) if base is not None else []
         p = self.pending
@@ -263,6 +279,145 @@ class Inferrer:
         if moves:
             events.append(self._event("PartitionsMoved", now_ms, moves=moves, count=len(moves)))
         events.append(self._event("RebalanceAttributed", now_ms, **cause))
+        self.pending = _Pending()
+        self.started_mid_rebalance = False
+        self.baseline = snap
+        return events
+
+    # -- the broker's stored generations (__consumer_offsets) ---------------------------
+
+    def stored_ready(
+        self, partition: int, latest: GroupRecord | None, scanned: int, now_ms: int
+    ) -> list[Event]:
+        """The group's records can be read: generation ids are the broker's from now on;
+        `latest` is the record the look-back found (the generation at the watch start)."""
+        self.stored_source = True
+        events = [
+            self._event(
+                "GenerationSourceChanged",
+                now_ms,
+                source=OFFSETS_TOPIC,
+                partition=partition,
+                scanned=scanned,
+                found=latest is not None and latest.metadata is not None,
+            )
+        ]
+        if latest is not None:
+            events += self.stored_record(latest, now_ms, initial=True)
+        return events
+
+    def stored_unavailable(self, reason: str, now_ms: int) -> list[Event]:
+        """The records cannot be read (not authorized, hidden): generations are inferred."""
+        self.stored_source = False
+        return [
+            self._event(
+                "GenerationSourceChanged",
+                now_ms,
+                source="inferred",
+                reason=reason,
+                note="generations are numbered from the watch start",
+            )
+        ]
+
+    def stored_record(self, rec: GroupRecord, now_ms: int, initial: bool = False) -> list[Event]:
+        """A GenerationChanged (`inferred: false`) when a record stores a new generation,
+        and its cause: each record lists the generation's members and subscriptions, so
+        joins, leaves and subscription changes are facts even between two polls."""
+        meta = rec.metadata
+        if meta is None:  # a tombstone: the group was deleted; a new one starts over
+            self.stored_generation = self.attributed_generation = -1
+            self.stored_members = None
+            return []
+        if meta.generation == self.stored_generation:
+            return []  # stored again with the same generation (a static member replaced)
+        if initial and self.baseline is not None and self.baseline.missing:
+            initial = False  # the group did not exist at the watch start: all of it is new
+        previous = self.stored_generation
+        self.stored_generation = self.generation = meta.generation
+        members = {
+            m.member_id: MemberSnapshot(
+                member_id=m.member_id,
+                client_id=m.client_id,
+                host=m.host,
+                instance_id=m.instance_id,
+                subscription=m.subscription,
+            )
+            for m in meta.members
+        }
+        before = self.stored_members
+        if before is None and self.baseline is not None and not initial:
+            before = {m.member_id: m for m in self.baseline.members}
+        self.stored_members = members
+        # The record is written while the group completes its rebalance: its state
+        # timestamp is when the join phase ended, i.e. when SyncGroup began.
+        synced = meta.state_ts_ms if meta.members and meta.state_ts_ms > 0 else None
+        data: dict[str, Any] = {
+            "inferred": False,
+            "previous": previous if previous >= 0 else None,
+            "initial": initial,
+            "stored_in": OFFSETS_TOPIC,
+            "partition": rec.partition,
+            "offset": rec.offset,
+            "written_ms": rec.timestamp_ms,
+            "protocol_type": meta.protocol_type,
+            "protocol": meta.protocol,
+            "leader": meta.leader,
+            "state_ts_ms": meta.state_ts_ms,
+            "sync_ms": synced,
+            "members": [m.to_data() for m in members.values()],
+        }
+        if initial or before is None:
+            # Found by the look-back: it began before the watch, about when it was
+            # stored, for a cause not seen. Nothing to compare with (the watch started
+            # mid-rebalance): the cause is guessed from the polls once the group settles.
+            if initial:
+                self.attributed_generation = meta.generation
+                data["rebalance_started_ms"] = synced or rec.timestamp_ms
+            return [self._event("GenerationChanged", now_ms, **data)]
+        p = self.pending
+        stored = _Pending(
+            joined={k: m for k, m in members.items() if k not in before},
+            left={k: m for k, m in before.items() if k not in members},
+            saw_rebalancing=True,
+            started_ms=p.started_ms,
+            sync_ms=p.sync_ms,
+            outage=p.outage,
+        )
+        stored.dropped_in_rebalance = p.dropped_in_rebalance & set(stored.left)
+        for k, m in members.items():
+            old = before[k].subscription if k in before else None
+            if old is not None and m.subscription is not None and old != m.subscription:
+                stored.resubscribed[k] = (old, m.subscription)
+        snap = GroupSnapshot(
+            group=self.group, state="CompletingRebalance", members=tuple(members.values())
+        )
+        cause = attribute(stored, None, snap, self.started_mid_rebalance)
+        data.update(cause=cause["cause"], guess=cause["guess"], evidence=cause["evidence"])
+        if p.started_ms is not None:
+            data["rebalance_started_ms"] = p.started_ms
+        self.attributed_generation = meta.generation
+        # What the polls saw of this rebalance is spent; moves wait for it to settle.
+        self.pending = _Pending()
+        self.started_mid_rebalance = False
+        return [
+            self._event("GenerationChanged", now_ms, **data),
+            self._event("RebalanceAttributed", now_ms, **cause),
+        ]
+
+    def _settle_stored(self, snap: GroupSnapshot, now_ms: int) -> list[Event]:
+        """Settled, with the broker's generations: the partitions that moved. Causes went
+        with the records, except for a record with nothing to compare it with: its cause
+        is guessed here from what the polls saw."""
+        base = self.baseline
+        moves = _moves(base, snap) if base is not None else []
+        p = self.pending
+        events = []
+        if moves:
+            events.append(self._event("PartitionsMoved", now_ms, moves=moves, count=len(moves)))
+        if self.stored_generation > self.attributed_generation and (p.any() or moves):
+            cause = attribute(p, base, snap, self.started_mid_rebalance)
+            events.append(self._event("RebalanceAttributed", now_ms, **cause))
+            self.attributed_generation = self.stored_generation
         self.pending = _Pending()
         self.started_mid_rebalance = False
         self.baseline = snap
@@ -353,8 +508,9 @@ def attribute(
         found.append(
             (
                 "timed_out",
-                f"{_names(p.fenced)} rejoined with its member epoch reset: it was fenced "
-                "(session timeout, or max.poll.interval.ms expired)",
+                f"{_names(p.fenced)} came back with the same member id and its member epoch "
+                "reset: it was fenced (session timeout, or max.poll.interval.ms expired) "
+                "and rejoined",
             )
         )
     if left:

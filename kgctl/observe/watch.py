@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from kgctl.adapters.admin import GroupAdmin
+from kgctl.adapters.group_records import GroupRecord
 from kgctl.errors import ConnectError, KgctlError, NotFoundError, UsageError
 from kgctl.model.events import Event
 from kgctl.model.fold import fold
@@ -72,16 +73,33 @@ class GroupObserver:
         self.admin, self.group, self.interval_s = admin, group, interval_s
         self.inferrer = Inferrer(group, host=socket.gethostname(), pid=os.getpid())
         self.failures = 0
+        # The poll thread and the group-log reader both feed the inferrer; events are
+        # handed on under the lock too, so they reach the fold in the order made.
+        self.lock = threading.Lock()
 
-    def poll(self, clock: Callable[[], int] = now_ms) -> list[Event]:
+    def poll(
+        self, clock: Callable[[], int] = now_ms, deliver: Callable[[Event], None] | None = None
+    ) -> list[Event]:
         """One snapshot's events; on a connection failure, a BrokerDisconnected (once)."""
         try:
             snap = self.admin.describe(self.group)
         except ConnectError as exc:
             self.failures += 1
-            return self.inferrer.disconnected(str(exc), clock(), self.next_delay())
+            error, retry_in = str(exc), self.next_delay()
+            return self.infer(lambda: self.inferrer.disconnected(error, clock(), retry_in), deliver)
         self.failures = 0
-        return self.inferrer.observe(snap, clock())
+        return self.infer(lambda: self.inferrer.observe(snap, clock()), deliver)
+
+    def infer(
+        self, step: Callable[[], list[Event]], deliver: Callable[[Event], None] | None = None
+    ) -> list[Event]:
+        """Run one inferrer step under the lock, delivering its events in order."""
+        with self.lock:
+            events = step()
+            if deliver is not None:
+                for ev in events:
+                    deliver(ev)
+        return events
 
     def next_delay(self) -> float:
         """The interval while connected; exponential backoff while the broker is away."""
@@ -104,12 +122,15 @@ class Watch:
         record: Path | None = None,
         observe: bool = True,
         speed: float = 1.0,
+        stored_generations: bool = True,
     ) -> None:
         if interval_s <= 0:
             raise UsageError(f"--interval {interval_s}: must be more than 0 seconds")
         if speed < 0:
             raise UsageError(f"--speed {speed}: must be 0 (no pacing) or more")
         self.speed = speed
+        # Read the broker's generation ids from __consumer_offsets (else: infer them).
+        self.stored_generations = stored_generations
         self.replaying = threading.Event()  # set while a paced replay is still feeding
         self._replay_origin: tuple[float, int] | None = None  # (monotonic s, recorded ms)
         self.settings, self.group, self.interval_s = settings, group, interval_s
@@ -159,6 +180,7 @@ class Watch:
                 self._spawn(self._replay_loop, "kgctl-replay")
         if self.observer is not None:
             self._spawn(self._observe_loop, "kgctl-observer")
+            self._start_group_log()
         if self.trace_topic:
             from kgctl.adapters.trace import TraceTopicReader
 
@@ -218,13 +240,37 @@ class Watch:
             return now_ms()
         return origin[1] + int((time.monotonic() - origin[0]) * 1000 * self.speed)
 
+    def _start_group_log(self) -> None:
+        """Follow the group's records in __consumer_offsets: the broker's generation ids,
+        as soon as they are stored. A KIP-848 group stores none there: not for it."""
+        observer = self.observer
+        assert observer is not None
+        first = observer.inferrer.prev
+        if not self.stored_generations or (first is not None and first.group_epoch is not None):
+            return
+        from kgctl.adapters.group_log import GroupLogReader
+
+        inferrer, put = observer.inferrer, self.queue.put
+
+        def ready(partition: int, latest: GroupRecord | None, scanned: int) -> None:
+            observer.infer(lambda: inferrer.stored_ready(partition, latest, scanned, now_ms()), put)
+
+        def record(rec: GroupRecord) -> None:
+            observer.infer(lambda: inferrer.stored_record(rec, now_ms()), put)
+
+        def unavailable(reason: str) -> None:
+            observer.infer(lambda: inferrer.stored_unavailable(reason, now_ms()), put)
+
+        reader = GroupLogReader(self.settings, self.group, ready, record, unavailable)
+        reader.start()
+        self.threads.append(reader)
+
     def _observe_loop(self) -> None:
         assert self.observer is not None
         # The first snapshot was usually taken already; wait one interval before the next.
         while not self.stopping.wait(self.observer.next_delay()):
             try:
-                for ev in self.observer.poll():
-                    self.queue.put(ev)
+                self.observer.poll(deliver=self.queue.put)
             except KgctlError as exc:  # not authorized, or similar: nothing to retry
                 self.fatal = exc
                 self.notes.put(str(exc))

@@ -1,0 +1,201 @@
+"""`kgctl watch` reads the broker's own generation ids from `__consumer_offsets`.
+
+Members report the generation their JoinGroup response carried; watch must report the
+same ids (not numbers counted from its start), for kgctl members and for a plain
+kafka-python group.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+import uuid
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from test_member_kafka import MemberProc
+from test_watch_kafka import WatchProcess, _is
+
+pytestmark = pytest.mark.kafka
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka import KafkaConsumer
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+
+@pytest.fixture
+def topic(bootstrap: str) -> Iterator[str]:
+    name = f"watch-gen-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(name, 4, 1)])
+        yield name
+        admin.delete_topics([name])
+    finally:
+        admin.close()
+
+
+def stored(watch: WatchProcess) -> list[dict[str, Any]]:
+    with watch.lock:
+        return [
+            e
+            for e in watch.events
+            if e["type"] == "GenerationChanged" and not e["data"]["inferred"]
+        ]
+
+
+def completed(member: MemberProc) -> set[int]:
+    return {int(e["data"]["generation"]) for e in member.of("JoinCompleted")}
+
+
+def test_kgctl_members_generations_are_the_ones_watch_reports(bootstrap: str, topic: str) -> None:
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    a = MemberProc(bootstrap, group, topic, name="a")
+    b: MemberProc | None = None
+    watch: WatchProcess | None = None
+    try:
+        first = a.wait_event("JoinCompleted", timeout=30)["data"]["generation"]
+        watch = WatchProcess([group, "-b", bootstrap, "--output", "json", "--interval", "1"])
+        source = watch.wait_for("the generation source", _is("GenerationSourceChanged"))
+        assert source["data"]["source"] == "__consumer_offsets", source
+        # The look-back found the generation the group was in when the watch started.
+        initial = watch.wait_for("the current generation", _is("GenerationChanged"))
+        assert initial["generation"] == first and initial["data"]["initial"] is True
+        assert initial["data"]["inferred"] is False
+
+        # Rebalance 1: a second member joins.
+        b = MemberProc(bootstrap, group, topic, name="b")
+        second = b.wait_event("JoinCompleted", timeout=30)["data"]["generation"]
+        a.wait_event("JoinCompleted", generation=second, timeout=30)
+        changed = watch.wait_for(
+            "the join's generation", _is("GenerationChanged", generation=second)
+        )
+        assert changed["data"]["previous"] == first
+        assert changed["data"]["leader"] in {
+            a.of("JoinCompleted")[-1]["member_id"],
+            b.of("JoinCompleted")[-1]["member_id"],
+        }
+        assert sorted(m["client_id"] for m in changed["data"]["members"]) == sorted(
+            {a.of("JoinCompleted")[-1]["client_id"], b.of("JoinCompleted")[-1]["client_id"]}
+        )
+
+        # Rebalance 2: it leaves again (LeaveGroup on SIGTERM).
+        assert b.stop(signal.SIGTERM) == 0
+        third = a.wait(
+            lambda: max(completed(a)) if max(completed(a)) > second else None,
+            timeout=30,
+            what="a's JoinCompleted after b left",
+        )
+        watch.wait_for("the leave's generation", _is("GenerationChanged", generation=third))
+        cause = watch.wait_for("the leave's cause", _is("RebalanceAttributed", generation=third))
+        assert cause["data"]["cause"] == "member_left", cause
+
+        reported = [e["generation"] for e in stored(watch)]
+        assert reported == sorted(set(reported)), reported  # each once, in order
+        assert set(reported) == completed(a) | completed(b), (reported, completed(a), completed(b))
+        with watch.lock:
+            assert not [
+                e
+                for e in watch.events
+                if e["type"] == "GenerationChanged" and e["data"]["inferred"]
+            ]
+    finally:
+        for m in (a, b):
+            if m is not None:
+                m.kill()
+        if watch is not None:
+            watch.kill()
+
+
+class PlainConsumer(threading.Thread):
+    """A kafka-python KafkaConsumer noting the generation of every assignment it gets."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str, name: str) -> None:
+        super().__init__(name=name, daemon=True)
+        self.bootstrap, self.topic, self.group = bootstrap, topic, group
+        self.generations: list[int] = []
+        self.stopping = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        from kafka import ConsumerRebalanceListener
+
+        consumer: Any = None
+        generations = self.generations
+
+        class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+            def on_partitions_revoked(self, revoked: Any) -> None:
+                pass
+
+            def on_partitions_assigned(self, assigned: Any) -> None:
+                generations.append(consumer._coordinator._generation.generation_id)
+
+        try:
+            consumer = KafkaConsumer(
+                bootstrap_servers=self.bootstrap,
+                group_id=self.group,
+                client_id=self.name,
+                session_timeout_ms=10000,
+                heartbeat_interval_ms=500,
+            )
+            consumer.subscribe([self.topic], listener=Listener())
+            try:
+                while not self.stopping.is_set():
+                    consumer.poll(timeout_ms=100)
+            finally:
+                consumer.close()
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self.is_alive():
+            self.join(timeout=20)
+
+    def client_id_in(self, text: str) -> bool:
+        return self.name in text
+
+
+def test_a_plain_kafka_python_group_gets_its_real_generation(bootstrap: str, topic: str) -> None:
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    first = PlainConsumer(bootstrap, topic, group, f"first-{group}")
+    second = PlainConsumer(bootstrap, topic, group, f"second-{group}")
+    watch: WatchProcess | None = None
+    try:
+        first.start()
+        watch = WatchProcess([group, "-b", bootstrap, "--output", "json", "--interval", "1"])
+        gen = watch.wait_for("the first generation", _is("GenerationChanged"), timeout=45)
+        assert gen["data"]["inferred"] is False
+        since = gen["generation"]
+        second.start()
+        joined = watch.wait_for(
+            "the join's cause", _is("RebalanceAttributed", cause="member_joined")
+        )
+        assert second.client_id_in(joined["data"]["evidence"])
+        # Both consumers settle on the generation watch reported last.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            last = stored(watch)[-1]["generation"]
+            if first.generations[-1:] == [last] and second.generations[-1:] == [last]:
+                break
+            time.sleep(0.2)
+        reported = [e["generation"] for e in stored(watch)]
+        assert first.generations[-1] == second.generations[-1] == reported[-1], (
+            reported,
+            first.generations,
+            second.generations,
+        )
+        # Every generation a consumer got since the watch started is one watch reported.
+        got = {g for g in first.generations + second.generations if g >= since}
+        assert got <= set(reported), (reported, first.generations, second.generations)
+        assert reported == sorted(set(reported))
+    finally:
+        first.stop()
+        second.stop()
+        if watch is not None:
+            watch.kill()
+    assert first.error is None and second.error is None

@@ -1,0 +1,130 @@
+"""Pure tests of watch with the broker's stored generations (records of __consumer_offsets)."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+from test_watch_infer import G, causes, member, snap, types
+
+from kgctl.adapters.group_records import GroupMetadata, GroupRecord, MemberRecord
+from kgctl.model.events import Event
+from kgctl.model.fold import fold_all
+from kgctl.model.state import GroupState
+from kgctl.observe.infer import Inferrer
+from kgctl.render.group_view import render_header
+
+A = MemberRecord("a-1", "a", "/10.1.1.1", subscription=("t",))
+B = MemberRecord("b-1", "b", "/10.1.1.1", subscription=("t",))
+
+
+def record(generation: int, *members: MemberRecord, leader: str = "a-1") -> GroupRecord:
+    meta = GroupMetadata(
+        generation=generation,
+        protocol_type="consumer",
+        protocol="range" if members else None,
+        leader=leader if members else None,
+        state_ts_ms=1000 * generation,
+        members=members,
+        version=3,
+    )
+    return GroupRecord(G, meta, offset=generation, timestamp_ms=1000 * generation + 5)
+
+
+def text(events: list[Event]) -> str:
+    state = fold_all(GroupState(G), events, 99_000)
+    header = render_header(state, 99_000)
+    console = Console(width=200, file=io.StringIO(), color_system=None)
+    console.print(header)
+    assert isinstance(console.file, io.StringIO)
+    return console.file.getvalue()
+
+
+def test_the_look_back_gives_the_current_generation_and_its_leader() -> None:
+    inf = Inferrer(G)
+    events = inf.observe(snap("Stable", member("a-1", "a", [0, 1])), 1000)
+    events += inf.stored_ready(7, record(5, A), scanned=1200, now_ms=2000)
+    assert types(events) == ["GenerationSourceChanged", "GenerationChanged"]
+    source, gen = events[1], events[2]
+    assert source.data == {
+        "source": "__consumer_offsets",
+        "partition": 7,
+        "scanned": 1200,
+        "found": True,
+    }
+    assert gen.generation == 5 and gen.data["inferred"] is False and gen.data["initial"]
+    assert gen.data["leader"] == "a-1" and gen.data["previous"] is None
+    state = fold_all(GroupState(G), events, 3000)
+    assert (state.generation, state.generation_inferred, state.leader) == (5, False, "a-1")
+    assert state.current is not None and state.current.stable_ms == 5005
+    assert "generation 5\n" in text(events) and "inferred" not in text(events)
+
+
+def test_each_record_is_a_generation_with_its_cause_even_between_two_polls() -> None:
+    inf = Inferrer(G)
+    events = inf.observe(snap("Stable", member("a-1", "a", [0, 1])), 1000)
+    events += inf.stored_ready(0, record(1, A), 10, 1500)
+    # b joins and leaves again between two polls: only the records saw it.
+    events += inf.stored_record(record(2, A, B), 2000)
+    events += inf.stored_record(record(3, A), 2500)
+    events += inf.observe(snap("Stable", member("a-1", "a", [0, 1])), 3000)
+    gens = [e for e in events if e.type == "GenerationChanged"]
+    assert [(e.generation, e.data["previous"]) for e in gens] == [(1, None), (2, 1), (3, 2)]
+    assert causes(events) == [(2, "member_joined", False), (3, "member_left", False)]
+    assert "b@10.1.1.1" in gens[1].data["evidence"]
+    # No numbering of its own once the broker's generations are known.
+    assert not [e for e in events if e.type == "GenerationChanged" and e.data["inferred"]]
+    state = fold_all(GroupState(G), events, 4000)
+    assert [(g.generation, g.cause, g.inferred) for g in state.generations] == [
+        (1, "", False),
+        (2, "member_joined", False),
+        (3, "member_left", False),
+    ]
+
+
+def test_a_subscription_change_in_the_records_and_moves_at_the_next_settle() -> None:
+    inf = Inferrer(G)
+    inf.observe(snap("Stable", member("a-1", "a", [0, 1]), member("b-1", "b", [2, 3])), 1000)
+    inf.stored_ready(0, record(4, A, B), 10, 1500)
+    wider = MemberRecord("b-1", "b", "/10.1.1.1", subscription=("t", "u"))
+    events = inf.stored_record(record(5, A, wider), 2000)
+    assert causes(events) == [(5, "subscription_changed", False)]
+    events = inf.observe(
+        snap("Stable", member("a-1", "a", [0, 1, 2]), member("b-1", "b", [3], ("t", "u"))), 3000
+    )
+    moved = [e for e in events if e.type == "PartitionsMoved"]
+    assert len(moved) == 1 and moved[0].generation == 5
+    assert not [e for e in events if e.type == "RebalanceAttributed"]  # said with the record
+
+
+def test_the_same_generation_stored_again_and_a_tombstone() -> None:
+    inf = Inferrer(G)
+    inf.observe(snap("Stable", member("a-1", "a", [0, 1])), 1000)
+    inf.stored_ready(0, record(2, A), 10, 1500)
+    assert inf.stored_record(record(2, A), 2000) == []
+    assert inf.stored_record(GroupRecord(G, None, offset=9), 2500) == []
+    again = inf.stored_record(record(1, A), 3000)  # recreated: counts from 1 again
+    assert [e.generation for e in again if e.type == "GenerationChanged"] == [1]
+
+
+def test_when_the_topic_cannot_be_read_generations_are_inferred() -> None:
+    inf = Inferrer(G)
+    events = inf.observe(snap("Stable", member("a-1", "a", [0, 1, 2, 3])), 1000)
+    events += inf.stored_unavailable("not authorized to read __consumer_offsets", 1500)
+    events += inf.observe(
+        snap("Stable", member("a-1", "a", [0, 1]), member("b-1", "b", [2, 3])), 2000
+    )
+    note = [e for e in events if e.type == "GenerationSourceChanged"]
+    assert len(note) == 1 and note[0].data["source"] == "inferred"
+    assert "not authorized" in note[0].data["reason"]
+    gen = next(e for e in events if e.type == "GenerationChanged")
+    assert gen.generation == 1 and gen.data["inferred"] is True
+    assert "+1 since watch start (inferred)" in text(events)
+
+
+def test_a_group_missing_at_the_start_gets_the_cause_of_its_first_generation() -> None:
+    inf = Inferrer(G)
+    inf.observe(snap("Dead", missing=True), 1000)
+    # The look-back already finds the first generation: it began after the watch did.
+    events = inf.stored_ready(0, record(1, A), 10, 1500)
+    assert causes(events) == [(1, "member_joined", False)]
