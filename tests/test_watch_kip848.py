@@ -354,3 +354,17 @@ def test_the_epoch_is_not_a_change_on_the_first_snapshot_and_state_names_are_kep
     observed = [e for e in events if e.type == "GroupObserved"]
     assert observed[0].data["group_epoch"] == 9 and observed[0].data["group_type"] == "consumer"
     assert observed[0].data["members"][0]["reconciling"] is True
+
+
+def test_a_member_id_coming_back_is_a_fenced_member_rejoining() -> None:
+    # Seen on a real broker: a stopped JVM was fenced after the session timeout, then
+    # resumed and rejoined with the same member id.
+    events = run(
+        csnap("Stable", 3, cmember("a", 3, [0, 1]), cmember("b", 3, [2, 3])),
+        csnap("Stable", 4, cmember("a", 4, [0, 1, 2, 3])),
+        csnap("Reconciling", 5, cmember("a", 4, [0, 1, 2, 3], [0, 1]), cmember("b", 5, [], [2, 3])),
+    )
+    causes = [e.data for e in events if e.type == "RebalanceAttributed"]
+    assert [c["cause"] for c in causes] == ["member_left", "timed_out"]
+    assert causes[1]["guess"] is True and "same member id" in causes[1]["evidence"]
+    assert any(e.type == "MemberJoinedGroup" and e.member_id == "b" for e in events)
