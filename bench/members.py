@@ -6,7 +6,8 @@
 
 All three get the same session timeout, heartbeat interval, metadata max age, range
 assignor and classic protocol. Each report is normalised to `Report(ts_ms, what,
-partitions)` with `what` in assigned / revoked / lost / join_sent (kgctl only).
+partitions)` with `what` in assigned / revoked / lost / join_sent and completed (kgctl
+only, with the generation).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class Report:
     ts_ms: int
     what: str
     partitions: frozenset[tuple[str, int]] = frozenset()
+    generation: int = -1  # kgctl's JoinCompleted: the generation it completed
 
 
 def _die_with_parent() -> None:
@@ -59,6 +61,7 @@ _KGCTL = {
     "PartitionsRevoked": "revoked",
     "PartitionsLost": "lost",
     "JoinGroupSent": "join_sent",
+    "JoinCompleted": "completed",
 }
 _PLAIN = {"partitions_assigned": "assigned", "partitions_revoked": "revoked"}
 
@@ -87,8 +90,10 @@ class Member:
             if self.kind == "kgctl":
                 what = _KGCTL.get(ev.get("type", ""))
                 if what:
-                    parts = _parts_kgctl(ev.get("data", {}).get("partitions"))
-                    self.reports.append(Report(int(ev["ts_ms"]), what, parts))
+                    data = ev.get("data", {})
+                    parts = _parts_kgctl(data.get("partitions"))
+                    gen = int(data.get("generation", -1)) if what == "completed" else -1
+                    self.reports.append(Report(int(ev["ts_ms"]), what, parts, gen))
             else:
                 what = _PLAIN.get(ev.get("name", ""))
                 if what:

@@ -1,7 +1,8 @@
 """`python -m bench.run [--smoke]`: every kgctl benchmark on a dedicated local broker.
 
 Full run (docs/benchmarks.md): rebalance latency of kgctl / Java VerifiableConsumer /
-plain kafka-python members, density, fold and view throughput, tracing cost. `--smoke`
+plain kafka-python members, density, fold and view throughput, tracing cost; and, only
+with `--only watchlag`, how fast `kgctl watch` shows a generation change. `--smoke`
 runs a seconds-long subset (no Java) for CI. Results go to a JSON file and a summary
 is printed.
 """
@@ -25,6 +26,7 @@ from bench.density import run_density
 from bench.latency import Env, result_dicts, run_case, summarize
 from bench.members import MemberConfig
 from bench.tracecost import run_trace_cost
+from bench.watchlag import run_watch_lag
 
 
 def machine() -> dict[str, Any]:
@@ -74,6 +76,8 @@ PLANS: dict[str, dict[str, Any]] = {
         "density_steps": [100, 200, 250],
         "density_hold_s": 120.0,
         "density_cfg": None,
+        # watch lag (only with --only watchlag): members, rebalances per mode, interval
+        "watchlag": (3, 10, 1.0),
     },
     "smoke": {
         "kinds": ("kgctl", "kp"),
@@ -84,6 +88,7 @@ PLANS: dict[str, dict[str, Any]] = {
         "density_steps": [3],
         "density_hold_s": 2.0,
         "density_cfg": MemberConfig(session_timeout_ms=6000, heartbeat_interval_ms=500),
+        "watchlag": (2, 2, 1.0),
     },
 }
 
@@ -161,6 +166,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 for seconds, rate in plan["trace"]:
                     say(f"bench: trace cost {rate} records/s for {seconds:.0f} s")
                     out["trace"].append(run_trace_cost(env, seconds, rate))
+            if "watchlag" in sections:
+                members, rebalances, interval = plan["watchlag"]
+                out["watchlag"] = run_watch_lag(
+                    bootstrap, work, members, rebalances, interval, say=say
+                )
             if "density" in sections:
                 steps = [int(s) for s in args.density.split(",")] if args.density else None
                 kw = {"cfg": plan["density_cfg"]} if plan["density_cfg"] else {}
@@ -184,7 +194,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__)
     ap.add_argument("--smoke", action="store_true", help="seconds-long subset for CI")
-    ap.add_argument("--only", help="comma list of latency,micro,trace,density")
+    ap.add_argument(
+        "--only", help="comma list of latency,micro,trace,density,watchlag (not run by default)"
+    )
     ap.add_argument("--kinds", help="comma list of kgctl,java,kp (latency)")
     ap.add_argument("--bootstrap", help="use this broker instead of starting one")
     ap.add_argument("--broker-log", help="its server.log (broker-side rebalance start)")
