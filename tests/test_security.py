@@ -196,6 +196,41 @@ def test_missing_acls_name_the_permission_to_grant(secured: Secured) -> None:
     assert "grant Describe on Group denied to User:guest" in _one_line(watch.stderr)
 
 
+def test_watch_without_access_to_the_offsets_topic_infers_generations(secured: Secured) -> None:
+    """No Describe on __consumer_offsets: said once, in the event log, and not an error."""
+    import json
+    import threading
+
+    common = ("-b", secured.bootstrap, "--command-config", str(secured.guest_config))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kgctl", "watch", "guest-ok", *common, "-o", "json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=secured.env,
+        cwd=secured.home,
+    )
+    found: list[dict[str, object]] = []
+    killer = threading.Timer(60, proc.kill)  # ends the read below if the line never comes
+    killer.start()
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            event = json.loads(line)
+            if event["type"] == "GenerationSourceChanged":
+                found.append(event)
+                break
+    finally:
+        killer.cancel()
+        proc.kill()
+        _, err = proc.communicate(timeout=10)
+    assert found, err
+    data = found[0]["data"]
+    assert isinstance(data, dict) and data["source"] == "inferred"
+    assert "__consumer_offsets" in str(data["reason"])
+    assert "Traceback" not in err
+
+
 def test_a_wrong_password_is_an_authentication_error(secured: Secured) -> None:
     wrong = _guest_properties(secured.home / "wrong.properties", "not-the-password")
     for args in (
