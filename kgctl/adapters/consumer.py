@@ -323,10 +323,10 @@ class TracedCoordinator(ConsumerCoordinator):
                 if isinstance(failure, Errors.KafkaTimeoutError):
                     self._kg_join_failed(failure, "backoff")  # the join itself timed out
                     return False
+                if self._kg_closing:
+                    return False  # the join that stopped for close() said so itself
                 name = error_name(failure)
                 retry = join_retry(name, is_retriable(failure))
-                if self._kg_closing:
-                    retry = "abandoned"
                 self._kg_join_failed(failure, retry)
                 if retry == "immediate":
                     continue
@@ -458,8 +458,10 @@ class TracedCoordinator(ConsumerCoordinator):
         self._process_join_group_response(join_response, sent)  # raises on error
         if self._kg_closing:
             # Departure 3: close() after LeaveGroup must not let this join go on to a
-            # SyncGroup for a member that has left.
-            raise Errors.KafkaError("member closing: join abandoned before SyncGroup")
+            # SyncGroup for a member that has left. Reported here: close() awaits no join.
+            abandoned = Errors.KafkaError("member closing: join abandoned before SyncGroup")
+            self._kg_join_failed(abandoned, "abandoned")
+            raise abandoned
 
         assignments: list[Any] = []
         if is_leader and skip_assignment:

@@ -1,0 +1,223 @@
+"""kafka-python's departures from the Java client that kgctl's member corrects, provoked
+on a real broker.
+
+The member under test runs in this process so the test decides exactly when it polls
+(the windows are otherwise races); the other members are `kgctl join` processes, frozen
+with SIGSTOP where the broker must be kept waiting. Each scenario also runs on plain
+kafka-python 3.0.12, where it shows the departure: that is the proof the scenario
+reaches the window the correction is about.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+import uuid
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from test_member_kafka import MemberProc
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka import KafkaConsumer
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+pytestmark = [
+    pytest.mark.kafka,
+    pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning"),
+]
+
+KINDS = ["kgctl", "kafka-python"]
+
+
+class InProcessMember:
+    """A consumer driven by the test, with every group request it sends recorded."""
+
+    def __init__(self, kind: str, bootstrap: str, group: str, topic: str) -> None:
+        self.kind = kind
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        self.requests: list[str] = []
+        config: dict[str, Any] = {
+            "group_id": group,
+            "client_id": f"departure-{kind}",
+            "session_timeout_ms": 10_000,
+            "heartbeat_interval_ms": 500,
+            "max_poll_interval_ms": 30_000,
+            "enable_auto_commit": False,
+            "auto_offset_reset": "earliest",
+            "metadata_max_age_ms": 1000,
+        }
+        if kind == "kgctl":
+            from kgctl.adapters.consumer import build_consumer, subscribe
+
+            def emit(type_: str, **data: Any) -> None:
+                self.events.append((type_, data))
+
+            self.consumer, _ = build_consumer({"bootstrap_servers": [bootstrap]}, emit, **config)
+            subscribe(self.consumer, emit, [topic], None)
+        else:
+            self.consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, **config)
+        self.coordinator = self.consumer._coordinator
+        manager = self.coordinator._manager
+        send = manager.send
+
+        def recording_send(request: Any, *args: Any, **kwargs: Any) -> Any:
+            name = type(request).__name__.split("_")[0].removesuffix("Request")
+            if name in ("JoinGroup", "SyncGroup", "LeaveGroup"):
+                self.requests.append(name)
+            return send(request, *args, **kwargs)
+
+        manager.send = recording_send
+
+    @property
+    def generation(self) -> int:
+        return int(self.coordinator._generation.generation_id)
+
+    def join_in_flight(self) -> bool:
+        task = self.coordinator._join_task
+        return task is not None and not task.is_done
+
+    def join_finished_unseen(self) -> bool:
+        task = self.coordinator._join_task
+        return task is not None and task.is_done
+
+    def poll_until(self, pred: Callable[[], Any], timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not pred():
+            assert time.monotonic() < deadline, f"{self.kind}: timed out waiting for {what}"
+            self.consumer.poll(timeout_ms=50)
+
+    def poll_for(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            self.consumer.poll(timeout_ms=100)
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def wait_for(pred: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = pred()
+        if result:
+            return result
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def topic(bootstrap: str) -> str:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    name = f"kgctl-departure-{uuid.uuid4().hex[:10]}"
+    admin.create_topics([NewTopic(name, 4, 1)])
+    admin.close()
+    return name
+
+
+@pytest.fixture
+def others(bootstrap: str) -> Iterator[Callable[..., MemberProc]]:
+    started: list[MemberProc] = []
+
+    def start(group: str, topic: str, name: str) -> MemberProc:
+        member = MemberProc(bootstrap, group, topic, "--max-poll-interval", "30000", name=name)
+        started.append(member)
+        return member
+
+    yield start
+    for member in started:
+        if member.proc.poll() is None:
+            member.proc.send_signal(signal.SIGCONT)
+        member.kill()
+
+
+def completed_generations(member: MemberProc) -> list[int]:
+    return [e["data"]["generation"] for e in member.of("JoinCompleted")]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_join_that_finished_outside_poll_is_used_not_sent_again(
+    kind: str, bootstrap: str, topic: str, others: Callable[..., MemberProc]
+) -> None:
+    group = f"departure-c-{uuid.uuid4().hex[:8]}"
+    leader = InProcessMember(kind, bootstrap, group, topic)
+    try:
+        leader.poll_until(lambda: len(leader.consumer.assignment()) == 4, 30, "first join")
+        a = others(group, topic, "a")
+        leader.poll_until(lambda: a.of("JoinCompleted"), 30, "a joined")
+        # a is frozen: the next rebalance waits for it.
+        a.proc.send_signal(signal.SIGSTOP)
+        c = others(group, topic, "c")
+        leader.poll_until(leader.join_in_flight, 30, "the leader's JoinGroup in flight")
+        before = leader.generation
+        joins_sent = leader.requests.count("JoinGroup")
+        # The test stops polling (the application is busy elsewhere) and lets a rejoin:
+        # the join finishes on kafka-python's I/O thread, outside poll().
+        a.proc.send_signal(signal.SIGCONT)
+        wait_for(leader.join_finished_unseen, 30, "the join to finish outside poll")
+        joined = c.wait_event("JoinCompleted", timeout=30)["data"]["generation"]
+        assert joined == before + 1
+        leader.poll_for(3.0)
+        time.sleep(2.0)
+        extra_joins = leader.requests.count("JoinGroup") - joins_sent
+        if kind == "kgctl":
+            # Java reuses its finished joinFuture: no JoinGroup, no new generation.
+            assert extra_joins == 0, leader.requests
+            assert leader.generation == joined
+            assert completed_generations(c) == [joined]
+            assert completed_generations(a)[-1] == joined
+            assert len(leader.consumer.assignment()) > 0
+        else:
+            # kafka-python throws the finished join away and joins again; as the leader
+            # its JoinGroup makes the whole group rebalance once more.
+            assert extra_joins >= 1, leader.requests
+            wait_for(lambda: max(completed_generations(c)) > joined, 15, "another rebalance")
+    finally:
+        leader.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_close_during_a_join_sends_no_sync_group_after_leaving(
+    kind: str, bootstrap: str, topic: str, others: Callable[..., MemberProc]
+) -> None:
+    group = f"departure-e-{uuid.uuid4().hex[:8]}"
+    a = others(group, topic, "a")
+    a.wait_event("JoinCompleted", timeout=30)
+    a.proc.send_signal(signal.SIGSTOP)
+    member = InProcessMember(kind, bootstrap, group, topic)
+    closing: threading.Thread | None = None
+    try:
+        member.poll_until(member.join_in_flight, 30, "JoinGroup in flight")
+        # Close while the broker holds the JoinGroup (it waits for the frozen member).
+        # The broker reads one request per connection at a time, so the LeaveGroup is
+        # only read after it answers the JoinGroup, which it does once a rejoins.
+        closing = threading.Thread(target=member.close, daemon=True)
+        closing.start()
+        wait_for(lambda: "LeaveGroup" in member.requests, 10, "LeaveGroup sent")
+        a.proc.send_signal(signal.SIGCONT)
+        closing.join(timeout=30)
+        assert not closing.is_alive(), "close() did not return"
+        after_leave = member.requests[member.requests.index("LeaveGroup") + 1 :]
+        if kind == "kgctl":
+            # Java's close cancels the join: nothing after the LeaveGroup.
+            assert after_leave == [], member.requests
+            abandoned = [d for t, d in member.events if t == "JoinFailed"]
+            assert abandoned and abandoned[-1]["retry"] == "abandoned"
+        else:
+            # kafka-python goes on with the join it had started: SyncGroup after leaving.
+            assert "SyncGroup" in after_leave, member.requests
+        # Either way the group ends with a alone, owning everything.
+        wait_for(
+            lambda: (
+                a.last_completed() and len(a.last_completed()["data"]["assignment"][topic]) == 4
+            ),
+            30,
+            "a alone with every partition",
+        )
+    finally:
+        if closing is None:
+            member.close()
