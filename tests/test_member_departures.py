@@ -37,7 +37,9 @@ KINDS = ["kgctl", "kafka-python"]
 class InProcessMember:
     """A consumer driven by the test, with every group request it sends recorded."""
 
-    def __init__(self, kind: str, bootstrap: str, group: str, topic: str) -> None:
+    def __init__(
+        self, kind: str, bootstrap: str, group: str, topic: str, max_poll_interval_ms: int = 30_000
+    ) -> None:
         self.kind = kind
         self.events: list[tuple[str, dict[str, Any]]] = []
         self.requests: list[str] = []
@@ -46,7 +48,7 @@ class InProcessMember:
             "client_id": f"departure-{kind}",
             "session_timeout_ms": 10_000,
             "heartbeat_interval_ms": 500,
-            "max_poll_interval_ms": 30_000,
+            "max_poll_interval_ms": max_poll_interval_ms,
             "enable_auto_commit": False,
             "auto_offset_reset": "earliest",
             "metadata_max_age_ms": 1000,
@@ -67,7 +69,7 @@ class InProcessMember:
 
         def recording_send(request: Any, *args: Any, **kwargs: Any) -> Any:
             name = type(request).__name__.split("_")[0].removesuffix("Request")
-            if name in ("JoinGroup", "SyncGroup", "LeaveGroup"):
+            if name in ("JoinGroup", "SyncGroup", "LeaveGroup", "Heartbeat"):
                 self.requests.append(name)
             return send(request, *args, **kwargs)
 
@@ -201,7 +203,11 @@ def test_close_during_a_join_sends_no_sync_group_after_leaving(
         a.proc.send_signal(signal.SIGCONT)
         closing.join(timeout=30)
         assert not closing.is_alive(), "close() did not return"
-        after_leave = member.requests[member.requests.index("LeaveGroup") + 1 :]
+        after_leave = [
+            r
+            for r in member.requests[member.requests.index("LeaveGroup") + 1 :]
+            if r != "Heartbeat"
+        ]
         if kind == "kgctl":
             # Java's close cancels the join: nothing after the LeaveGroup.
             assert after_leave == [], member.requests
@@ -221,3 +227,47 @@ def test_close_during_a_join_sends_no_sync_group_after_leaving(
     finally:
         if closing is None:
             member.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_join_finished_outside_poll_heartbeats_and_is_not_completed_once_stale(
+    kind: str, bootstrap: str, topic: str, others: Callable[..., MemberProc]
+) -> None:
+    group = f"departure-d-{uuid.uuid4().hex[:8]}"
+    leader = InProcessMember(kind, bootstrap, group, topic, max_poll_interval_ms=8_000)
+    try:
+        leader.poll_until(lambda: len(leader.consumer.assignment()) == 4, 30, "first join")
+        a = others(group, topic, "a")
+        leader.poll_until(lambda: a.of("JoinCompleted"), 30, "a joined")
+        a.proc.send_signal(signal.SIGSTOP)
+        c = others(group, topic, "c")
+        leader.poll_until(leader.join_in_flight, 30, "the leader's JoinGroup in flight")
+        a.proc.send_signal(signal.SIGCONT)
+        wait_for(leader.join_finished_unseen, 30, "the join to finish outside poll")
+        stale = c.wait_event("JoinCompleted", timeout=30)["data"]["generation"]
+        finished = len(leader.requests)
+        # The application stays away from poll() for longer than max.poll.interval.ms.
+        time.sleep(12.0)
+        meanwhile = leader.requests[finished:]
+        if kind == "kafka-python":
+            # kafka-python sends nothing until the next poll: no heartbeat, and no
+            # poll-timeout check, after a join that finished outside poll.
+            assert meanwhile == [], meanwhile
+            return
+        # Java: heartbeats from the SyncGroup answer on, then the poll timeout is noticed
+        # and the member leaves, which resets its generation.
+        assert "Heartbeat" in meanwhile and "LeaveGroup" in meanwhile, meanwhile
+        exceeded = [t for t, _ in leader.events if t == "PollIntervalExceeded"]
+        assert exceeded
+        # Back in poll(): the finished join is stale; it is not completed (no assignment
+        # for a generation the member left), and the member joins again.
+        leader.poll_until(
+            lambda: any(t == "JoinCompleted" and d["generation"] > stale for t, d in leader.events),
+            30,
+            "a fresh join",
+        )
+        reset = [d for t, d in leader.events if t == "JoinFailed"]
+        assert any(d["error"] == "GENERATION_RESET" for d in reset), reset
+        assert all(d["generation"] != stale for t, d in leader.events if t == "JoinCompleted")
+    finally:
+        leader.close()

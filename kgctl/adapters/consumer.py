@@ -346,16 +346,13 @@ class TracedCoordinator(ConsumerCoordinator):
             with self._lock:
                 generation = self._generation
                 state = self.state
-            if (
-                generation.generation_id == DEFAULT_GENERATION_ID
-                or state is not MemberState.REBALANCING
-            ):
+            if generation.generation_id == DEFAULT_GENERATION_ID or state is not MemberState.STABLE:
                 self._kg(
                     "JoinFailed",
                     error="GENERATION_RESET",
                     retry="immediate",
                     detail=(
-                        f"generation/state became {generation.generation_id}/{state.name} "
+                        f"generation/state became {generation.generation_id}/{state} "
                         "before onJoinComplete"
                     ),
                 )
@@ -363,10 +360,9 @@ class TracedCoordinator(ConsumerCoordinator):
                 self.reset_generation(member_id=generation.member_id)
                 continue
             with self._lock:
+                # STABLE, heartbeats on and rejoin_needed cleared came with the SyncGroup
+                # answer; a rejoin requested since (a heartbeat saw a new rebalance) stands.
                 self.rejoining = False
-                self.rejoin_needed = False
-                self.state = MemberState.STABLE
-                self._enable_heartbeat()
             await self._on_join_complete_async(
                 generation.generation_id,
                 generation.member_id,
@@ -507,7 +503,21 @@ class TracedCoordinator(ConsumerCoordinator):
                 synced["assignment"] = {}
         self._kg("SyncGroupReceived", **synced)
         self._kg_cause = f"sync:{sync_error}"
-        return self._process_sync_group_response(sync_response, sent)
+        assignment = self._process_sync_group_response(sync_response, sent)  # raises on error
+        # Java's SyncGroupResponseHandler: the member is STABLE and heartbeats as soon as
+        # SyncGroup succeeds, also when the caller is outside poll(). kafka-python waited
+        # for the next poll, so a join that finished outside poll sent no heartbeat (and
+        # no poll-timeout check) until then. The join loop completes the join only if
+        # nothing reset the generation meanwhile (departure d).
+        with self._lock:
+            if (
+                self._generation.generation_id == sync_request.generation_id
+                and self.state is MemberState.REBALANCING
+            ):
+                self.state = MemberState.STABLE
+                self.rejoin_needed = False
+                self._enable_heartbeat()
+        return assignment
 
     async def _kg_fresh_metadata(self, topics: set[str]) -> None:
         """Java's updateGroupSubscription before the leader assigns: watch every topic the
