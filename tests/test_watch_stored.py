@@ -128,3 +128,14 @@ def test_a_group_missing_at_the_start_gets_the_cause_of_its_first_generation() -
     # The look-back already finds the first generation: it began after the watch did.
     events = inf.stored_ready(0, record(1, A), 10, 1500)
     assert causes(events) == [(1, "member_joined", False)]
+
+
+def test_a_group_being_created_is_not_a_generation_and_its_first_member_joined() -> None:
+    inf = Inferrer(G)
+    events = inf.observe(snap("Dead", missing=True), 1000)
+    events += inf.stored_ready(0, None, scanned=0, now_ms=1100)
+    # The first JoinGroup (asked for a member id) stores the new group, empty, at 0.
+    assert inf.stored_record(record(0), 1200) == []
+    events += inf.stored_record(record(1, A), 2000)
+    assert [e.generation for e in events if e.type == "GenerationChanged"] == [1]
+    assert causes(events) == [(1, "member_joined", False)]

@@ -334,6 +334,11 @@ class Inferrer:
             initial = False  # the group did not exist at the watch start: all of it is new
         previous = self.stored_generation
         self.stored_generation = self.generation = meta.generation
+        if meta.generation == 0 and not meta.members and previous < 0:
+            # A group being created (its first JoinGroup was asked for a member id) is
+            # stored empty at generation 0: nothing has rebalanced yet, no row to show.
+            self.stored_members = {}
+            return []
         members = {
             m.member_id: MemberSnapshot(
                 member_id=m.member_id,

@@ -260,6 +260,11 @@ def describe_event(ev: Event) -> str:
             return f"group epoch {ev.generation}" + (f" (was {was})" if was is not None else "")
         sign = "+" if d.get("inferred") else ""
         return f"generation {sign}{ev.generation}"
+    if ev.type == "GenerationSourceChanged":
+        if d.get("source") == "inferred":
+            return f"generation ids inferred, counted from the watch start: {d.get('reason', '')}"
+        found = "" if d.get("found") else " (none stored yet)"
+        return f"generation ids from the broker: {d.get('source')}[{d.get('partition')}]{found}"
     if ev.type == "RebalanceAttributed":
         guess = " (guess)" if d.get("guess") else ""
         cause = CAUSE_TEXT.get(str(d.get("cause", "")), str(d.get("cause", "")))
