@@ -387,6 +387,41 @@ def test_partition_growth_rejoins_with_metadata_changed(
     assert changed["data"]["assigned_with"] == {t: 2}
 
 
+def test_rolling_upgrade_from_eager_to_cooperative_sticky_keeps_the_group_whole(
+    spawn: Callable[..., MemberProc], topic: Callable[[int], str], group: str
+) -> None:
+    t = topic(6)
+    mixed = ("--assignor", "cooperative-sticky", "--assignor", "range")
+    coop = ("--assignor", "cooperative-sticky")
+
+    def protocols(m: MemberProc) -> tuple[str, str]:
+        prepared = m.of("JoinPrepared")[-1]["data"]["protocol"]
+        return prepared, m.last_completed()["data"]["protocol"]  # type: ignore[index]
+
+    # Step 1: both list [cooperative-sticky, range]: the group runs eager, like Java.
+    a, b = spawn(group, t, *mixed, name="a1"), spawn(group, t, *mixed, name="b1")
+    wait_converged([a, b], t, 6)
+    assert protocols(a) == protocols(b) == ("eager", "cooperative-sticky")
+    # Step 2: roll a to cooperative-sticky alone; b is still eager.
+    assert a.stop() == 0
+    a = spawn(group, t, *coop, name="a2")
+    wait_converged([a, b], t, 6)
+    assert protocols(a)[0] == "cooperative" and protocols(b)[0] == "eager"
+    # Step 3: roll b too; then a third member joins cooperatively: the others keep
+    # what they own (no revocation of everything), and the group ends whole.
+    assert b.stop() == 0
+    b = spawn(group, t, *coop, name="b2")
+    wait_converged([a, b], t, 6)
+    owned_before = {m.name: m.last_completed()["data"]["assignment"][t] for m in (a, b)}  # type: ignore[index]
+    c = spawn(group, t, *coop, name="c")
+    wait_converged([a, b, c], t, 6, timeout=45)
+    for m in (a, b):
+        assert protocols(m)[0] == "cooperative"
+        kept = m.last_completed()["data"]["assignment"].get(t, [])  # type: ignore[index]
+        assert set(kept) <= set(owned_before[m.name]) and kept, (m.name, owned_before, kept)
+        assert not m.of("PartitionsLost")
+
+
 def test_static_member_restart_within_session_timeout_keeps_the_generation(
     spawn: Callable[..., MemberProc], topic: Callable[[int], str], group: str
 ) -> None:

@@ -45,11 +45,33 @@ from kgctl.model.events import partitions_of
 
 Emit = Callable[..., Any]
 
+class CooperativeStickyOrEager(CooperativeStickyAssignor):
+    """cooperative-sticky as in Java: it also runs under the eager protocol, which is what
+    a member gets when it lists it with an eager assignor. That is Java's upgrade path:
+    roll every member to `[cooperative-sticky, range]` (still eager), then to
+    `cooperative-sticky` alone. kafka-python's assignor is cooperative only, so it
+    refused such a list. Under eager the member revoked everything before JoinGroup
+    (Java's onJoinPrepare empties the assignment), so it advertises no owned partitions,
+    and the leader holds back only partitions that cooperative members still own."""
+
+    eager = False  # set by the coordinator from the protocol all its assignors support
+
+    def supported_protocols(self) -> list[Any]:
+        return [RebalanceProtocol.EAGER, RebalanceProtocol.COOPERATIVE]
+
+    def metadata(self, topics: Any) -> Any:
+        if self.eager:
+            return ConsumerProtocolSubscription(
+                version=self.version, topics=sorted(topics), user_data=b"", owned_partitions=[]
+            )
+        return super().metadata(topics)
+
+
 ASSIGNORS = {
     "range": RangePartitionAssignor,
     "roundrobin": RoundRobinPartitionAssignor,
     "sticky": StickyPartitionAssignor,
-    "cooperative-sticky": CooperativeStickyAssignor,
+    "cooperative-sticky": CooperativeStickyOrEager,
 }
 
 # Highest JoinGroup version kgctl asks for: v8 carries the rebalance reason (KIP-800).
@@ -119,6 +141,10 @@ class TracedCoordinator(ConsumerCoordinator):
         self._kg_hb_handled = False
         self._kg_last_heartbeat_ms: float | None = None
         super().__init__(client, subscription, **configs)
+        eager = self._rebalance_protocol == RebalanceProtocol.EAGER
+        for assignor in self._assignors.values():
+            if isinstance(assignor, CooperativeStickyOrEager):
+                assignor.eager = eager
         self._kg_ready = True
 
     def _kg(self, type_: str, **data: Any) -> None:

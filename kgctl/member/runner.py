@@ -82,12 +82,6 @@ class MemberConfig:
                 re.compile(self.pattern)
             except re.error as exc:
                 raise UsageError(f"--pattern {self.pattern!r}: not a regex ({exc})") from None
-        kinds = {"cooperative-sticky" == a for a in self.assignors}
-        if len(kinds) > 1:
-            raise UsageError(
-                "--assignor: cooperative-sticky cannot be listed with eager assignors in "
-                "kafka-python (no upgrade path); use it alone"
-            )
 
     @property
     def label(self) -> str:
