@@ -141,6 +141,26 @@ def completed_generations(member: MemberProc) -> list[int]:
     return [e["data"]["generation"] for e in member.of("JoinCompleted")]
 
 
+def finish_a_join_outside_poll(
+    leader: InProcessMember, group: str, topic: str, others: Callable[..., MemberProc]
+) -> tuple[MemberProc, MemberProc, int]:
+    """The leader alone, then with a; a is frozen and c joins, so the leader's JoinGroup
+    waits; the test stops polling and unfreezes a: the join finishes on kafka-python's
+    I/O thread, outside poll(). Returns a, c and the generation that join completed."""
+    leader.poll_until(lambda: len(leader.consumer.assignment()) == 4, 30, "first join")
+    a = others(group, topic, "a")
+    leader.poll_until(lambda: a.of("JoinCompleted"), 30, "a joined")
+    a.proc.send_signal(signal.SIGSTOP)
+    c = others(group, topic, "c")
+    leader.poll_until(leader.join_in_flight, 30, "the leader's JoinGroup in flight")
+    before = leader.generation
+    a.proc.send_signal(signal.SIGCONT)
+    wait_for(leader.join_finished_unseen, 30, "the join to finish outside poll")
+    joined = int(c.wait_event("JoinCompleted", timeout=30)["data"]["generation"])
+    assert joined == before + 1
+    return a, c, joined
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_join_that_finished_outside_poll_is_used_not_sent_again(
     kind: str, bootstrap: str, topic: str, others: Callable[..., MemberProc]
@@ -148,21 +168,8 @@ def test_a_join_that_finished_outside_poll_is_used_not_sent_again(
     group = f"departure-c-{uuid.uuid4().hex[:8]}"
     leader = InProcessMember(kind, bootstrap, group, topic)
     try:
-        leader.poll_until(lambda: len(leader.consumer.assignment()) == 4, 30, "first join")
-        a = others(group, topic, "a")
-        leader.poll_until(lambda: a.of("JoinCompleted"), 30, "a joined")
-        # a is frozen: the next rebalance waits for it.
-        a.proc.send_signal(signal.SIGSTOP)
-        c = others(group, topic, "c")
-        leader.poll_until(leader.join_in_flight, 30, "the leader's JoinGroup in flight")
-        before = leader.generation
-        joins_sent = leader.requests.count("JoinGroup")
-        # The test stops polling (the application is busy elsewhere) and lets a rejoin:
-        # the join finishes on kafka-python's I/O thread, outside poll().
-        a.proc.send_signal(signal.SIGCONT)
-        wait_for(leader.join_finished_unseen, 30, "the join to finish outside poll")
-        joined = c.wait_event("JoinCompleted", timeout=30)["data"]["generation"]
-        assert joined == before + 1
+        a, c, joined = finish_a_join_outside_poll(leader, group, topic, others)
+        joins_sent = leader.requests.count("JoinGroup")  # the finished join's included
         leader.poll_for(3.0)
         time.sleep(2.0)
         extra_joins = leader.requests.count("JoinGroup") - joins_sent
@@ -236,15 +243,7 @@ def test_a_join_finished_outside_poll_heartbeats_and_is_not_completed_once_stale
     group = f"departure-d-{uuid.uuid4().hex[:8]}"
     leader = InProcessMember(kind, bootstrap, group, topic, max_poll_interval_ms=8_000)
     try:
-        leader.poll_until(lambda: len(leader.consumer.assignment()) == 4, 30, "first join")
-        a = others(group, topic, "a")
-        leader.poll_until(lambda: a.of("JoinCompleted"), 30, "a joined")
-        a.proc.send_signal(signal.SIGSTOP)
-        c = others(group, topic, "c")
-        leader.poll_until(leader.join_in_flight, 30, "the leader's JoinGroup in flight")
-        a.proc.send_signal(signal.SIGCONT)
-        wait_for(leader.join_finished_unseen, 30, "the join to finish outside poll")
-        stale = c.wait_event("JoinCompleted", timeout=30)["data"]["generation"]
+        _, _, stale = finish_a_join_outside_poll(leader, group, topic, others)
         finished = len(leader.requests)
         # The application stays away from poll() for longer than max.poll.interval.ms.
         time.sleep(12.0)
