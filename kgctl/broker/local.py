@@ -160,10 +160,19 @@ class BrokerState:
         return cls(nodes=nodes, **raw)  # type: ignore[arg-type]
 
 
+def _reap_exited() -> None:
+    """Wait on nodes this process started that have died since, e.g. killed by another
+    process (chaos's coordinator failover): no zombie until this process exits."""
+    for pid, child in list(_children.items()):
+        if child.poll() is not None:
+            del _children[pid]
+
+
 def node_is_running(node: Node) -> bool:
     """True when `node.pid` is alive and is the Kafka node started with `node.config`."""
     if node.pid <= 0:
         return False
+    _reap_exited()
     try:
         cmdline = Path(f"/proc/{node.pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
