@@ -31,6 +31,7 @@ class Consumer(threading.Thread):
         self.stopping = threading.Event()
         self.assigned = threading.Event()
         self.error: BaseException | None = None
+        self.generation = -1  # as the consumer's coordinator knows it
 
     def run(self) -> None:
         from kafka import KafkaConsumer
@@ -48,6 +49,7 @@ class Consumer(threading.Thread):
                 while not self.stopping.is_set():
                     c.poll(timeout_ms=100)
                     if c.assignment():
+                        self.generation = c._coordinator._generation.generation_id
                         self.assigned.set()
             finally:
                 c.close()
@@ -216,7 +218,12 @@ def test_watch_once_prints_one_snapshot(bootstrap: str, topic: str) -> None:
         )
         assert done.returncode == 0, done.stderr
         events = [json.loads(line) for line in done.stdout.splitlines()]
-        assert [e["type"] for e in events] == ["GroupObserved"]
+        types = [e["type"] for e in events]
+        assert types == ["GroupObserved", "GenerationSourceChanged", "GenerationChanged"]
+        # The generation is the broker's (stored in __consumer_offsets), the consumer's own.
+        generation = events[2]
+        assert generation["data"]["inferred"] is False
+        assert generation["generation"] == consumer.generation > 0
         data = events[0]["data"]
         assert data["state"] == "Stable" and data["protocol_type"] == "consumer"
         assert data["protocol"] == "range"

@@ -101,6 +101,26 @@ class GroupLogReader(threading.Thread):
                 except Exception:
                     log.debug("closing the group log consumer failed", exc_info=True)
 
+    def look_back(self) -> tuple[int, GroupRecord | None, int]:
+        """Once, without following (`kgctl watch --once`): the group's partition, its
+        latest record (None if none was found) and how many records were scanned.
+        Raises GroupLogUnavailable when the topic cannot be read."""
+        consumer: Any = None
+        try:
+            consumer = self._consumer()
+            tp, _end, latest, scanned = self._start(consumer)
+            return tp.partition, latest, scanned
+        except GroupLogUnavailable:
+            raise
+        except Exception as exc:
+            raise GroupLogUnavailable(_why(exc)) from None
+        finally:
+            if consumer is not None:
+                try:
+                    consumer.close()
+                except Exception:
+                    log.debug("closing the group log consumer failed", exc_info=True)
+
     # -- steps --------------------------------------------------------------------------
 
     def _consumer(self) -> Any:

@@ -166,7 +166,9 @@ def _watch(
     with watch:
         if replay is None:
             first = watch.first_snapshot(fail_if_missing=fail_if_missing)
-            if not once and any(e.data.get("missing") for e in first):
+            if once:
+                watch.stored_generation_now()
+            elif any(e.data.get("missing") for e in first):
                 env.say(f"group {group!r} does not exist yet; waiting for it (Ctrl-C stops)")
         else:
             watch.start()

@@ -240,6 +240,32 @@ class Watch:
             return now_ms()
         return origin[1] + int((time.monotonic() - origin[0]) * 1000 * self.speed)
 
+    def stored_generation_now(self) -> None:
+        """For `--once`: look up the group's latest stored generation synchronously (the
+        reader's bounded look-back) instead of following the records."""
+        observer = self.observer
+        first = observer.inferrer.prev if observer is not None else None
+        if observer is None or not self.stored_generations or first is None:
+            return
+        if first.missing or first.group_epoch is not None:
+            return
+        from kgctl.adapters.group_log import GroupLogReader, GroupLogUnavailable
+
+        inferrer = observer.inferrer
+
+        def unused(*_args: Any) -> None:
+            return None
+
+        reader = GroupLogReader(self.settings, self.group, unused, unused, unused)
+        try:
+            partition, latest, scanned = reader.look_back()
+        except GroupLogUnavailable as exc:
+            events = inferrer.stored_unavailable(str(exc), now_ms())
+        else:
+            events = inferrer.stored_ready(partition, latest, scanned, now_ms())
+        for ev in events:
+            self.queue.put(ev)
+
     def _start_group_log(self) -> None:
         """Follow the group's records in __consumer_offsets: the broker's generation ids,
         as soon as they are stored. A KIP-848 group stores none there: not for it."""
