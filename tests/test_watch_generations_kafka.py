@@ -141,6 +141,7 @@ class PlainConsumer(threading.Thread):
                 client_id=self.name,
                 session_timeout_ms=10000,
                 heartbeat_interval_ms=500,
+                metadata_max_age_ms=1000,  # notice a topic that grew within a second
             )
             consumer.subscribe([self.topic], listener=Listener())
             try:

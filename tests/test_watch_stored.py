@@ -139,3 +139,22 @@ def test_a_group_being_created_is_not_a_generation_and_its_first_member_joined()
     events += inf.stored_record(record(1, A), 2000)
     assert [e.generation for e in events if e.type == "GenerationChanged"] == [1]
     assert causes(events) == [(1, "member_joined", False)]
+
+
+def test_a_topic_that_grew_is_named_when_the_group_settles() -> None:
+    inf = Inferrer(G)
+    inf.observe(snap("Stable", member("a-1", "a", [0, 1]), member("b-1", "b", [2, 3])), 1000)
+    inf.stored_ready(0, record(4, A, B), 10, 1500)
+    # Same members, same subscriptions: the record alone cannot say why.
+    events = inf.stored_record(record(5, A, B), 2000)
+    assert [e.type for e in events] == ["GenerationChanged"] and causes(events) == []
+    events = inf.observe(
+        snap("Stable", member("a-1", "a", [0, 1, 2]), member("b-1", "b", [3, 4, 5])), 3000
+    )
+    assert causes(events) == [(5, "partitions_changed", True)]
+    # A rebalance that changed nothing visible at all is still given a cause: unknown.
+    inf.stored_record(record(6, A, B), 4000)
+    events = inf.observe(
+        snap("Stable", member("a-1", "a", [0, 1, 2]), member("b-1", "b", [3, 4, 5])), 5000
+    )
+    assert [c[:2] for c in causes(events)] == [(6, "unknown")]

@@ -397,6 +397,13 @@ class Inferrer:
             group=self.group, state="CompletingRebalance", members=tuple(members.values())
         )
         cause = attribute(stored, None, snap, self.started_mid_rebalance)
+        if cause["cause"] == "unknown" and not self.started_mid_rebalance:
+            # Same members, same subscriptions: the records cannot say why. A subscribed
+            # topic that grew shows in the assignment, so the cause waits for the group
+            # to settle (_settle_stored compares the Stable snapshots).
+            if p.started_ms is not None:
+                data["rebalance_started_ms"] = p.started_ms
+            return [self._event("GenerationChanged", now_ms, **data)]
         data.update(cause=cause["cause"], guess=cause["guess"], evidence=cause["evidence"])
         if p.started_ms is not None:
             data["rebalance_started_ms"] = p.started_ms
@@ -411,15 +418,16 @@ class Inferrer:
 
     def _settle_stored(self, snap: GroupSnapshot, now_ms: int) -> list[Event]:
         """Settled, with the broker's generations: the partitions that moved. Causes went
-        with the records, except for a record with nothing to compare it with: its cause
-        is guessed here from what the polls saw."""
+        with the records, except for a record with nothing to compare it with, or whose
+        members and subscriptions did not change: its cause is found here from what the
+        polls saw and how the assignment changed (a topic grew), else `unknown`."""
         base = self.baseline
         moves = _moves(base, snap) if base is not None else []
         p = self.pending
         events = []
         if moves:
             events.append(self._event("PartitionsMoved", now_ms, moves=moves, count=len(moves)))
-        if self.stored_generation > self.attributed_generation and (p.any() or moves):
+        if self.stored_generation > self.attributed_generation:
             cause = attribute(p, base, snap, self.started_mid_rebalance)
             events.append(self._event("RebalanceAttributed", now_ms, **cause))
             self.attributed_generation = self.stored_generation
