@@ -3,7 +3,18 @@
 Prints JSON lines like VerifiableConsumer: {"timestamp": ms, "name":
 "partitions_assigned"|"partitions_revoked", "partitions": [{"topic", "partition"}]}.
 Reads `{"op":"subscribe","topics":[...]}` lines on stdin (applied on the poll thread).
-SIGTERM closes the consumer (LeaveGroup).
+SIGTERM closes the consumer (LeaveGroup). The loop polls with `timeout_ms=100` so that
+stdin commands are applied promptly (kgctl's member polls with 200 ms; Java's
+VerifiableConsumer with `Long.MAX_VALUE`).
+
+Known kafka-python 3.0.12 behaviour this member shows (docs/benchmarks.md, section 1):
+after `subscribe()` changes the topics, `need_rejoin()` turns False as soon as the
+JoinGroup is built (`group_protocols()` records the joined subscription). If that poll's
+100 ms run out before the SyncGroup answer (the broker waits for the other members), the
+next poll sees no rejoin needed and never awaits the join: the answer is not applied,
+heartbeats stay disabled, the coordinator drops the member at its session timeout, and
+it never rejoins. `KP_MEMBER_DEBUG=1` (kafka-python's DEBUG log on stderr; see
+`python -m bench.run --member-logs`) shows it.
 """
 
 from __future__ import annotations

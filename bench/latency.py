@@ -56,9 +56,15 @@ class CaseResult:
 
 class Env:
     def __init__(
-        self, bootstrap: str, log_path: Path, workdir: Path, java_libs: Path | None
+        self,
+        bootstrap: str,
+        log_path: Path,
+        workdir: Path,
+        java_libs: Path | None,
+        member_logs: Path | None = None,
     ) -> None:
         self.bootstrap = bootstrap
+        self.member_logs = member_logs
         self.log = BrokerLog(log_path)
         self.workdir = workdir
         self.java_libs = java_libs
@@ -130,15 +136,36 @@ def run_case(
         for _ in range(count):
             name = f"{kind}-{len(members)}"
             members.append(
-                spawn(kind, env.bootstrap, group, [t1], name, cfg, env.workdir, env.java_libs)
+                spawn(
+                    kind,
+                    env.bootstrap,
+                    group,
+                    [t1],
+                    name,
+                    cfg,
+                    env.workdir,
+                    env.java_libs,
+                    stderr_dir=logs,
+                )
             )
+
+    logs: Path | None = None
+    if env.member_logs is not None:
+        logs = env.member_logs / group
+        logs.mkdir(parents=True, exist_ok=True)
 
     expected = {(t1, p) for p in range(parts)}
     try:
         t_setup = now_ms()
+        setup_offset = env.log.size()
         add(1 if scenario == "scale-out" else n)
         if env.observer.wait_complete(group, len(members), expected, setup_timeout_s) is None:
-            res.error = "setup: group never complete"
+            res.error = "setup: group never complete; " + _diagnose(env, group, members)
+            # Times relative to the setup's start, as evidence.
+            res.broker_log = [
+                (e.ts_ms - t_setup, e.what, e.generation)
+                for e in env.log.events(group, setup_offset)
+            ]
             return res
         # Quiet for a second: no rebalance left over from the setup.
         time.sleep(1.0)
@@ -165,9 +192,17 @@ def run_case(
             expected |= {(t2, p) for p in range(parts)}
             topics = tuple(sorted((t1, t2)))
         timeout = 60.0 + cfg.session_timeout_ms / 1000
+        if scenario == "scale-out":
+            # Start-up is part of it: 1→30 JVMs took 93-143 s on 2 shared cores.
+            timeout += 3.0 * (n - 1)
         t_stable = env.observer.wait_complete(group, want_members, expected, timeout, topics)
         if t_stable is None:
             res.error = "trigger: group never complete; " + _diagnose(env, group, members)
+            # The coordinator's side of the failure, as evidence.
+            res.broker_log = [
+                (e.ts_ms - t0, e.what, e.generation) for e in env.log.events(group, log_offset)
+            ]
+            res.unassigned_ms = [_unassigned(m, t0, now_ms()) for m in existing]
             return res
         time.sleep(SETTLE_S)
         t_end = now_ms()

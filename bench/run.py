@@ -23,7 +23,7 @@ from typing import Any
 
 from bench import micro
 from bench.density import run_density
-from bench.latency import Env, result_dicts, run_case, summarize
+from bench.latency import SCENARIOS, Env, result_dicts, run_case, summarize
 from bench.members import MemberConfig
 from bench.tracecost import run_trace_cost
 from bench.watchlag import run_watch_lag
@@ -66,6 +66,7 @@ PLANS: dict[str, dict[str, Any]] = {
         "cases": [
             ("scale-out", 3, 3),
             ("scale-out", 10, 2),
+            ("scale-out", 30, 2),
             ("kill", 3, 3),
             ("growth", 3, 3),
             ("subscription", 3, 3),
@@ -93,8 +94,21 @@ PLANS: dict[str, dict[str, Any]] = {
 }
 
 
+def parse_cases(text: str) -> list[tuple[str, int, int]]:
+    """`scenario:n:reps[,...]`, e.g. `subscription:3:2,scale-out:30:2`."""
+    cases = []
+    for item in text.split(","):
+        scenario, n, reps = item.split(":")
+        if scenario not in SCENARIOS:
+            raise SystemExit(f"--cases: unknown scenario {scenario!r} (one of {SCENARIOS})")
+        cases.append((scenario, int(n), int(reps)))
+    return cases
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    plan = PLANS["smoke" if args.smoke else "full"]
+    plan = dict(PLANS["smoke" if args.smoke else "full"])
+    if args.cases:
+        plan["cases"] = parse_cases(args.cases)
     sections = (
         set(args.only.split(","))
         if args.only
@@ -130,7 +144,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             from bench.tools import tools_libs
 
             java_libs = tools_libs(say=say)
-        env = Env(bootstrap, log_path, work, java_libs)
+        env = Env(bootstrap, log_path, work, java_libs, member_logs=args.member_logs)
         try:
             if "micro" in sections:
                 m, p, rounds = plan["fold"]
@@ -198,6 +212,17 @@ def main(argv: list[str] | None = None) -> int:
         "--only", help="comma list of latency,micro,trace,density,watchlag (not run by default)"
     )
     ap.add_argument("--kinds", help="comma list of kgctl,java,kp (latency)")
+    ap.add_argument(
+        "--cases",
+        help="latency cases instead of the plan's, scenario:n:reps comma list, "
+        "e.g. subscription:3:2 (scenarios: scale-out, kill, growth, subscription)",
+    )
+    ap.add_argument(
+        "--member-logs",
+        type=Path,
+        help="keep every latency member's stderr in DIR/<group>/<name>.err "
+        "(KP_MEMBER_DEBUG=1 adds kafka-python's DEBUG log for kind kp)",
+    )
     ap.add_argument("--bootstrap", help="use this broker instead of starting one")
     ap.add_argument("--broker-log", help="its server.log (broker-side rebalance start)")
     ap.add_argument("--density", help="comma list of member counts, e.g. 100,200,250")
