@@ -45,6 +45,7 @@ from kgctl.model.events import partitions_of
 
 Emit = Callable[..., Any]
 
+
 class CooperativeStickyOrEager(CooperativeStickyAssignor):
     """cooperative-sticky as in Java: it also runs under the eager protocol, which is what
     a member gets when it lists it with an eager assignor. That is Java's upgrade path:
