@@ -25,6 +25,7 @@ from bench import micro
 from bench.density import run_density
 from bench.latency import SCENARIOS, Env, result_dicts, run_case, summarize
 from bench.members import MemberConfig
+from bench.perprocess import run_per_process
 from bench.tracecost import run_trace_cost
 from bench.watchlag import run_watch_lag
 
@@ -79,6 +80,8 @@ PLANS: dict[str, dict[str, Any]] = {
         "density_cfg": None,
         # watch lag (only with --only watchlag): members, rebalances per mode, interval
         "watchlag": (3, 10, 1.0),
+        # one process per member against several members per process (only with --only)
+        "perprocess": (60, [1, 10, 60], 60.0),
     },
     "smoke": {
         "kinds": ("kgctl", "kp"),
@@ -90,6 +93,7 @@ PLANS: dict[str, dict[str, Any]] = {
         "density_hold_s": 2.0,
         "density_cfg": MemberConfig(session_timeout_ms=6000, heartbeat_interval_ms=500),
         "watchlag": (2, 2, 1.0),
+        "perprocess": (2, [1, 2], 2.0),
     },
 }
 
@@ -185,6 +189,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 out["watchlag"] = run_watch_lag(
                     bootstrap, work, members, rebalances, interval, say=say
                 )
+            if "perprocess" in sections:
+                n, layouts, hold = plan["perprocess"]
+                say(f"bench: {n} members, {layouts} per process")
+                out["perprocess"] = run_per_process(env, n, layouts, hold, say=say)
             if "density" in sections:
                 steps = [int(s) for s in args.density.split(",")] if args.density else None
                 kw = {"cfg": plan["density_cfg"]} if plan["density_cfg"] else {}
