@@ -7,8 +7,11 @@ The session broker is tied to the pytest process: if pytest dies, so does the br
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import uuid
+import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,3 +52,27 @@ def broker_logs(session_broker: LocalBroker | None) -> list[Path]:
     state = session_broker.load()
     assert state is not None
     return [Path(node.log) for node in state.nodes]
+
+
+@pytest.fixture
+def admin(bootstrap: str) -> Iterator[Any]:
+    """A kafka-python admin client on the session broker."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka.admin import KafkaAdminClient
+    client = KafkaAdminClient(bootstrap_servers=bootstrap)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def new_topic(admin: Any) -> Callable[[int], str]:
+    """Creates a fresh topic with that many partitions and returns its name."""
+    from kafka.admin import NewTopic
+
+    def make(partitions: int) -> str:
+        name = f"kgctl-test-{uuid.uuid4().hex[:10]}"
+        admin.create_topics([NewTopic(name, partitions, 1)])
+        return name
+
+    return make

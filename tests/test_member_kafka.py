@@ -25,7 +25,7 @@ with warnings.catch_warnings():
     # kafka-python 3.0.12 builds its protocol classes with a deprecated importlib call.
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-    from kafka.admin import KafkaAdminClient, NewPartitions, NewTopic
+    from kafka.admin import NewPartitions, NewTopic
 
 SESSION_MS = 6000
 HEARTBEAT_MS = 500
@@ -129,20 +129,8 @@ class MemberProc:
 
 
 @pytest.fixture
-def admin(bootstrap: str) -> Iterator[Any]:
-    client = KafkaAdminClient(bootstrap_servers=bootstrap)
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def topic(admin: Any) -> Callable[[int], str]:
-    def make(partitions: int) -> str:
-        name = f"kgctl-test-{uuid.uuid4().hex[:10]}"
-        admin.create_topics([NewTopic(name, partitions, 1)])
-        return name
-
-    return make
+def topic(new_topic: Callable[[int], str]) -> Callable[[int], str]:
+    return new_topic  # conftest.py; named `topic` in this file's tests
 
 
 @pytest.fixture

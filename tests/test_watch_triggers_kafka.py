@@ -11,7 +11,7 @@ import sys
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -23,24 +23,7 @@ pytestmark = pytest.mark.kafka
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka.admin import KafkaAdminClient, NewPartitions, NewTopic
-
-
-@pytest.fixture
-def admin(bootstrap: str) -> Iterator[Any]:
-    client = KafkaAdminClient(bootstrap_servers=bootstrap)
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def new_topic(admin: Any) -> Callable[[int], str]:
-    def make(partitions: int) -> str:
-        name = f"watch-trigger-{uuid.uuid4().hex[:8]}"
-        admin.create_topics([NewTopic(name, partitions, 1)])
-        return name
-
-    return make
+    from kafka.admin import NewPartitions
 
 
 def attributed(watch: WatchProcess, cause: str, after: int) -> dict[str, Any]:
