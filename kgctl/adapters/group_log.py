@@ -63,9 +63,9 @@ class GroupLogReader(threading.Thread):
         self,
         settings: ClientSettings,
         group: str,
-        on_ready: Callable[[int, GroupRecord | None, int], None],
-        on_record: Callable[[GroupRecord], None],
-        on_unavailable: Callable[[str], None],
+        on_ready: Callable[[int, GroupRecord | None, int], None] = lambda *_a: None,
+        on_record: Callable[[GroupRecord], None] = lambda _r: None,
+        on_unavailable: Callable[[str], None] = lambda _m: None,
     ) -> None:
         super().__init__(name=f"kgctl-group-log-{group}", daemon=True)
         self.settings, self.group = settings, group
@@ -95,11 +95,7 @@ class GroupLogReader(threading.Thread):
         except Exception as exc:  # the watch goes on, with inferred generations
             self.on_unavailable(_why(exc))
         finally:
-            if consumer is not None:
-                try:
-                    consumer.close()
-                except Exception:
-                    log.debug("closing the group log consumer failed", exc_info=True)
+            _close(consumer)
 
     def look_back(self) -> tuple[int, GroupRecord | None, int]:
         """Once, without following (`kgctl watch --once`): the group's partition, its
@@ -115,11 +111,7 @@ class GroupLogReader(threading.Thread):
         except Exception as exc:
             raise GroupLogUnavailable(_why(exc)) from None
         finally:
-            if consumer is not None:
-                try:
-                    consumer.close()
-                except Exception:
-                    log.debug("closing the group log consumer failed", exc_info=True)
+            _close(consumer)
 
     # -- steps --------------------------------------------------------------------------
 
@@ -189,6 +181,15 @@ class GroupLogReader(threading.Thread):
         except RecordError as exc:
             log.debug("skipping %s offset %s: %s", OFFSETS_TOPIC, rec.offset, exc)
             return None
+
+
+def _close(consumer: Any) -> None:
+    if consumer is None:
+        return
+    try:
+        consumer.close()
+    except Exception:
+        log.debug("closing the group log consumer failed", exc_info=True)
 
 
 def _why(exc: Exception) -> str:

@@ -236,21 +236,9 @@ class Inferrer:
         self.started_mid_rebalance = False
         return events
 
-    def _settle_epochs(self, snap: GroupSnapshot, now_ms: int) -> list[Event]:
-        """A consumer group settled: the partitions that moved since it last did."""
-        base, self.baseline = self.baseline, snap
-        self.pending = _Pending()
-        self.started_mid_rebalance = False
-        moves = _moves(base, snap) if base is not None else []
-        if not moves:
-            return []
-        return [self._event("PartitionsMoved", now_ms, moves=moves, count=len(moves))]
-
     def _settle(self, snap: GroupSnapshot, now_ms: int) -> list[Event]:
-        if snap.group_epoch is not None:
-            return self._settle_epochs(snap, now_ms)
-        if self.stored_source:
-            return self._settle_stored(snap, now_ms)
+        if snap.group_epoch is not None or self.stored_source:
+            return self._settle_known(snap, now_ms)
         base = self.baseline
         moves = _moves(base, snap) if base is not None else []
         p = self.pending
@@ -396,17 +384,15 @@ class Inferrer:
         snap = GroupSnapshot(
             group=self.group, state="CompletingRebalance", members=tuple(members.values())
         )
+        if p.started_ms is not None:
+            data["rebalance_started_ms"] = p.started_ms
         cause = attribute(stored, None, snap, self.started_mid_rebalance)
         if cause["cause"] == "unknown" and not self.started_mid_rebalance:
             # Same members, same subscriptions: the records cannot say why. A subscribed
             # topic that grew shows in the assignment, so the cause waits for the group
-            # to settle (_settle_stored compares the Stable snapshots).
-            if p.started_ms is not None:
-                data["rebalance_started_ms"] = p.started_ms
+            # to settle (_settle_known compares the Stable snapshots).
             return [self._event("GenerationChanged", now_ms, **data)]
         data.update(cause=cause["cause"], guess=cause["guess"], evidence=cause["evidence"])
-        if p.started_ms is not None:
-            data["rebalance_started_ms"] = p.started_ms
         self.attributed_generation = meta.generation
         # What the polls saw of this rebalance is spent; moves wait for it to settle.
         self.pending = _Pending()
@@ -416,11 +402,13 @@ class Inferrer:
             self._event("RebalanceAttributed", now_ms, **cause),
         ]
 
-    def _settle_stored(self, snap: GroupSnapshot, now_ms: int) -> list[Event]:
-        """Settled, with the broker's generations: the partitions that moved. Causes went
-        with the records, except for a record with nothing to compare it with, or whose
-        members and subscriptions did not change: its cause is found here from what the
-        polls saw and how the assignment changed (a topic grew), else `unknown`."""
+    def _settle_known(self, snap: GroupSnapshot, now_ms: int) -> list[Event]:
+        """Settled, with generation ids from the broker (a consumer group's epochs, or the
+        records in __consumer_offsets): the partitions that moved. Causes went with the
+        epoch change or the record, except for a record with nothing to compare it with,
+        or whose members and subscriptions did not change: its cause is found here from
+        what the polls saw and how the assignment changed (a topic grew), else
+        `unknown`."""
         base = self.baseline
         moves = _moves(base, snap) if base is not None else []
         p = self.pending

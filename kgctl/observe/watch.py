@@ -240,25 +240,24 @@ class Watch:
             return now_ms()
         return origin[1] + int((time.monotonic() - origin[0]) * 1000 * self.speed)
 
+    def _reads_group_log(self) -> bool:
+        """Generation ids come from __consumer_offsets: asked for, and not a KIP-848 group
+        (which stores none there)."""
+        first = self.observer.inferrer.prev if self.observer is not None else None
+        return self.stored_generations and (first is None or first.group_epoch is None)
+
     def stored_generation_now(self) -> None:
         """For `--once`: look up the group's latest stored generation synchronously (the
         reader's bounded look-back) instead of following the records."""
         observer = self.observer
         first = observer.inferrer.prev if observer is not None else None
-        if observer is None or not self.stored_generations or first is None:
-            return
-        if first.missing or first.group_epoch is not None:
+        if observer is None or first is None or first.missing or not self._reads_group_log():
             return
         from kgctl.adapters.group_log import GroupLogReader, GroupLogUnavailable
 
         inferrer = observer.inferrer
-
-        def unused(*_args: Any) -> None:
-            return None
-
-        reader = GroupLogReader(self.settings, self.group, unused, unused, unused)
         try:
-            partition, latest, scanned = reader.look_back()
+            partition, latest, scanned = GroupLogReader(self.settings, self.group).look_back()
         except GroupLogUnavailable as exc:
             events = inferrer.stored_unavailable(str(exc), now_ms())
         else:
@@ -271,8 +270,7 @@ class Watch:
         as soon as they are stored. A KIP-848 group stores none there: not for it."""
         observer = self.observer
         assert observer is not None
-        first = observer.inferrer.prev
-        if not self.stored_generations or (first is not None and first.group_epoch is not None):
+        if not self._reads_group_log():
             return
         from kgctl.adapters.group_log import GroupLogReader
 
