@@ -58,9 +58,11 @@ def test_a_paced_replay_feeds_events_at_their_recorded_gaps(tmp_path: Path) -> N
         # The view's clock is the recording's: about 4 s of recorded time after 0.4 s.
         assert watch.clock() >= T0 + 4000
     assert [seq for _, seq in arrived] == [1, 2, 3]
+    # Gaps never shorter than recorded / speed; the upper bound only rules out pacing at
+    # the recorded speed (4 s), so a loaded machine does not fail it.
     times = [t for t, _ in arrived]
-    assert times[0] < 0.15
-    assert 0.15 <= times[1] < 0.5 and 0.35 <= times[2] < 0.8
+    assert times[1] - times[0] >= 0.19 and times[2] - times[0] >= 0.39
+    assert times[2] < 3.0
     assert not watch.replaying.is_set()
 
 
@@ -92,12 +94,16 @@ def _cli(path: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], flo
 
 def test_the_cli_paces_by_speed_and_prints_the_same_lines(tmp_path: Path) -> None:
     path = write(tmp_path / "run.jsonl", [ev(T0 + 1000 * i, i + 1) for i in range(4)])
-    fast, fast_s = _cli(path, "--speed", "0")
+    fast, _ = _cli(path, "--speed", "0")
     paced, paced_s = _cli(path, "--speed", "2")  # 3 recorded seconds in 1.5 s
     assert fast.returncode == 0 and paced.returncode == 0, (fast.stderr, paced.stderr)
     assert fast.stdout == paced.stdout
     assert [json.loads(line)["seq"] for line in paced.stdout.splitlines()] == [1, 2, 3, 4]
-    assert paced_s - fast_s > 1.2
+    assert paced_s >= 1.5
+    # A recording of two hours with --speed 0 does not wait (_cli gives up after 60 s).
+    long = write(tmp_path / "long.jsonl", [ev(T0 + 3_600_000 * i, i + 1) for i in range(3)])
+    instant, _ = _cli(long, "--speed", "0")
+    assert instant.returncode == 0 and len(instant.stdout.splitlines()) == 3
 
 
 def test_a_bad_line_in_a_paced_replay_is_still_a_usage_error(tmp_path: Path) -> None:

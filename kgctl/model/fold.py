@@ -221,12 +221,16 @@ def _open_generation(
     gens = s.generations
     if gens:
         prev = gens[-1]
-        # Time members spent without partitions up to here belongs to the old generation.
+        # Time members spent without partitions up to here belongs to the old generation,
+        # but only for its members: one seen before the rebalance that admits it (a new
+        # member announcing itself, an observer's early sighting) was never without a
+        # share of that generation.
         unassigned = dict(prev.unassigned_ms)
         members = dict(s.members)
         for key, m in s.members.items():
             if m.alive and m.unassigned_since_ms is not None and start > m.unassigned_since_ms:
-                unassigned[key] = unassigned.get(key, 0) + start - m.unassigned_since_ms
+                if not prev.members or key in prev.members:
+                    unassigned[key] = unassigned.get(key, 0) + start - m.unassigned_since_ms
                 members[key] = replace(m, unassigned_since_ms=start)
         s = replace(s, members=members)
         end = prev.end_ms if prev.end_ms is not None else start
