@@ -8,7 +8,6 @@ kafka-python group.
 from __future__ import annotations
 
 import signal
-import threading
 import time
 import uuid
 import warnings
@@ -17,13 +16,12 @@ from typing import Any
 
 import pytest
 from test_member_kafka import MemberProc
-from test_watch_kafka import WatchProcess, _is
+from test_watch_kafka import PlainConsumer, WatchProcess, _is
 
 pytestmark = pytest.mark.kafka
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka import KafkaConsumer
     from kafka.admin import KafkaAdminClient, NewTopic
 
 
@@ -111,56 +109,6 @@ def test_kgctl_members_generations_are_the_ones_watch_reports(bootstrap: str, to
             watch.kill()
 
 
-class PlainConsumer(threading.Thread):
-    """A kafka-python KafkaConsumer noting the generation of every assignment it gets."""
-
-    def __init__(self, bootstrap: str, topic: str, group: str, name: str) -> None:
-        super().__init__(name=name, daemon=True)
-        self.bootstrap, self.topic, self.group = bootstrap, topic, group
-        self.generations: list[int] = []
-        self.stopping = threading.Event()
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        from kafka import ConsumerRebalanceListener
-
-        consumer: Any = None
-        generations = self.generations
-
-        class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
-            def on_partitions_revoked(self, revoked: Any) -> None:
-                pass
-
-            def on_partitions_assigned(self, assigned: Any) -> None:
-                generations.append(consumer._coordinator._generation.generation_id)
-
-        try:
-            consumer = KafkaConsumer(
-                bootstrap_servers=self.bootstrap,
-                group_id=self.group,
-                client_id=self.name,
-                session_timeout_ms=10000,
-                heartbeat_interval_ms=500,
-                metadata_max_age_ms=1000,  # notice a topic that grew within a second
-            )
-            consumer.subscribe([self.topic], listener=Listener())
-            try:
-                while not self.stopping.is_set():
-                    consumer.poll(timeout_ms=100)
-            finally:
-                consumer.close()
-        except BaseException as exc:  # reported by the test
-            self.error = exc
-
-    def stop(self) -> None:
-        self.stopping.set()
-        if self.is_alive():
-            self.join(timeout=20)
-
-    def client_id_in(self, text: str) -> bool:
-        return self.name in text
-
-
 def test_a_plain_kafka_python_group_gets_its_real_generation(bootstrap: str, topic: str) -> None:
     group = f"g-{uuid.uuid4().hex[:8]}"
     first = PlainConsumer(bootstrap, topic, group, f"first-{group}")
@@ -176,7 +124,7 @@ def test_a_plain_kafka_python_group_gets_its_real_generation(bootstrap: str, top
         joined = watch.wait_for(
             "the join's cause", _is("RebalanceAttributed", cause="member_joined")
         )
-        assert second.client_id_in(joined["data"]["evidence"])
+        assert second.client_id in joined["data"]["evidence"]
         # Both consumers settle on the generation watch reported last.
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

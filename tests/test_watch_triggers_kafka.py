@@ -16,8 +16,7 @@ from typing import Any
 
 import pytest
 from test_member_kafka import MemberProc
-from test_watch_generations_kafka import PlainConsumer
-from test_watch_kafka import WatchProcess, _is
+from test_watch_kafka import PLAIN_POLL_MS, PlainConsumer, WatchProcess, _is
 
 pytestmark = pytest.mark.kafka
 
@@ -107,7 +106,7 @@ c = KafkaConsumer(sys.argv[2], bootstrap_servers=sys.argv[1], group_id=sys.argv[
                   client_id=sys.argv[4], session_timeout_ms=6000, heartbeat_interval_ms=500,
                   metadata_max_age_ms=1000)
 while True:
-    c.poll(timeout_ms=100)
+    c.poll(timeout_ms=int(sys.argv[5]))
 """
 
 
@@ -119,7 +118,7 @@ def test_plain_kafka_python_group_growth_and_kill_are_named(
     first = PlainConsumer(bootstrap, t, group, f"first-{group}")
     killed = f"killed-{group}"
     second = subprocess.Popen(
-        [sys.executable, "-c", PLAIN_MEMBER, bootstrap, t, group, killed],
+        [sys.executable, "-c", PLAIN_MEMBER, bootstrap, t, group, killed, str(PLAIN_POLL_MS)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
