@@ -130,6 +130,9 @@ class GroupAdmin:
             from kafka import KafkaAdminClient
 
             from kgctl.adapters.cluster import AuthFailureWatch, auth_error
+            from kgctl.adapters.sockets import close_abandoned_connects
+
+            close_abandoned_connects()
 
             cfg = self.settings.kafka_config()
             cfg.setdefault("client_id", "kgctl-watch")

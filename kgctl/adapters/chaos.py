@@ -23,6 +23,9 @@ def _kafka() -> Any:
         warnings.simplefilter("ignore", DeprecationWarning)
         import kafka
 
+    from kgctl.adapters.sockets import close_abandoned_connects
+
+    close_abandoned_connects()
     return kafka
 
 

@@ -12,6 +12,9 @@ def describe_cluster(settings: ClientSettings) -> dict[str, Any]:
     """The cluster id, controller and live brokers, or raise the client's error."""
     from kafka import KafkaAdminClient
 
+    from kgctl.adapters.sockets import close_abandoned_connects
+
+    close_abandoned_connects()
     cfg = settings.kafka_config()
     cfg["request_timeout_ms"] = min(cfg["request_timeout_ms"], 5000)
     logging.getLogger("kafka").setLevel(logging.CRITICAL)

@@ -118,6 +118,9 @@ class GroupLogReader(threading.Thread):
     def _consumer(self) -> Any:
         from kafka import KafkaConsumer
 
+        from kgctl.adapters.sockets import close_abandoned_connects
+
+        close_abandoned_connects()
         cfg = self.settings.kafka_config()
         cfg.setdefault("client_id", "kgctl-watch-offsets")
         return KafkaConsumer(

@@ -39,6 +39,9 @@ class TraceTopicReader(threading.Thread):
     def run(self) -> None:
         from kafka import KafkaConsumer, TopicPartition
 
+        from kgctl.adapters.sockets import close_abandoned_connects
+
+        close_abandoned_connects()
         consumer: Any = None
         try:
             cfg = self.settings.kafka_config()

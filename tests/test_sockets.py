@@ -1,0 +1,48 @@
+"""kafka-python's abandoned connects close their socket (kgctl/adapters/sockets.py)."""
+
+from __future__ import annotations
+
+import errno
+import socket
+from collections.abc import Generator
+from typing import Any
+
+from kgctl.adapters.sockets import close_abandoned_connects
+
+
+class _Suspended:
+    """What kafka-python's loop hands a coroutine waiting for a socket to be writable."""
+
+    def __await__(self) -> Generator[Any, None, None]:
+        yield self
+
+
+class _Loop:
+    def wait_write(self, sock: socket.socket, timeout_at: float | None = None) -> _Suspended:
+        return _Suspended()
+
+
+def test_a_connect_ended_by_a_closing_loop_closes_its_socket() -> None:
+    close_abandoned_connects()
+    from kafka.net.inet import KafkaNetSocket
+
+    made: list[socket.socket] = []
+    factory: Any = KafkaNetSocket()
+    real_socket = factory.socket
+
+    def socket_made(*args: Any) -> socket.socket:
+        made.append(real_socket(*args))
+        return made[-1]
+
+    factory.socket = socket_made
+    factory.connect_ex = lambda sock, addr: errno.EINPROGRESS  # the TCP connect is pending
+    addrinfo = (socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", ("127.0.0.1", 9))
+    connecting = factory.connect(_Loop(), addrinfo)
+    try:
+        connecting.send(None)  # suspended, waiting for the connect to finish
+        assert made and made[0].fileno() != -1
+        connecting.close()  # what the loop does to it when the client is closed
+        assert made[0].fileno() == -1
+    finally:
+        for sock in made:
+            sock.close()
