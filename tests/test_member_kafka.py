@@ -478,9 +478,15 @@ def test_records_consumed_committed_and_reported_at_exit(
 
 
 def test_trace_topic_carries_every_event_the_member_printed(
-    spawn: Callable[..., MemberProc], topic: Callable[[int], str], group: str, bootstrap: str
+    spawn: Callable[..., MemberProc],
+    topic: Callable[[int], str],
+    group: str,
+    bootstrap: str,
+    admin: Any,
 ) -> None:
-    t, trace = topic(2), topic(1)
+    # The trace topic does not exist yet (the local broker creates no topic on first use):
+    # the member creates it, with one partition.
+    t, trace = topic(2), f"kgctl-test-trace-{uuid.uuid4().hex[:10]}"
     producer = KafkaProducer(bootstrap_servers=bootstrap)
     for i in range(400):
         producer.send(t, value=b"x", partition=i % 2)
@@ -490,6 +496,8 @@ def test_trace_topic_carries_every_event_the_member_printed(
     assert a.proc.wait(timeout=60) == 0, a.stderr
     a._reader.join(timeout=5)
     printed = list(a.events)
+    [described] = admin.describe_topics([trace])
+    assert len(described["partitions"]) == 1
     assert printed[-1]["type"] == "MemberStopped"
 
     reader = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)

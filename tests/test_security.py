@@ -191,6 +191,17 @@ def test_missing_acls_name_the_permission_to_grant(secured: Secured) -> None:
         "User:guest (TOPIC_AUTHORIZATION_FAILED)"
     )
 
+    # A missing trace topic is created by the member, if the cluster lets it.
+    trace = secured.kgctl(
+        "join", "-g", "guest-ok", "sec-t", *common, "--timeout", "10",
+        "--trace-topic", "sec-no-trace",
+    )  # fmt: skip
+    assert trace.returncode == 8, trace.stderr
+    assert _one_line(trace.stderr) == (
+        "kgctl: error: --trace-topic sec-no-trace does not exist and this client may not "
+        "create it: grant Create on Topic sec-no-trace to User:guest, or create it (1 partition)"
+    )
+
     watch = secured.kgctl("watch", "denied", "--once", *common, "--timeout", "10")
     assert watch.returncode == 8, watch.stderr
     assert "grant Describe on Group denied to User:guest" in _one_line(watch.stderr)

@@ -39,9 +39,12 @@ from kafka.protocol.consumer.metadata import (
 )
 from kafka.structs import MemberState, OffsetAndMetadata, TopicPartition
 
+from kgctl.adapters.sockets import close_abandoned_connects
 from kgctl.errors import ConnectError, UsageError
 from kgctl.member.reasons import FATAL_ERRORS, join_retry, rejoin_reason
 from kgctl.model.events import partitions_of
+
+close_abandoned_connects()
 
 Emit = Callable[..., Any]
 
@@ -835,14 +838,17 @@ class TracePublisher:
         *,
         window_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        principal: str | None = None,
     ) -> None:
         self.topic = topic
         self._window_s = window_s
         self._clock = clock
         self._pending: dict[str, list[str]] = {}
         self._last_burst = float("-inf")
+        self.created = _ensure_trace_topic(kafka_config, topic, principal)
         try:
-            self._producer = KafkaProducer(**kafka_config, linger_ms=20)
+            # A send that must wait for metadata blocks the member's loop: 5 s, not 60.
+            self._producer = KafkaProducer(**kafka_config, linger_ms=20, max_block_ms=5000)
         except (Errors.KafkaConnectionError, Errors.KafkaTimeoutError) as exc:
             raise ConnectError(f"--trace-topic: cannot reach Kafka ({error_name(exc)})") from None
 
@@ -864,11 +870,55 @@ class TracePublisher:
                 self._producer.send(self.topic, key=key.encode(), value=chunk)
 
     def close(self, timeout_s: float = 5.0) -> None:
-        try:
+        # One budget for the flush and the close: with the broker gone, each would
+        # otherwise wait it out in turn.
+        deadline = time.monotonic() + timeout_s
+        with contextlib.suppress(Errors.KafkaError):
             self.send_due(urgent=True)
+        try:
             self._producer.flush(timeout=timeout_s)
-        finally:
-            self._producer.close(timeout=timeout_s)
+        except Errors.KafkaTimeoutError:
+            # Undeliverable (the broker is gone). kafka-python's close() raises while any
+            # record is undelivered and leaves the producer open, to fail again from its
+            # __del__ at exit; Java's close(timeout) drops them. Drop them here.
+            self._producer._accumulator.abort_incomplete_batches()
+        self._producer.close(timeout=max(deadline - time.monotonic(), 0.0))
+
+
+def _ensure_trace_topic(kafka_config: dict[str, Any], topic: str, principal: str | None) -> bool:
+    """Create the trace topic if it is missing; True if this call created it.
+
+    The member is the trace topic's writer, and kgctl's own broker (like many clusters)
+    does not create topics on first use: without this a send waits for metadata that
+    never comes. One partition keeps a group's events in order for every reader.
+    """
+    from kafka.admin import KafkaAdminClient
+
+    from kgctl.errors import NotAuthorizedError, grant_hint
+
+    try:
+        admin = KafkaAdminClient(**kafka_config)
+    except (Errors.KafkaConnectionError, Errors.KafkaTimeoutError) as exc:
+        raise ConnectError(f"--trace-topic: cannot reach Kafka ({error_name(exc)})") from None
+    try:
+        if topic in admin.list_topics():
+            return False
+        # Replication -1: the cluster's default.replication.factor (brokers from 2.4).
+        admin.create_topics(
+            {topic: {"num_partitions": 1, "replication_factor": -1}}, wait_for_metadata=True
+        )
+        return True
+    except Errors.TopicAlreadyExistsError:
+        return False  # another member created it first
+    except Errors.AuthorizationError:
+        raise NotAuthorizedError(
+            f"--trace-topic {topic} does not exist and this client may not create it: "
+            f"{grant_hint('Create', 'Topic', [topic], principal)}, or create it (1 partition)"
+        ) from None
+    except Errors.InvalidTopicError as exc:
+        raise UsageError(f"--trace-topic {topic!r} is not a valid topic name ({exc})") from None
+    finally:
+        admin.close()
 
 
 def json_line_chunks(lines: list[str], max_bytes: int) -> Iterator[bytes]:

@@ -29,6 +29,10 @@ from kgctl.settings import ClientSettings
 Sink = Callable[[Event], None]
 COMMIT_MODES = ("auto", "sync", "async", "none")
 POLL_MS = 200
+# The most a stopping member spends on its last commit and LeaveGroup together.
+CLOSE_BUDGET_S = 10.0
+# The most it then waits for the trace topic to take its last events.
+TRACE_CLOSE_S = 2.0
 # Events a busy member emits all the time; the trace topic batches them (up to a second)
 # while every other event, a step of the protocol, goes out at once.
 ROUTINE_EVENTS = frozenset({"RecordsConsumed", "HeartbeatSucceeded", "OffsetsCommitted"})
@@ -189,7 +193,9 @@ class Member:
         kafka_config = self.settings.kafka_config()
         try:
             if cfg.trace_topic:
-                self._trace = adapter.TracePublisher(kafka_config, cfg.trace_topic)
+                self._trace = adapter.TracePublisher(
+                    kafka_config, cfg.trace_topic, principal=self.settings.principal
+                )
             consumer_config: dict[str, Any] = {
                 "group_id": cfg.group,
                 "client_id": self.client_id,
@@ -339,12 +345,13 @@ class Member:
             time.sleep(min(left, 0.05))
             self.flush()
 
-    def _commit(self, mode: str) -> None:
+    def _commit(self, mode: str, timeout_s: float | None = None) -> None:
         from kgctl.adapters.consumer import error_name
 
         try:
             if mode == "sync":
-                self._consumer.commit(timeout_ms=int(self.settings.timeout_s * 1000))
+                timeout_s = self.settings.timeout_s if timeout_s is None else timeout_s
+                self._consumer.commit(timeout_ms=int(timeout_s * 1000))
             elif mode == "async":
                 self._consumer.commit_async()
         except Exception as exc:
@@ -390,18 +397,22 @@ class Member:
     def _close(self, leave: bool) -> None:
         consumer = self._consumer
         if consumer is not None:
-            timeout_ms = int(min(self.settings.timeout_s, 10) * 1000)
+            # One budget for the final commit and the close (LeaveGroup, auto-commit): with
+            # the broker gone each would wait out its own timeout, and a stopped member
+            # should be gone within seconds.
+            deadline = time.monotonic() + min(self.settings.timeout_s, CLOSE_BUDGET_S)
             coordinator = self._coordinator
             with contextlib.suppress(Exception):
                 if leave and self.config.commit in ("sync", "async"):
-                    self._commit("sync")
+                    self._commit("sync", timeout_s=deadline - time.monotonic())
             if coordinator is not None:
                 coordinator._kg_leave_reason = f"kgctl: member stopping ({self._stop or 'failed'})"
                 if not leave:
                     coordinator._kg_closing = True
             with contextlib.suppress(Exception):
                 consumer.close(
-                    autocommit=leave and self.config.commit == "auto", timeout_ms=timeout_ms
+                    autocommit=leave and self.config.commit == "auto",
+                    timeout_ms=max(int((deadline - time.monotonic()) * 1000), 1000),
                 )
             self._consumer = None
         if self._control_reader is not None:
@@ -416,7 +427,9 @@ class Member:
         self.flush()
         if self._trace is not None:
             with contextlib.suppress(Exception):
-                self._trace.close()
+                # A reachable broker takes the last events in milliseconds; an unreachable
+                # one would only add its wait to the budget the close already spent.
+                self._trace.close(timeout_s=TRACE_CLOSE_S)
             self._trace = None
 
 
