@@ -270,3 +270,33 @@ def test_a_join_finished_outside_poll_heartbeats_and_is_not_completed_once_stale
         assert all(d["generation"] != stale for t, d in leader.events if t == "JoinCompleted")
     finally:
         leader.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_heartbeat_loop_that_died_fails_the_next_poll_as_in_java(
+    kind: str, bootstrap: str, topic: str
+) -> None:
+    """The design notes (item 8) say kafka-python never restarts a heartbeat coroutine
+    that died while STABLE. 3.0.12 does what Java's pollHeartbeat does: the next poll
+    raises the failure and the next join starts a new loop. kgctl's member keeps that
+    (its runner reports MemberFailed and exits 1); this pins both."""
+    group = f"departure-8-{uuid.uuid4().hex[:8]}"
+    member = InProcessMember(kind, bootstrap, group, topic)
+    try:
+        member.poll_until(lambda: len(member.consumer.assignment()) == 4, 30, "the first join")
+        coordinator = member.coordinator
+
+        def crash(*args: Any) -> Any:
+            # Once: a bug in a response handler kills the heartbeat coroutine.
+            del coordinator._handle_heartbeat_response
+            raise RuntimeError("injected heartbeat handler failure")
+
+        coordinator._handle_heartbeat_response = crash
+        wait_for(lambda: coordinator._heartbeat_loop_future.failed(), 10, "the loop to die")
+        with pytest.raises(RuntimeError, match="injected heartbeat handler failure"):
+            member.poll_for(2.0)
+        # Raised once: the poll after it goes on, and a rejoin would start a new loop.
+        member.consumer.poll(timeout_ms=100)
+        assert coordinator._heartbeat_loop_future is None
+    finally:
+        member.close()

@@ -268,6 +268,19 @@ class Member:
                 self._stopped("failed")
                 self._restore(previous)
                 raise err from None
+            # A bug (kgctl's or kafka-python's, e.g. a heartbeat loop that died: its
+            # failure comes out of the next poll, as in Java). The member still says why
+            # it ended and leaves the group; the CLI prints one line and exits 1.
+            self.emit(
+                "MemberFailed",
+                error=name,
+                message=str(exc)[:160],
+                exit_status=int(ExitStatus.ERROR),
+            )
+            self._exit = ExitStatus.ERROR
+            self._close(leave=True)
+            self._stopped("failed")
+            self._restore(previous)
             raise
         self._close(leave=True)
         self._stopped(self._stop or "stopped")
