@@ -148,3 +148,30 @@ def test_a_plain_kafka_python_group_gets_its_real_generation(bootstrap: str, top
         if watch is not None:
             watch.kill()
     assert first.error is None and second.error is None
+
+
+def test_watch_reads_a_trace_topic_the_members_create_after_it_started(
+    bootstrap: str, topic: str
+) -> None:
+    """`watch --trace-topic` on a topic that does not exist yet waits for it; the first
+    member creates it, and the member's own steps reach the watch from its first one."""
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    trace = f"kgctl-test-trace-{uuid.uuid4().hex[:8]}"
+    watch = WatchProcess(
+        [group, "-b", bootstrap, "--output", "json", "--interval", "0.5", "--trace-topic", trace]
+    )
+    member: MemberProc | None = None
+    try:
+        watch.wait_for("a first snapshot", _is("GroupObserved"))
+        member = MemberProc(bootstrap, group, topic, "--trace-topic", trace, name="traced")
+        member.wait_event("JoinCompleted", timeout=30)
+        for step in ("MemberStarted", "JoinGroupSent", "JoinCompleted"):
+            seen = watch.wait_for(
+                f"the member's {step}",
+                lambda e, step=step: e["type"] == step and e.get("member") == "traced",
+            )
+            assert seen["source"] == "member"
+    finally:
+        if member is not None:
+            member.kill()
+        watch.kill()

@@ -17,7 +17,8 @@ class TraceTopicReader(threading.Thread):
     """A daemon thread that hands every event of one group on `topic` to `deliver`.
 
     It reads all partitions without joining a group (so it never disturbs anything),
-    starting at the end of the topic: a watch shows what happens from now on.
+    starting at the end of the topic: a watch shows what happens from now on. A topic
+    that does not exist yet is waited for (members create it) and then read whole.
     """
 
     def __init__(
@@ -47,15 +48,21 @@ class TraceTopicReader(threading.Thread):
             cfg = self.settings.kafka_config()
             cfg.setdefault("client_id", "kgctl-watch-trace")
             consumer = KafkaConsumer(enable_auto_commit=False, group_id=None, **cfg)
-            parts: Any = None
-            while parts is None and not self.stopping.is_set():
+            # kafka-python answers an empty set, not None, for a topic that does not exist.
+            parts = consumer.partitions_for_topic(self.topic)
+            created_since = not parts
+            while not parts and not self.stopping.wait(1.0):
                 parts = consumer.partitions_for_topic(self.topic)
-                if parts is None:
-                    self.stopping.wait(1.0)
             if self.stopping.is_set():
                 return
-            consumer.assign([TopicPartition(self.topic, p) for p in sorted(parts)])
-            consumer.seek_to_end()
+            tps = [TopicPartition(self.topic, p) for p in sorted(parts)]
+            consumer.assign(tps)
+            if created_since:
+                # The first member created it after the watch started: all of it is new,
+                # its first steps included.
+                consumer.seek_to_beginning(*tps)
+            else:
+                consumer.seek_to_end(*tps)
             while not self.stopping.is_set():
                 for records in consumer.poll(timeout_ms=200).values():
                     for record in records:
