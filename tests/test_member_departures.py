@@ -38,11 +38,19 @@ class InProcessMember:
     """A consumer driven by the test, with every group request it sends recorded."""
 
     def __init__(
-        self, kind: str, bootstrap: str, group: str, topic: str, max_poll_interval_ms: int = 30_000
+        self,
+        kind: str,
+        bootstrap: str,
+        group: str,
+        topic: str,
+        max_poll_interval_ms: int = 30_000,
+        cooperative: bool = False,
     ) -> None:
         self.kind = kind
         self.events: list[tuple[str, dict[str, Any]]] = []
         self.requests: list[str] = []
+        # The owned partitions each JoinGroup claimed (its first protocol's metadata).
+        self.claimed: list[dict[str, list[int]]] = []
         config: dict[str, Any] = {
             "group_id": group,
             "client_id": f"departure-{kind}",
@@ -53,6 +61,13 @@ class InProcessMember:
             "auto_offset_reset": "earliest",
             "metadata_max_age_ms": 1000,
         }
+        if cooperative:
+            from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+
+            from kgctl.adapters.consumer import CooperativeStickyOrEager
+
+            strategy = CooperativeStickyOrEager if kind == "kgctl" else CooperativeStickyAssignor
+            config["partition_assignment_strategy"] = [strategy]
         if kind == "kgctl":
             from kgctl.adapters.consumer import build_consumer, subscribe
 
@@ -71,6 +86,9 @@ class InProcessMember:
             name = type(request).__name__.split("_")[0].removesuffix("Request")
             if name in ("JoinGroup", "SyncGroup", "LeaveGroup", "Heartbeat"):
                 self.requests.append(name)
+            if name == "JoinGroup":
+                owned = getattr(request.protocols[0][1], "owned_partitions", None) or ()
+                self.claimed.append({tp.topic: sorted(tp.partitions) for tp in owned})
             return send(request, *args, **kwargs)
 
         manager.send = recording_send
@@ -298,5 +316,35 @@ def test_a_heartbeat_loop_that_died_fails_the_next_poll_as_in_java(
         # Raised once: the poll after it goes on, and a rejoin would start a new loop.
         member.consumer.poll(timeout_ms=100)
         assert coordinator._heartbeat_loop_future is None
+    finally:
+        member.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_cooperative_member_that_lost_its_partitions_claims_none(
+    kind: str, bootstrap: str, topic: str
+) -> None:
+    group = f"departure-m-{uuid.uuid4().hex[:8]}"
+    member = InProcessMember(
+        kind, bootstrap, group, topic, max_poll_interval_ms=6_000, cooperative=True
+    )
+    try:
+        member.poll_until(lambda: len(member.consumer.assignment()) == 4, 30, "the first join")
+        assert all(claim == {} for claim in member.claimed)  # nothing owned before
+        first = len(member.claimed)
+        # Away from poll() past max.poll.interval.ms: the member leaves the group, and
+        # its partitions are lost (Java's onLeavePrepare); then it polls and joins again.
+        time.sleep(9.0)
+        assert "LeaveGroup" in member.requests
+        member.poll_until(lambda: len(member.claimed) > first, 30, "the JoinGroup after leaving")
+        if kind == "kgctl":
+            # Java: ownedPartitions is what the member owns now, nothing.
+            assert member.claimed[first] == {}, member.claimed
+            # JoinGroupSent says what each JoinGroup claimed.
+            sent = [d["owned"] for t, d in member.events if t == "JoinGroupSent"]
+            assert sent == member.claimed
+        else:
+            # kafka-python's assignor claims the assignment it remembers.
+            assert member.claimed[first] == {topic: [0, 1, 2, 3]}, member.claimed
     finally:
         member.close()

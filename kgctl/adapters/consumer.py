@@ -59,6 +59,8 @@ class CooperativeStickyOrEager(CooperativeStickyAssignor):
     and the leader holds back only partitions that cooperative members still own."""
 
     eager = False  # set by the coordinator from the protocol all its assignors support
+    # What the member owns now, set by the coordinator (its subscription state).
+    owned_now: Callable[[], Any] | None = None
 
     def supported_protocols(self) -> list[Any]:
         return [RebalanceProtocol.EAGER, RebalanceProtocol.COOPERATIVE]
@@ -68,6 +70,11 @@ class CooperativeStickyOrEager(CooperativeStickyAssignor):
             return ConsumerProtocolSubscription(
                 version=self.version, topics=sorted(topics), user_data=b"", owned_partitions=[]
             )
+        if self.owned_now is not None:
+            # Java advertises subscriptions.assignedPartitions(); kafka-python advertised its
+            # last assignment, so a member that had lost its partitions (dropped, or left
+            # after max.poll.interval.ms) still claimed them in its next JoinGroup.
+            self.member_assignment = sorted(self.owned_now())
         return super().metadata(topics)
 
 
@@ -104,6 +111,14 @@ def topics_of(exc: BaseException) -> list[str]:
 
 def is_retriable(exc: BaseException) -> bool:
     return bool(getattr(exc, "retriable", False))
+
+
+def _advertised_owned(protocols: list[tuple[str, Any]]) -> dict[str, list[int]]:
+    """The owned partitions a JoinGroup claims (cooperative members; eager: none)."""
+    for _name, metadata in protocols[:1]:
+        owned = getattr(metadata, "owned_partitions", None) or ()
+        return {tp.topic: sorted(tp.partitions) for tp in owned}
+    return {}
 
 
 def _ms(since: float) -> float:
@@ -149,6 +164,7 @@ class TracedCoordinator(ConsumerCoordinator):
         for assignor in self._assignors.values():
             if isinstance(assignor, CooperativeStickyOrEager):
                 assignor.eager = eager
+                assignor.owned_now = self._subscription.assigned_partitions
         self._kg_ready = True
 
     def _kg(self, type_: str, **data: Any) -> None:
@@ -436,6 +452,7 @@ class TracedCoordinator(ConsumerCoordinator):
             reason=reason,
             wire_reason=wire_reason[:255],
             protocols=[name for name, _ in protocols],
+            owned=_advertised_owned(protocols),
             member_id=self._generation.member_id,
             session_timeout_ms=self.config["session_timeout_ms"],
             rebalance_timeout_ms=self.config["max_poll_interval_ms"],
