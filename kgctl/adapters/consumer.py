@@ -770,6 +770,16 @@ def _coordinator_class(cls: type) -> Iterator[None]:
             _group_module.ConsumerCoordinator = original
 
 
+def _unreachable(kafka_config: dict[str, Any]) -> ConnectError:
+    from kgctl.adapters.cluster import why_unreachable
+
+    servers = ",".join(kafka_config.get("bootstrap_servers", []))
+    return ConnectError(
+        f"cannot reach Kafka at {servers} ({why_unreachable(servers)}); check -b, "
+        "the security settings and that the broker is up"
+    )
+
+
 def build_consumer(
     kafka_config: dict[str, Any], emit: Emit, principal: str | None = None, **consumer_config: Any
 ) -> tuple[KafkaConsumer, TracedCoordinator]:
@@ -787,13 +797,7 @@ def build_consumer(
     except (Errors.KafkaConnectionError, Errors.KafkaTimeoutError):
         if watch.failure is not None:
             raise auth_error(watch.failure, principal) from None
-        from kgctl.adapters.cluster import why_unreachable
-
-        servers = ",".join(kafka_config.get("bootstrap_servers", []))
-        raise ConnectError(
-            f"cannot reach Kafka at {servers} ({why_unreachable(servers)}); check -b, "
-            "the security settings and that the broker is up"
-        ) from None
+        raise _unreachable(kafka_config) from None
     coordinator = consumer._coordinator
     assert isinstance(coordinator, TracedCoordinator)
     return consumer, coordinator
@@ -862,12 +866,12 @@ class TracePublisher:
         self._clock = clock
         self._pending: dict[str, list[str]] = {}
         self._last_burst = float("-inf")
-        self.created = _ensure_trace_topic(kafka_config, topic, principal)
+        _ensure_trace_topic(kafka_config, topic, principal)
         try:
             # A send that must wait for metadata blocks the member's loop: 5 s, not 60.
             self._producer = KafkaProducer(**kafka_config, linger_ms=20, max_block_ms=5000)
-        except (Errors.KafkaConnectionError, Errors.KafkaTimeoutError) as exc:
-            raise ConnectError(f"--trace-topic: cannot reach Kafka ({error_name(exc)})") from None
+        except (Errors.KafkaConnectionError, Errors.KafkaTimeoutError):
+            raise _unreachable(kafka_config) from None
 
     def publish(self, key: str, value: str) -> None:
         """Queue one event's JSON; `send_due` sends it."""
@@ -902,8 +906,8 @@ class TracePublisher:
         self._producer.close(timeout=max(deadline - time.monotonic(), 0.0))
 
 
-def _ensure_trace_topic(kafka_config: dict[str, Any], topic: str, principal: str | None) -> bool:
-    """Create the trace topic if it is missing; True if this call created it.
+def _ensure_trace_topic(kafka_config: dict[str, Any], topic: str, principal: str | None) -> None:
+    """Create the trace topic if it is missing.
 
     The member is the trace topic's writer, and kgctl's own broker (like many clusters)
     does not create topics on first use: without this a send waits for metadata that
@@ -915,18 +919,16 @@ def _ensure_trace_topic(kafka_config: dict[str, Any], topic: str, principal: str
 
     try:
         admin = KafkaAdminClient(**kafka_config)
-    except (Errors.KafkaConnectionError, Errors.KafkaTimeoutError) as exc:
-        raise ConnectError(f"--trace-topic: cannot reach Kafka ({error_name(exc)})") from None
+    except (Errors.KafkaConnectionError, Errors.KafkaTimeoutError):
+        raise _unreachable(kafka_config) from None
     try:
-        if topic in admin.list_topics():
-            return False
-        # Replication -1: the cluster's default.replication.factor (brokers from 2.4).
-        admin.create_topics(
-            {topic: {"num_partitions": 1, "replication_factor": -1}}, wait_for_metadata=True
-        )
-        return True
+        if topic not in admin.list_topics():
+            # Replication -1: the cluster's default.replication.factor (brokers from 2.4).
+            admin.create_topics(
+                {topic: {"num_partitions": 1, "replication_factor": -1}}, wait_for_metadata=True
+            )
     except Errors.TopicAlreadyExistsError:
-        return False  # another member created it first
+        pass  # another member created it first
     except Errors.AuthorizationError:
         raise NotAuthorizedError(
             f"--trace-topic {topic} does not exist and this client may not create it: "
