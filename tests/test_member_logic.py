@@ -185,6 +185,17 @@ def test_render_line_shows_generation_step_and_duration() -> None:
     assert "leader" in text and "members=2" in text and "12ms" in text
 
 
+def test_a_cooperative_join_line_shows_what_the_member_claims() -> None:
+    claimed = render_line(
+        event("JoinGroupSent", reason="rebalance_in_progress", protocols=["cooperative-sticky"],
+              owned={"t": [0, 2]})
+    )  # fmt: skip
+    eager = render_line(event("JoinGroupSent", reason="first_join", protocols=["range"], owned={}))
+    assert claimed is not None and eager is not None
+    assert "claims t[0,2]" in claimed.plain
+    assert "claims" not in eager.plain
+
+
 def test_render_line_time_since_previous_step_when_no_duration() -> None:
     line = render_line(
         event(

@@ -94,7 +94,9 @@ def describe(event: Event) -> str:
     if t in ("PartitionsRevoked", "PartitionsAssigned", "PartitionsLost"):
         return fmt_partitions(d.get("partitions"))
     if t == "JoinGroupSent":
-        return f"reason={d.get('reason')} protocols={','.join(d.get('protocols', []))}"
+        # A cooperative member's claim is what the leader keeps it from losing.
+        claims = f" claims {fmt_partitions(d['owned'])}" if d.get("owned") else ""
+        return f"reason={d.get('reason')} protocols={','.join(d.get('protocols', []))}{claims}"
     if t == "JoinGroupReceived":
         if d.get("error") != "NONE":
             return f"error={d.get('error')}"
