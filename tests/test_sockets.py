@@ -1,4 +1,7 @@
-"""kafka-python's abandoned connects close their socket (kgctl/adapters/sockets.py)."""
+"""kafka-python's abandoned connects close their socket (kgctl/adapters/sockets.py).
+
+Each test suspends one step of kafka-python's connection set-up where its I/O loop would
+(waiting for a socket to be ready), then ends it the way a closing loop does."""
 
 from __future__ import annotations
 
@@ -7,11 +10,13 @@ import socket
 from collections.abc import Generator
 from typing import Any
 
+import pytest
+
 from kgctl.adapters.sockets import close_abandoned_connects
 
 
 class _Suspended:
-    """What kafka-python's loop hands a coroutine waiting for a socket to be writable."""
+    """What kafka-python's loop hands a coroutine waiting for a socket to be ready."""
 
     def __await__(self) -> Generator[Any, None, None]:
         yield self
@@ -19,6 +24,9 @@ class _Suspended:
 
 class _Loop:
     def wait_write(self, sock: socket.socket, timeout_at: float | None = None) -> _Suspended:
+        return _Suspended()
+
+    def wait_read(self, sock: socket.socket, timeout_at: float | None = None) -> _Suspended:
         return _Suspended()
 
 
@@ -46,3 +54,35 @@ def test_a_connect_ended_by_a_closing_loop_closes_its_socket() -> None:
     finally:
         for sock in made:
             sock.close()
+
+
+def test_a_tls_handshake_ended_by_a_closing_loop_closes_its_socket() -> None:
+    close_abandoned_connects()
+    from kafka.net.transport import KafkaSSLTransport
+
+    ours, peer = socket.socketpair()  # the peer never answers: the handshake waits
+    ours.setblocking(False)
+    try:
+        transport = KafkaSSLTransport(_Loop(), ours, host="broker", ssl_check_hostname=False)
+        handshaking = transport.handshake()
+        handshaking.send(None)  # suspended, waiting for the server's hello
+        assert transport._sock.fileno() != -1
+        handshaking.close()
+        assert transport._sock.fileno() == -1
+    finally:
+        ours.close()
+        peer.close()
+
+
+def test_a_tls_set_up_that_fails_closes_the_plain_socket() -> None:
+    close_abandoned_connects()
+    from kafka.net.transport import KafkaSSLTransport
+
+    ours, peer = socket.socketpair()
+    try:
+        with pytest.raises(OSError):
+            KafkaSSLTransport(_Loop(), ours, host="broker", ssl_cafile="/no/such/ca.pem")
+        assert ours.fileno() == -1
+    finally:
+        ours.close()
+        peer.close()
