@@ -334,8 +334,7 @@ def test_a_cooperative_member_that_lost_its_partitions_claims_none(
         first = len(member.claimed)
         # Away from poll() past max.poll.interval.ms: the member leaves the group, and
         # its partitions are lost (Java's onLeavePrepare); then it polls and joins again.
-        time.sleep(9.0)
-        assert "LeaveGroup" in member.requests
+        wait_for(lambda: "LeaveGroup" in member.requests, 20, "the poll-timeout LeaveGroup")
         member.poll_until(lambda: len(member.claimed) > first, 30, "the JoinGroup after leaving")
         if kind == "kgctl":
             # Java: ownedPartitions is what the member owns now, nothing.
@@ -348,3 +347,47 @@ def test_a_cooperative_member_that_lost_its_partitions_claims_none(
             assert member.claimed[first] == {topic: [0, 1, 2, 3]}, member.claimed
     finally:
         member.close()
+
+
+def test_a_member_that_fails_unexpectedly_says_so_and_leaves(bootstrap: str, topic: str) -> None:
+    """`kgctl join`'s runner, in-process: a failure nobody expected (here the heartbeat
+    loop's, raised by the next poll) ends the member with MemberFailed and a LeaveGroup."""
+    from kgctl.member.runner import Member, MemberConfig
+    from kgctl.model.events import Event
+    from kgctl.settings import ClientSettings
+
+    events: list[Event] = []
+    config = MemberConfig(
+        group=f"departure-fail-{uuid.uuid4().hex[:8]}",
+        topics=[topic],
+        heartbeat_interval_ms=500,
+        name="doomed",
+        read_stdin=False,
+    )
+    member = Member(config, ClientSettings(bootstrap=bootstrap, timeout_s=10), [events.append])
+    outcome: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            member.run()
+        except BaseException as exc:  # what the CLI would turn into one line and exit 1
+            outcome.append(exc)
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    wait_for(lambda: any(e.type == "JoinCompleted" for e in events), 30, "the first join")
+    coordinator = member._coordinator
+
+    def crash(*args: Any) -> Any:
+        del coordinator._handle_heartbeat_response
+        raise RuntimeError("injected heartbeat handler failure")
+
+    coordinator._handle_heartbeat_response = crash
+    runner.join(timeout=30)
+    assert not runner.is_alive()
+    assert [type(exc) for exc in outcome] == [RuntimeError]
+    failed = [e for e in events if e.type == "MemberFailed"]
+    assert [(e.data["error"], e.data["exit_status"]) for e in failed] == [("RuntimeError", 1)]
+    types = [e.type for e in events]
+    assert types.index("LeaveGroupSent") > types.index("MemberFailed")
+    assert types[-1] == "MemberStopped"

@@ -263,6 +263,19 @@ def test_sigint_exits_130_after_leaving(
     assert a.of("LeaveGroupSent") and a.of("MemberStopped")[-1]["data"]["reason"] == "SIGINT"
 
 
+def test_sighup_leaves_like_sigterm(
+    spawn: Callable[..., MemberProc], topic: Callable[[int], str], group: str
+) -> None:
+    # The terminal a member ran in was closed: it still leaves the group, with its reason.
+    t = topic(1)
+    a = spawn(group, t, name="a")
+    a.wait_event("JoinCompleted")
+    assert a.stop(signal.SIGHUP) == 0
+    leave = a.of("LeaveGroupSent")
+    assert leave and "SIGHUP" in leave[-1]["data"]["reason"]
+    assert a.of("MemberStopped")[-1]["data"]["reason"] == "SIGHUP"
+
+
 def test_subscription_change_from_stdin_rejoins_with_its_reason(
     spawn: Callable[..., MemberProc], topic: Callable[[int], str], group: str
 ) -> None:

@@ -171,6 +171,40 @@ def test_watch_reads_a_trace_topic_the_members_create_after_it_started(
                 lambda e, step=step: e["type"] == step and e.get("member") == "traced",
             )
             assert seen["source"] == "member"
+        # A watch started once the topic exists shows what happens from its start on:
+        # a member joining now, and nothing of the one that started before it.
+        later = WatchProcess(
+            [
+                group,
+                "-b",
+                bootstrap,
+                "--output",
+                "json",
+                "--interval",
+                "0.5",
+                "--trace-topic",
+                trace,
+            ]
+        )
+        try:
+            later.wait_for("a first snapshot", _is("GroupObserved"))
+            late = MemberProc(bootstrap, group, topic, "--trace-topic", trace, name="late")
+            try:
+                late.wait_event("JoinCompleted", timeout=30)
+                later.wait_for(
+                    "the late member's JoinGroupSent",
+                    lambda e: e["type"] == "JoinGroupSent" and e.get("member") == "late",
+                )
+                with later.lock:
+                    assert not [
+                        e
+                        for e in later.events
+                        if e["type"] == "MemberStarted" and e.get("member") == "traced"
+                    ]
+            finally:
+                late.kill()
+        finally:
+            later.kill()
     finally:
         if member is not None:
             member.kill()

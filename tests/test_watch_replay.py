@@ -58,10 +58,11 @@ def test_a_paced_replay_feeds_events_at_their_recorded_gaps(tmp_path: Path) -> N
         # The view's clock is the recording's: about 4 s of recorded time after 0.4 s.
         assert watch.clock() >= T0 + 4000
     assert [seq for _, seq in arrived] == [1, 2, 3]
-    # Gaps never shorter than recorded / speed; the upper bound only rules out pacing at
-    # the recorded speed (4 s), so a loaded machine does not fail it.
+    # Never before its recorded time / speed after the start (the schedule is absolute, so
+    # a late first event cannot shrink it); the upper bound only rules out pacing at the
+    # recorded speed (4 s), so a loaded machine does not fail it.
     times = [t for t, _ in arrived]
-    assert times[1] - times[0] >= 0.19 and times[2] - times[0] >= 0.39
+    assert times[1] >= 0.2 and times[2] >= 0.4
     assert times[2] < 3.0
     assert not watch.replaying.is_set()
 

@@ -115,10 +115,10 @@ def is_retriable(exc: BaseException) -> bool:
 
 def _advertised_owned(protocols: list[tuple[str, Any]]) -> dict[str, list[int]]:
     """The owned partitions a JoinGroup claims (cooperative members; eager: none)."""
-    for _name, metadata in protocols[:1]:
-        owned = getattr(metadata, "owned_partitions", None) or ()
-        return {tp.topic: sorted(tp.partitions) for tp in owned}
-    return {}
+    if not protocols:
+        return {}
+    owned = getattr(protocols[0][1], "owned_partitions", None) or ()
+    return {tp.topic: sorted(tp.partitions) for tp in owned}
 
 
 def _ms(since: float) -> float:
@@ -901,8 +901,11 @@ class TracePublisher:
         except Errors.KafkaTimeoutError:
             # Undeliverable (the broker is gone). kafka-python's close() raises while any
             # record is undelivered and leaves the producer open, to fail again from its
-            # __del__ at exit; Java's close(timeout) drops them. Drop them here.
-            self._producer._accumulator.abort_incomplete_batches()
+            # __del__ at exit; Java's close(timeout) drops them. Have the sender thread
+            # drop them (it owns the batches) and wait for it to finish.
+            sender = self._producer._sender
+            sender.force_close()
+            sender.join(max(deadline - time.monotonic(), 0.5))
         self._producer.close(timeout=max(deadline - time.monotonic(), 0.0))
 
 
@@ -915,11 +918,18 @@ def _ensure_trace_topic(kafka_config: dict[str, Any], topic: str, principal: str
     """
     from kafka.admin import KafkaAdminClient
 
+    from kgctl.adapters.cluster import AuthFailureWatch, auth_error
     from kgctl.errors import NotAuthorizedError, grant_hint
 
     try:
-        admin = KafkaAdminClient(**kafka_config)
+        with AuthFailureWatch(kafka_config) as watch:
+            admin = KafkaAdminClient(**kafka_config)
+    except Errors.KafkaConfigurationError as exc:
+        raise UsageError(f"invalid client settings: {exc}") from None
     except (Errors.KafkaConnectionError, Errors.KafkaTimeoutError):
+        # This is the member's first client: a wrong password shows up here first.
+        if watch.failure is not None:
+            raise auth_error(watch.failure, principal) from None
         raise _unreachable(kafka_config) from None
     try:
         if topic not in admin.list_topics():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -17,8 +18,10 @@ class TraceTopicReader(threading.Thread):
     """A daemon thread that hands every event of one group on `topic` to `deliver`.
 
     It reads all partitions without joining a group (so it never disturbs anything),
-    starting at the end of the topic: a watch shows what happens from now on. A topic
-    that does not exist yet is waited for (members create it) and then read whole.
+    from the records stamped since the reader was made (the watch started): a watch shows
+    what happens from now on, including what members published while this thread was
+    still connecting. A topic that does not exist yet is waited for (members create it)
+    and then read whole.
     """
 
     def __init__(
@@ -33,6 +36,7 @@ class TraceTopicReader(threading.Thread):
         self.settings, self.topic, self.group = settings, topic, group
         self.deliver, self.on_error = deliver, on_error
         self.stopping = threading.Event()
+        self.since_ms = int(time.time() * 1000)
 
     def stop(self) -> None:
         self.stopping.set()
@@ -62,7 +66,15 @@ class TraceTopicReader(threading.Thread):
                 # its first steps included.
                 consumer.seek_to_beginning(*tps)
             else:
-                consumer.seek_to_end(*tps)
+                # Record timestamps are the members' clocks: across hosts, skew moves
+                # this start by as much.
+                found = consumer.offsets_for_times({tp: self.since_ms for tp in tps})
+                for tp in tps:
+                    at = found.get(tp)
+                    if at is None:
+                        consumer.seek_to_end(tp)
+                    else:
+                        consumer.seek(tp, at.offset)
             while not self.stopping.is_set():
                 for records in consumer.poll(timeout_ms=200).values():
                     for record in records:

@@ -167,12 +167,14 @@ class Member:
         if signum == signal.SIGINT:
             self.request_stop("SIGINT", ExitStatus.INTERRUPTED)
         else:
-            self.request_stop("SIGTERM", ExitStatus.OK)
+            self.request_stop(signal.Signals(signum).name, ExitStatus.OK)
 
     def _install_signals(self) -> dict[int, Any]:
         previous: dict[int, Any] = {}
         if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            # SIGHUP: the terminal it ran in was closed. Java's shutdown hooks close the
+            # consumer then too; without a handler the member died without LeaveGroup.
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                 previous[sig] = signal.signal(sig, self._on_signal)
         return previous
 
