@@ -246,6 +246,7 @@ def test_a_wrong_password_is_an_authentication_error(secured: Secured) -> None:
     wrong = _guest_properties(secured.home / "wrong.properties", "not-the-password")
     for args in (
         ("join", "-g", "guest-ok", "sec-t"),
+        ("join", "-g", "guest-ok", "sec-t", "--trace-topic", "sec-trace"),
         ("watch", "guest-ok", "--once"),
     ):
         done = secured.kgctl(
