@@ -780,6 +780,23 @@ def _unreachable(kafka_config: dict[str, Any]) -> ConnectError:
     )
 
 
+@contextlib.contextmanager
+def _client_errors(config: dict[str, Any], principal: str | None) -> Iterator[None]:
+    """Around a client's constructor: its errors as the one-line kgctl errors. kafka-python
+    only logs a SASL failure and then says it could not bootstrap, hence the watch."""
+    from kgctl.adapters.cluster import AuthFailureWatch, auth_error
+
+    try:
+        with AuthFailureWatch(config) as watch:
+            yield
+    except Errors.KafkaConfigurationError as exc:
+        raise UsageError(f"invalid client settings: {exc}") from None
+    except (Errors.KafkaConnectionError, Errors.KafkaTimeoutError):
+        if watch.failure is not None:
+            raise auth_error(watch.failure, principal) from None
+        raise _unreachable(config) from None
+
+
 def build_consumer(
     kafka_config: dict[str, Any], emit: Emit, principal: str | None = None, **consumer_config: Any
 ) -> tuple[KafkaConsumer, TracedCoordinator]:
@@ -787,17 +804,8 @@ def build_consumer(
     bound = type("BoundTracedCoordinator", (TracedCoordinator,), {"_kg_emit": staticmethod(emit)})
     config = {**kafka_config, **consumer_config}
     config.setdefault("bootstrap_timeout_ms", config.get("request_timeout_ms", 30000))
-    from kgctl.adapters.cluster import AuthFailureWatch, auth_error
-
-    try:
-        with AuthFailureWatch(config) as watch, _coordinator_class(bound):
-            consumer = KafkaConsumer(**config)
-    except Errors.KafkaConfigurationError as exc:
-        raise UsageError(f"invalid consumer settings: {exc}") from None
-    except (Errors.KafkaConnectionError, Errors.KafkaTimeoutError):
-        if watch.failure is not None:
-            raise auth_error(watch.failure, principal) from None
-        raise _unreachable(kafka_config) from None
+    with _client_errors(config, principal), _coordinator_class(bound):
+        consumer = KafkaConsumer(**config)
     coordinator = consumer._coordinator
     assert isinstance(coordinator, TracedCoordinator)
     return consumer, coordinator
@@ -918,19 +926,11 @@ def _ensure_trace_topic(kafka_config: dict[str, Any], topic: str, principal: str
     """
     from kafka.admin import KafkaAdminClient
 
-    from kgctl.adapters.cluster import AuthFailureWatch, auth_error
     from kgctl.errors import NotAuthorizedError, grant_hint
 
-    try:
-        with AuthFailureWatch(kafka_config) as watch:
-            admin = KafkaAdminClient(**kafka_config)
-    except Errors.KafkaConfigurationError as exc:
-        raise UsageError(f"invalid client settings: {exc}") from None
-    except (Errors.KafkaConnectionError, Errors.KafkaTimeoutError):
-        # This is the member's first client: a wrong password shows up here first.
-        if watch.failure is not None:
-            raise auth_error(watch.failure, principal) from None
-        raise _unreachable(kafka_config) from None
+    # The member's first client when tracing: a wrong password shows up here first.
+    with _client_errors(kafka_config, principal):
+        admin = KafkaAdminClient(**kafka_config)
     try:
         if topic not in admin.list_topics():
             # Replication -1: the cluster's default.replication.factor (brokers from 2.4).
