@@ -40,7 +40,13 @@ from kafka.protocol.consumer.metadata import (
 from kafka.structs import MemberState, OffsetAndMetadata, TopicPartition
 
 from kgctl.adapters.sockets import close_abandoned_connects
-from kgctl.errors import ConnectError, UsageError
+from kgctl.errors import (
+    ConnectError,
+    NotAuthorizedError,
+    NotFoundError,
+    UsageError,
+    grant_hint,
+)
 from kgctl.member.reasons import FATAL_ERRORS, join_retry, rejoin_reason
 from kgctl.model.events import partitions_of
 
@@ -875,11 +881,9 @@ class TracePublisher:
         self._pending: dict[str, list[str]] = {}
         self._last_burst = float("-inf")
         _ensure_trace_topic(kafka_config, topic, principal)
-        try:
+        with _client_errors(kafka_config, principal):
             # A send that must wait for metadata blocks the member's loop: 5 s, not 60.
             self._producer = KafkaProducer(**kafka_config, linger_ms=20, max_block_ms=5000)
-        except (Errors.KafkaConnectionError, Errors.KafkaTimeoutError):
-            raise _unreachable(kafka_config) from None
 
     def publish(self, key: str, value: str) -> None:
         """Queue one event's JSON; `send_due` sends it."""
@@ -905,7 +909,7 @@ class TracePublisher:
         with contextlib.suppress(Errors.KafkaError):
             self.send_due(urgent=True)
         try:
-            self._producer.flush(timeout=timeout_s)
+            self._producer.flush(timeout=max(deadline - time.monotonic(), 0.0))
         except Errors.KafkaTimeoutError:
             # Undeliverable (the broker is gone). kafka-python's close() raises while any
             # record is undelivered and leaves the producer open, to fail again from its
@@ -925,8 +929,6 @@ def _ensure_trace_topic(kafka_config: dict[str, Any], topic: str, principal: str
     never comes. One partition keeps a group's events in order for every reader.
     """
     from kafka.admin import KafkaAdminClient
-
-    from kgctl.errors import NotAuthorizedError, grant_hint
 
     # The member's first client when tracing: a wrong password shows up here first.
     with _client_errors(kafka_config, principal):
@@ -987,8 +989,6 @@ class ControlTopicReader:
         partitions = self._consumer.partitions_for_topic(topic) or set()
         tps = [TopicPartition(topic, p) for p in sorted(partitions)]
         if not tps:
-            from kgctl.errors import NotFoundError
-
             self._consumer.close()
             raise NotFoundError(f"--control-topic {topic!r} does not exist; create it first")
         self._consumer.assign(tps)

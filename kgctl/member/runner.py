@@ -243,16 +243,7 @@ class Member:
                 )
             self._loop()
         except KgctlError as exc:
-            self.emit(
-                "MemberFailed",
-                error=type(exc).__name__,
-                message=str(exc),
-                exit_status=int(exc.status),
-            )
-            self._exit = exc.status
-            self._close(leave=False)
-            self._stopped("failed")
-            self._restore(previous)
+            self._fail(type(exc).__name__, str(exc), exc.status, leave=False, previous=previous)
             raise
         except Exception as exc:
             name = adapter.error_name(exc)
@@ -264,30 +255,28 @@ class Member:
                     principal=self.settings.principal,
                     topics=adapter.topics_of(exc),
                 )
-                self.emit("MemberFailed", error=name, message=str(err), exit_status=int(err.status))
-                self._exit = err.status
-                self._close(leave=name != "FENCED_INSTANCE_ID")
-                self._stopped("failed")
-                self._restore(previous)
+                leave = name != "FENCED_INSTANCE_ID"
+                self._fail(name, str(err), err.status, leave=leave, previous=previous)
                 raise err from None
             # A bug (kgctl's or kafka-python's, e.g. a heartbeat loop that died: its
             # failure comes out of the next poll, as in Java). The member still says why
             # it ended and leaves the group; the CLI prints one line and exits 1.
-            self.emit(
-                "MemberFailed",
-                error=name,
-                message=str(exc)[:160],
-                exit_status=int(ExitStatus.ERROR),
-            )
-            self._exit = ExitStatus.ERROR
-            self._close(leave=True)
-            self._stopped("failed")
-            self._restore(previous)
+            self._fail(name, str(exc)[:160], ExitStatus.ERROR, leave=True, previous=previous)
             raise
         self._close(leave=True)
         self._stopped(self._stop or "stopped")
         self._restore(previous)
         return self._exit
+
+    def _fail(
+        self, error: str, message: str, status: ExitStatus, *, leave: bool, previous: dict[int, Any]
+    ) -> None:
+        """End a member that failed: say why, close (leaving the group if `leave`)."""
+        self.emit("MemberFailed", error=error, message=message, exit_status=int(status))
+        self._exit = status
+        self._close(leave=leave)
+        self._stopped("failed")
+        self._restore(previous)
 
     def _restore(self, previous: dict[int, Any]) -> None:
         for sig, handler in previous.items():
