@@ -107,6 +107,24 @@ def test_dead_broker_is_reported_and_replaced(isolated: dict[str, str], bootstra
 
 
 @pytest.mark.kafka
+def test_up_right_after_down_in_the_same_process(tmp_path: Path, bootstrap: str) -> None:
+    # A restart within one process (chaos's failover, a test session, a benchmark): the
+    # new JVM's /proc cmdline can read empty just after its start, and `up` took that for
+    # "exited while starting" (it failed 3 times in 3 after a first cycle).
+    del bootstrap
+    from kgctl.broker.local import LocalBroker, node_is_running
+
+    broker = LocalBroker(tmp_path / "state" / "broker.json")
+    try:
+        for _ in range(3):
+            state = broker.up(timeout_s=120)
+            assert all(node_is_running(n) for n in state.nodes)
+            broker.down()
+    finally:
+        broker.down()
+
+
+@pytest.mark.kafka
 def test_down_stops_only_what_kgctl_started(isolated: dict[str, str], bootstrap: str) -> None:
     del bootstrap
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
@@ -279,3 +297,17 @@ def test_cluster_ids_are_never_read_as_options(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(local.uuid, "uuid4", lambda: next(drawn))
     cluster_id = local._kraft_cluster_id()
     assert not cluster_id.startswith("-") and len(cluster_id) == 22
+
+
+def test_a_failed_start_names_its_own_error_not_an_older_runs(tmp_path: Path) -> None:
+    from kgctl.broker import local
+
+    log = tmp_path / "server.log"
+    log.write_text("[t0] ERROR an earlier run's failure\n")
+    local._log_sizes_at_start[str(log)] = log.stat().st_size  # what _start_node notes
+    with log.open("a") as out:
+        out.write("[t1] INFO starting\n")
+    assert local._last_error(log) == "no error in its log"
+    with log.open("a") as out:
+        out.write("[t2] ERROR this start's failure\n")
+    assert local._last_error(log) == "[t2] ERROR this start's failure"

@@ -110,6 +110,8 @@ def _kraft_cluster_id() -> str:
 # Nodes started by this process, kept so they can be waited on (no zombies, and no
 # "subprocess still running" warnings when this process outlives them).
 _children: dict[int, subprocess.Popen[bytes]] = {}
+# Each node log's size when this process last started a node with it.
+_log_sizes_at_start: dict[str, int] = {}
 
 
 def _die_with_parent() -> None:
@@ -173,6 +175,11 @@ def node_is_running(node: Node) -> bool:
     if node.pid <= 0:
         return False
     _reap_exited()
+    if node.pid in _children:
+        # Started by this process and not exited: ours for sure. Its /proc cmdline can
+        # read empty for a moment after the start (the java launcher execs again), which
+        # made `up` report a live node as "exited while starting".
+        return True
     try:
         cmdline = Path(f"/proc/{node.pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
@@ -570,6 +577,8 @@ class LocalBroker:
                     f"formatting Kafka storage in {home} failed: {' '.join(tail)}; "
                     "remove that folder or pick another --data-dir"
                 )
+        for log in (Path(node.log), home / "logs" / "console.log"):
+            _log_sizes_at_start[str(log)] = log.stat().st_size if log.exists() else 0
         console = open(home / "logs" / "console.log", "ab")
         try:
             process = subprocess.Popen(
@@ -771,9 +780,13 @@ def _reap(pid: int, timeout_s: float = 10.0) -> None:
 
 
 def _last_error(*logs: str | Path) -> str:
+    """The last error line each log got since this process last started a node with it
+    (the logs are appended to: an older run's errors are not this start's)."""
     for path in logs:
         try:
-            lines = Path(path).read_text(errors="replace").splitlines()
+            with open(path, "rb") as log:
+                log.seek(_log_sizes_at_start.get(str(path), 0))
+                lines = log.read().decode(errors="replace").splitlines()
         except OSError:
             continue
         errors = [ln for ln in lines if " ERROR " in ln or "Exception" in ln]
