@@ -253,27 +253,28 @@ def test_sigterm_leaves_with_reason_and_the_group_rebalances_quickly(
     assert time.monotonic() - stopped_at < SESSION_MS / 1000
 
 
-def test_sigint_exits_130_after_leaving(
-    spawn: Callable[..., MemberProc], topic: Callable[[int], str], group: str
+@pytest.mark.parametrize(
+    ("sig", "status"),
+    [
+        (signal.SIGINT, ExitStatus.INTERRUPTED),
+        # The terminal a member ran in was closed: it still leaves, like SIGTERM.
+        (signal.SIGHUP, ExitStatus.OK),
+    ],
+)
+def test_sigint_and_sighup_leave_the_group_with_their_reason(
+    spawn: Callable[..., MemberProc],
+    topic: Callable[[int], str],
+    group: str,
+    sig: signal.Signals,
+    status: ExitStatus,
 ) -> None:
     t = topic(1)
     a = spawn(group, t, name="a")
     a.wait_event("JoinCompleted")
-    assert a.stop(signal.SIGINT) == int(ExitStatus.INTERRUPTED)
-    assert a.of("LeaveGroupSent") and a.of("MemberStopped")[-1]["data"]["reason"] == "SIGINT"
-
-
-def test_sighup_leaves_like_sigterm(
-    spawn: Callable[..., MemberProc], topic: Callable[[int], str], group: str
-) -> None:
-    # The terminal a member ran in was closed: it still leaves the group, with its reason.
-    t = topic(1)
-    a = spawn(group, t, name="a")
-    a.wait_event("JoinCompleted")
-    assert a.stop(signal.SIGHUP) == 0
+    assert a.stop(sig) == int(status)
     leave = a.of("LeaveGroupSent")
-    assert leave and "SIGHUP" in leave[-1]["data"]["reason"]
-    assert a.of("MemberStopped")[-1]["data"]["reason"] == "SIGHUP"
+    assert leave and sig.name in leave[-1]["data"]["reason"]
+    assert a.of("MemberStopped")[-1]["data"]["reason"] == sig.name
 
 
 def test_subscription_change_from_stdin_rejoins_with_its_reason(
