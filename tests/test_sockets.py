@@ -86,3 +86,24 @@ def test_a_tls_set_up_that_fails_closes_the_plain_socket() -> None:
     finally:
         ours.close()
         peer.close()
+
+
+def test_a_closing_loop_closes_the_sockets_of_its_transports() -> None:
+    # A transport closed with a request still buffered leaves its socket to a write task;
+    # when the client closes, its loop ends that task before it runs.
+    close_abandoned_connects()
+    from kafka.net.selector import NetworkSelector
+    from kafka.net.transport import KafkaTCPTransport
+
+    loop = NetworkSelector()
+    ours, peer = socket.socketpair()
+    try:
+        transport = KafkaTCPTransport(loop, ours)
+        transport._write_buffer.append(b"a request not yet written")
+        transport.close()  # deferred: the buffer is not empty
+        assert ours.fileno() != -1
+        loop.close()
+        assert ours.fileno() == -1
+    finally:
+        ours.close()
+        peer.close()

@@ -11,7 +11,9 @@ saw it (docs/member.md, the departures list).
 
 `close_abandoned_connects()` wraps the three steps that hold the socket unowned (each
 inherited by the proxy connectors) so that it is closed whenever the step does not
-complete. The steps themselves are kafka-python's, unchanged.
+complete, and the loop's close, so that a transport whose deferred close (requests still
+buffered) the loop will never run has its socket closed with the loop. The steps
+themselves are kafka-python's, unchanged.
 
 Installing it patches kafka-python for the whole process: every adapter that builds a
 client calls it first, and so does the test suite for its plain kafka-python clients.
@@ -20,6 +22,7 @@ client calls it first, and so does the test suite for its plain kafka-python cli
 from __future__ import annotations
 
 import functools
+import weakref
 from typing import Any
 
 _installed = False
@@ -31,7 +34,8 @@ def close_abandoned_connects() -> None:
     if _installed:
         return
     from kafka.net.inet import KafkaNetSocket
-    from kafka.net.transport import KafkaSSLTransport
+    from kafka.net.selector import NetworkSelector
+    from kafka.net.transport import KafkaSSLTransport, KafkaTCPTransport
 
     sock_connect = KafkaNetSocket.sock_connect
     ssl_init = KafkaSSLTransport.__init__
@@ -62,7 +66,29 @@ def close_abandoned_connects() -> None:
                 self._sock.close()
             raise
 
+    # A connection's transport can outlive its loop too: closed with requests still
+    # buffered, it leaves the socket to a write task that the closing loop ends before it
+    # runs. So a loop that closes closes the sockets of its transports.
+    transports: weakref.WeakSet[Any] = weakref.WeakSet()
+    tcp_init = KafkaTCPTransport.__init__
+    loop_close = NetworkSelector.close
+
+    @functools.wraps(tcp_init)
+    def tracked_tcp_init(self: Any, net: Any, sock: Any, *args: Any, **kw: Any) -> None:
+        tcp_init(self, net, sock, *args, **kw)
+        transports.add(self)
+
+    @functools.wraps(loop_close)
+    def closing_loop_close(self: Any) -> None:
+        loop_close(self)
+        for transport in list(transports):
+            sock = transport._sock
+            if transport._net is self and sock is not None:
+                sock.close()
+
     KafkaNetSocket.sock_connect = closing_sock_connect
+    KafkaTCPTransport.__init__ = tracked_tcp_init
+    NetworkSelector.close = closing_loop_close
     KafkaSSLTransport.__init__ = closing_ssl_init
     KafkaSSLTransport.handshake = closing_handshake
     _installed = True
