@@ -13,6 +13,7 @@ import warnings
 from typing import Any
 
 from kgctl.errors import ConnectError, KgctlError, NotAuthorizedError, SetupError
+from kgctl.model.bounds import KAFKA_DEFAULTS, GroupBounds
 from kgctl.settings import ClientSettings
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,30 @@ class ChaosAdmin:
             return len(self._admin.describe_cluster().get("brokers", []))
         except Exception as exc:
             raise _translate(exc, "describe cluster") from None
+
+    def group_bounds(self) -> GroupBounds:
+        """The group settings the cluster enforces (DescribeConfigs of one broker).
+
+        Every broker of a cluster is meant to share these; one answer is enough. Where the
+        principal may not describe configs, Kafka's defaults are assumed and the bounds say
+        so: the run then fails fast if the cluster's are different (INVALID_SESSION_TIMEOUT).
+        """
+        import kafka.errors as Errors
+        from kafka.admin import ConfigResource, ConfigResourceType
+
+        try:
+            brokers = self._admin.describe_cluster().get("brokers", [])
+            node = str(min(b["broker_id"] for b in brokers))
+            wanted = ConfigResource(ConfigResourceType.BROKER, node, dict.fromkeys(KAFKA_DEFAULTS))
+            answer = self._admin.describe_configs([wanted], config_filter="all")
+        except (Errors.AuthorizationError, Errors.ClusterAuthorizationFailedError) as exc:
+            return GroupBounds.assumed(f"the cluster refused DescribeConfigs ({exc})")
+        except Exception as exc:
+            raise _translate(exc, "describe the cluster's group settings") from None
+        configs = (answer.get("broker") or {}).get(node) or {}
+        if not configs:
+            return GroupBounds.assumed(f"broker {node} described no group settings")
+        return GroupBounds.from_configs({k: (v or {}).get("value") for k, v in configs.items()})
 
     def existing_topics(self) -> set[str]:
         try:

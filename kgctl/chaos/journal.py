@@ -66,6 +66,8 @@ class Journal:
     started_ms: int = 0
     finished_ms: int | None = None
     setup: dict[str, Any] = field(default_factory=dict)
+    # The cluster's group bounds and the timings changed to fit them (kgctl/chaos/fit.py).
+    cluster: dict[str, Any] = field(default_factory=dict)
     steps: list[StepReport] = field(default_factory=list)
     violations: list[ViolationRecord] = field(default_factory=list)
     invariants: dict[str, str] = field(default_factory=dict)  # rule -> held | violated

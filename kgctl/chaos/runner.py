@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from kgctl.chaos import checks
+from kgctl.chaos.fit import FittedScenario, TimingOverrides, fit_scenario
 from kgctl.chaos.fleet import Fleet, MemberLaunch, MemberProcess
 from kgctl.chaos.journal import Journal, StepReport, ViolationRecord
 from kgctl.chaos.scenario import MemberSpec, Scenario, Step, load_scenario
@@ -62,6 +63,7 @@ class RunOptions:
     broker_state: Path | None = None  # the LocalBroker state file (coordinator-failover)
     tie_nodes_to_parent: bool = False  # restarted broker nodes die with this process
     drain_timeout_s: float = 20.0
+    timings: TimingOverrides = field(default_factory=TimingOverrides)  # --session-timeout ...
 
 
 @dataclass
@@ -150,6 +152,9 @@ class ChaosRun:
         self._step_events: list[Event] = []
         self.broker: Any = None
         self.interrupted = False
+        self.fitted: FittedScenario | None = None
+        # A member the cluster refused for its timings: no point waiting for the group.
+        self.refused: KgctlError | None = None
 
     # -- events -------------------------------------------------------------------------
     def emit(self, type_: str, **data: Any) -> Event:
@@ -196,6 +201,8 @@ class ChaosRun:
     def _handle(self, event: Event) -> None:
         if event.source == "member":
             self._check_member_event(event)
+            if event.data.get("error") == "INVALID_SESSION_TIMEOUT" and self.refused is None:
+                self.refused = self._refusal(event)
         self.state = fold(self.state, event, now_ms())
         self._last_ts = max(self._last_ts, event.ts_ms)
         if self.step is not None:
@@ -226,6 +233,20 @@ class ChaosRun:
                     for k in ("rule", "message", "at_ms", "step", "members", "partition")
                 },
             )
+
+    def _refusal(self, ev: Event) -> SetupError:
+        f = self.scenario.fleet
+        bounds = self.fitted.bounds if self.fitted is not None else None
+        where = (
+            f"{bounds.session_range()} ({bounds.origin()})"
+            if bounds is not None
+            else "group.min/max.session.timeout.ms"
+        )
+        return SetupError(
+            f"the cluster refused {ev.member}'s session timeout of {f.session_timeout_ms} ms "
+            f"(INVALID_SESSION_TIMEOUT); its bounds: {where}; pass --session-timeout MS "
+            "with a value the cluster accepts"
+        )
 
     def _check_member_event(self, ev: Event) -> None:
         member = self.state.members.get(ev.member)
@@ -334,6 +355,8 @@ class ChaosRun:
         since: float | None = None
         since_ts = 0
         while time.monotonic() < deadline:
+            if self.refused is not None:
+                raise self.refused
             ok = self.stable_now(baseline_gen) and (extra is None or extra())
             if ok and since is None:
                 since, since_ts = time.monotonic(), max(self._last_ts, 0) or now_ms()
@@ -402,7 +425,12 @@ class ChaosRun:
 
         self.check_safety()
         self.admin = ChaosAdmin(self.settings)
-        sc = self.scenario
+        self.fitted = fit_scenario(self.scenario, self.admin.group_bounds(), self.options.timings)
+        self.scenario = sc = self.fitted.scenario
+        self.journal.cluster = {
+            "bounds": self.fitted.bounds.to_dict(),
+            "timings": [a.to_dict() for a in self.fitted.adjustments],
+        }
         brokers = self.admin.broker_count()
         if sc.fleet.brokers > brokers:
             raise SetupError(
@@ -436,6 +464,8 @@ class ChaosRun:
             topics=self.topics,
             members=[m.name for m in sc.fleet.members],
             steps=[{"name": s.name, "action": s.action} for s in sc.steps],
+            bounds=self.fitted.bounds.to_dict(),
+            timings=[a.to_dict() for a in self.fitted.adjustments],
         )
         self.journal.started_ms = now_ms()
         started = now_ms()
@@ -443,12 +473,13 @@ class ChaosRun:
             self.fleet.start(self.launch_for(spec))
         if sc.fleet.produce_rate > 0:
             self.producer.start_rate(self.produce_topics(), sc.fleet.produce_rate)
-        settled = self.settle(-1, self.settle_timeout())
+        setup_timeout = self.settle_timeout() + self.fitted.first_join_delay_ms / 1000
+        settled = self.settle(-1, setup_timeout)
         if settled is None:
             self.dump_stderr()
             raise SetupError(
                 f"the fleet of {len(sc.fleet.members)} members did not form a stable group "
-                f"within {self.settle_timeout():.0f}s{self.stderr_hint()}"
+                f"within {setup_timeout:.0f}s{self.stderr_hint()}"
             )
         self.journal.setup = {
             "members": [m.name for m in sc.fleet.members],

@@ -11,9 +11,12 @@ from kgctl.cli.app import app
 from kgctl.cli.common import (
     Bootstrap,
     CommandConfig,
+    HeartbeatInterval,
+    MaxPollInterval,
     Output,
     Overrides,
     Quiet,
+    SessionTimeout,
     Timeout,
     Verbose,
     emit_json,
@@ -136,6 +139,9 @@ def run_command(
             help="State file of the local cluster (coordinator-failover); default: kgctl's.",
         ),
     ] = None,
+    session_timeout: SessionTimeout = None,
+    heartbeat_interval: HeartbeatInterval = None,
+    max_poll_interval: MaxPollInterval = None,
     bootstrap: Bootstrap = None,
     command_config: CommandConfig = None,
     x: Overrides = None,
@@ -148,10 +154,12 @@ def run_command(
 
     Exit 0 when every invariant and expectation held, 5 when one failed, 6 when the
     fleet or the cluster could not be set up, 2 for an invalid scenario or options.
+    The scenario's timings are fitted to the cluster's group settings first (shown).
     """
     env = make_env(output, verbose, quiet)
 
     def body() -> int:
+        from kgctl.chaos.fit import TimingOverrides
         from kgctl.chaos.runner import RunOptions, resolve_scenario, run_scenario
 
         sc = resolve_scenario(scenario)
@@ -162,6 +170,7 @@ def run_command(
             allow_destructive=allow_destructive,
             keep_topics=keep_topics,
             broker_state=broker_state,
+            timings=TimingOverrides(session_timeout, heartbeat_interval, max_poll_interval),
         )
         on_event = None
         if env.json and follow:

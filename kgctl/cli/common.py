@@ -55,6 +55,37 @@ Timeout = Annotated[
     typer.Option("--timeout", help="Seconds to wait when connecting and for each request."),
 ]
 Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Show debug logs and tracebacks.")]
+# A scenario's timings, overridden for every member (chaos run, demo); checked against the
+# cluster's group bounds before anything starts (kgctl/chaos/fit.py).
+SessionTimeout = Annotated[
+    int | None,
+    typer.Option(
+        "--session-timeout",
+        help="session.timeout.ms of every member (default: the scenario's, fitted to the "
+        "cluster's group.min/max.session.timeout.ms).",
+        min=1,
+        show_default=False,
+    ),
+]
+HeartbeatInterval = Annotated[
+    int | None,
+    typer.Option(
+        "--heartbeat-interval",
+        help="heartbeat.interval.ms of every member (default: the scenario's share of the "
+        "session timeout).",
+        min=1,
+        show_default=False,
+    ),
+]
+MaxPollInterval = Annotated[
+    int | None,
+    typer.Option(
+        "--max-poll-interval",
+        help="max.poll.interval.ms of every member (default: the scenario's).",
+        min=1,
+        show_default=False,
+    ),
+]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print only results and errors.")]
 
 

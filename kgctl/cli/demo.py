@@ -13,10 +13,13 @@ from kgctl.cli.app import app
 from kgctl.cli.common import (
     Bootstrap,
     CommandConfig,
+    HeartbeatInterval,
+    MaxPollInterval,
     Output,
     OutputFormat,
     Overrides,
     Quiet,
+    SessionTimeout,
     Timeout,
     Verbose,
     emit_json,
@@ -44,6 +47,9 @@ def demo_command(
             "kgctl broker down), as kgctl broker up would.",
         ),
     ] = False,
+    session_timeout: SessionTimeout = None,
+    heartbeat_interval: HeartbeatInterval = None,
+    max_poll_interval: MaxPollInterval = None,
     bootstrap: Bootstrap = None,
     command_config: CommandConfig = None,
     x: Overrides = None,
@@ -62,7 +68,8 @@ def demo_command(
 
     def body() -> int:
         from kgctl.broker.local import LocalBroker
-        from kgctl.chaos.runner import resolve_scenario, run_scenario
+        from kgctl.chaos.fit import TimingOverrides
+        from kgctl.chaos.runner import RunOptions, resolve_scenario, run_scenario
         from kgctl.render.html_report import render_html
         from kgctl.render.report_text import render_report
         from kgctl.report import load_report
@@ -98,6 +105,9 @@ def demo_command(
             journal = run_scenario(
                 sc,
                 settings,
+                options=RunOptions(
+                    timings=TimingOverrides(session_timeout, heartbeat_interval, max_poll_interval)
+                ),
                 console=env.err if env.json else env.out,
                 view="none" if quiet else "auto",
                 record=record,

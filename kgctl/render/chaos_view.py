@@ -97,6 +97,16 @@ def invariants_text(journal: Journal) -> Text:
     return text
 
 
+def timings_text(journal: Journal) -> Text | None:
+    """What the run changed in the scenario's timings to fit the cluster (None: nothing)."""
+    changed = journal.cluster.get("timings") or []
+    if not changed:
+        return None
+    text = Text("fitted to the cluster: ", style="yellow")
+    text.append("; ".join(str(a.get("text")) for a in changed))
+    return text
+
+
 def render_chaos(journal: Journal, state: GroupState, now_ms: int) -> RenderableType:
     """The whole live screen for one moment of a run."""
     current: StepReport | None = next((s for s in journal.steps if s.status == "running"), None)
@@ -108,7 +118,11 @@ def render_chaos(journal: Journal, state: GroupState, now_ms: int) -> Renderable
         head.append(
             f"\nstep {current.index + 1}: {current.name} — {current.cause or current.action}"
         )
-    parts: list[RenderableType] = [head, generations_table(state, now_ms), steps_table(journal)]
+    parts: list[RenderableType] = [head]
+    timings = timings_text(journal)
+    if timings is not None:
+        parts.append(timings)
+    parts += [generations_table(state, now_ms), steps_table(journal)]
     parts.append(invariants_text(journal))
     for v in journal.violations[-5:]:
         parts.append(Text(f"✗ {v.rule} [{v.step}] {v.message}", style="red"))
@@ -122,7 +136,10 @@ def event_line(event: Event) -> str | None:
         return None
     t = event.type
     if t == "ScenarioStarted":
-        return f"scenario {d.get('scenario')} run {d.get('run_id')} group {event.group}"
+        line = f"scenario {d.get('scenario')} run {d.get('run_id')} group {event.group}"
+        for a in d.get("timings") or []:
+            line += f"\n  fitted to the cluster: {a.get('text')}"
+        return line
     if t == "StepStarted":
         return f"step {int(d.get('index', 0)) + 1}: {d.get('step')} ({d.get('action')})"
     if t == "ActionPerformed":
@@ -147,6 +164,9 @@ def event_line(event: Event) -> str | None:
 def summary(journal: Journal) -> RenderableType:
     """The text report printed at the end of a run."""
     parts: list[RenderableType] = [steps_table(journal)]
+    timings = timings_text(journal)
+    if timings is not None:
+        parts.insert(0, timings)
     for s in journal.steps:
         lines = Text(f"{s.index + 1}. {s.name}: ", style="bold")
         lines.append(s.cause or s.action)
