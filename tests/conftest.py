@@ -1,6 +1,8 @@
 """Test fixtures: one real Apache Kafka per test session, started through kgctl.broker.
 
 Set KGCTL_TEST_BOOTSTRAP=host:port to run the suite against an existing cluster instead.
+A second broker on Kafka's default group settings (`stock_bootstrap`) runs the built-in
+scenarios as a user's cluster would; it starts only when a test asks for it.
 The session broker is tied to the pytest process: if pytest dies, so does the broker.
 """
 
@@ -37,6 +39,29 @@ def session_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBr
     broker.up(tie_to_parent=True, timeout_s=180)
     try:
         yield broker
+    finally:
+        broker.down()
+
+
+@pytest.fixture(scope="session")
+def stock_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A second broker keeping Kafka's own group settings, as most real clusters do
+    (a 6 s minimum session timeout, a 3 s initial rebalance delay).
+
+    Set KGCTL_TEST_STOCK_BOOTSTRAP=host:port to use an existing cluster instead; with only
+    KGCTL_TEST_BOOTSTRAP set, that cluster is used for these tests too.
+    """
+    existing = os.environ.get("KGCTL_TEST_STOCK_BOOTSTRAP") or os.environ.get(
+        "KGCTL_TEST_BOOTSTRAP"
+    )
+    if existing:
+        yield existing
+        return
+    home: Path = tmp_path_factory.mktemp("kgctl-stock-broker")
+    broker = LocalBroker(home / "broker.json")
+    state = broker.up(kafka_defaults=True, tie_to_parent=True, timeout_s=180)
+    try:
+        yield state.bootstrap
     finally:
         broker.down()
 

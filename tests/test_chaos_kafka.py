@@ -274,3 +274,172 @@ def test_sigkill_of_chaos_leaves_no_member_behind(bootstrap: str, tmp_path: Path
             chaos.communicate(timeout=10)
     # PR_SET_PDEATHSIG: each member gets SIGTERM and leaves within seconds.
     assert _wait_gone(pids, 20) == []
+
+
+# -- a cluster on Kafka's own group settings -------------------------------------------
+# Every built-in that makes sense on one node, and the demo, run side by side on the
+# stock broker, each in its own group and topics: together they take about as long as
+# the slowest one, not the sum.
+# The static restart goes first: it is the one most sensitive to a loaded machine.
+STOCK_RUNS = sorted([*SINGLE_NODE, "demo"], key=lambda n: n != "rolling-restart-static")
+
+
+@pytest.fixture(scope="module")
+def stock_runs(
+    stock_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, tuple[dict[str, Any], list[dict[str, Any]], int, str]]:
+    """name -> (journal, recorded events, exit status, stderr) of each run on the stock broker."""
+    base = tmp_path_factory.mktemp("stock-runs")
+    pending = list(STOCK_RUNS)
+    running: dict[str, tuple[subprocess.Popen[str], Path]] = {}
+    results = {}
+    started: dict[str, float] = {}
+    while pending or running:
+        # At most STOCK_SIDE_BY_SIDE at once: each run is 3-4 processes that spend their
+        # first second importing, and on two cores ten runs started together delay a
+        # restarted static member past its session timeout (seen: 9 s to restart).
+        while pending and len(running) < STOCK_SIDE_BY_SIDE:
+            name = pending.pop(0)
+            running[name] = _start_stock_run(name, stock_bootstrap, base / name)
+            started[name] = time.monotonic()
+        finished = [n for n, (proc, _out) in running.items() if proc.poll() is not None]
+        if not finished:
+            for name, (proc, _out) in running.items():
+                if time.monotonic() - started[name] > 400:
+                    proc.kill()
+                    raise AssertionError(f"{name} still running after 400 s")
+            time.sleep(0.2)  # several processes and nothing to wait on in common: poll
+            continue
+        for name in finished:
+            proc, out = running.pop(name)
+            results[name] = _stock_result(name, proc, out)
+    return results
+
+
+STOCK_SIDE_BY_SIDE = 4
+
+
+def _start_stock_run(name: str, bootstrap: str, out: Path) -> tuple[subprocess.Popen[str], Path]:
+    out.mkdir()
+    if name == "demo":
+        cmd = ["demo", "-b", bootstrap, "--out-dir", str(out), "--output", "json"]
+    else:
+        cmd = ["chaos", "run", name, "-b", bootstrap, "--timeout", "15",
+               "--record", str(out / "events.jsonl"), "--output", "json"]  # fmt: skip
+    # Output goes to files: a pipe nobody reads while the others run could fill and block.
+    with (out / "stdout").open("w") as stdout, (out / "stderr").open("w") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kgctl", *cmd], stdout=stdout, stderr=stderr, text=True
+        )
+    return proc, out
+
+
+def _stock_result(
+    name: str, proc: subprocess.Popen[str], out: Path
+) -> tuple[dict[str, Any], list[dict[str, Any]], int, str]:
+    stdout, stderr = (out / "stdout").read_text(), (out / "stderr").read_text()
+    try:
+        doc = json.loads(stdout)
+    except ValueError:
+        raise AssertionError(
+            f"{name}: exit {proc.returncode}, no JSON\n{stdout[-2000:]}\n{stderr[-3000:]}"
+        ) from None
+    if name == "demo":
+        journal, record = doc["journal"], Path(doc["record"])
+    else:
+        journal, record = doc, out / "events.jsonl"
+    return journal, _events(record), int(proc.returncode), stderr
+
+
+@pytest.mark.parametrize("name", STOCK_RUNS)
+def test_builtin_scenario_runs_green_on_kafkas_default_group_settings(
+    name: str, stock_runs: dict[str, tuple[dict[str, Any], list[dict[str, Any]], int, str]]
+) -> None:
+    journal, events, status, _stderr = stock_runs[name]
+    scenario = journal["scenario"]
+    _assert_green(scenario, journal, events, status)
+    # The run read the cluster's bounds and moved what did not fit into them.
+    bounds = journal["cluster"]["bounds"]
+    assert bounds["source"] == "cluster"
+    assert bounds["configs"]["group.min.session.timeout.ms"] == 6000
+    assert bounds["configs"]["group.initial.rebalance.delay.ms"] == 3000
+    fitted = {t["setting"]: t for t in journal["cluster"]["timings"]}
+    assert "setup wait" in fitted
+    started = next(e for e in events if e["type"] == "MemberStarted")
+    from kgctl.chaos.scenarios import builtin
+
+    written = builtin(scenario).fleet.session_timeout_ms
+    if written < 6000:
+        assert fitted["session"]["before"] == written
+        assert fitted["session"]["after"] == 6000
+        assert "the cluster's minimum" in fitted["session"]["text"]
+        assert started["data"]["config"]["session_timeout_ms"] == 6000
+    else:
+        assert "session" not in fitted
+        assert started["data"]["config"]["session_timeout_ms"] == written
+    # The scaling is announced where the user looks: the first chaos event.
+    first = next(e for e in events if e["type"] == "ScenarioStarted")
+    assert [t["text"] for t in first["data"]["timings"]] == [
+        t["text"] for t in journal["cluster"]["timings"]
+    ]
+
+
+def test_a_session_timeout_the_cluster_refuses_fails_before_anything_starts(
+    stock_bootstrap: str, tmp_path: Path
+) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "kgctl", "chaos", "run", "member-kill", "-b", stock_bootstrap,
+         "--session-timeout", "3000", "--record", str(tmp_path / "e.jsonl")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == ExitStatus.USAGE, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert "--session-timeout 3000" in line
+    assert "group.min.session.timeout.ms=6000" in line
+    assert "read from the cluster" in line
+    assert "MemberStarted" not in (tmp_path / "e.jsonl").read_text()
+
+
+def test_a_member_refused_for_its_session_timeout_ends_the_run_at_once(
+    stock_bootstrap: str, tmp_path: Path
+) -> None:
+    # A principal that may not describe the cluster's configs: kgctl assumes bounds that
+    # are wrong for this cluster (here, 500 ms: a relaxed test broker's), the members are
+    # refused, and the run must say so at once rather than wait for a group to form.
+    wrong = (
+        "import kgctl.adapters.chaos as c;"
+        "from kgctl.model.bounds import GroupBounds, SOURCE_DEFAULTS, KAFKA_DEFAULTS;"
+        "cfg = dict(KAFKA_DEFAULTS, **{'group.min.session.timeout.ms': 500});"
+        "c.ChaosAdmin.group_bounds = lambda self: GroupBounds(cfg, SOURCE_DEFAULTS, "
+        "'the cluster refused DescribeConfigs (test)');"
+        "from kgctl.cli.app import main; main()"
+    )
+    record = tmp_path / "e.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "-c", wrong, "chaos", "run", "member-kill", "-b", stock_bootstrap,
+         "--record", str(record), "--output", "json"],
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    journal = json.loads(proc.stdout)
+    assert proc.returncode == ExitStatus.SETUP_FAILED, proc.stderr
+    assert journal["verdict"] == "setup failed"
+    error = journal["error"]
+    assert "\n" not in error
+    assert "session timeout of 3000 ms (INVALID_SESSION_TIMEOUT" in error
+    assert "kgctl assumed group.min.session.timeout.ms=500" in error
+    assert "the cluster refused DescribeConfigs" in error
+    assert "--session-timeout MS" in error
+    # At once: the run ended on the first refusal, long before the setup's settle
+    # timeout (3 × session + max.poll.interval + 15 s = 54 s) could have run out.
+    events = _events(record)
+    refused = min(
+        e["ts_ms"]
+        for e in events
+        if e["source"] == "member" and e["data"].get("error") == "INVALID_SESSION_TIMEOUT"
+    )
+    finished = next(e for e in events if e["type"] == "ScenarioFinished")
+    assert finished["ts_ms"] - refused < 15000
+    leftovers = subprocess.run(
+        ["pgrep", "-f", journal["group"]], capture_output=True, text=True, check=False
+    )
+    assert leftovers.stdout.strip() == "", "members outlived the failed run"

@@ -28,6 +28,7 @@ from kgctl.chaos.fleet import Fleet, MemberLaunch, MemberProcess
 from kgctl.chaos.journal import Journal, StepReport, ViolationRecord
 from kgctl.chaos.scenario import MemberSpec, Scenario, Step, load_scenario
 from kgctl.errors import ExitStatus, KgctlError, SetupError, UsageError
+from kgctl.model.bounds import SOURCE_CLUSTER
 from kgctl.model.events import Event
 from kgctl.model.fold import fold
 from kgctl.model.invariants import (
@@ -235,17 +236,22 @@ class ChaosRun:
             )
 
     def _refusal(self, ev: Event) -> SetupError:
-        f = self.scenario.fleet
-        bounds = self.fitted.bounds if self.fitted is not None else None
-        where = (
-            f"{bounds.session_range()} ({bounds.origin()})"
-            if bounds is not None
-            else "group.min/max.session.timeout.ms"
+        session = self.scenario.fleet.session_timeout_ms
+        head = (
+            f"the cluster refused {ev.member}'s session timeout of {session} ms "
+            "(INVALID_SESSION_TIMEOUT: outside its group.min/max.session.timeout.ms)"
         )
+        bounds = self.fitted.bounds if self.fitted is not None else None
+        if bounds is None:
+            return SetupError(f"{head}; pass --session-timeout MS within them")
+        if bounds.source == SOURCE_CLUSTER:
+            # Read from one broker: another (the coordinator) must enforce other values.
+            known = f"one broker says {bounds.session_range()}, the coordinator differs"
+        else:
+            known = f"kgctl assumed {bounds.session_range()} ({bounds.origin()})"
         return SetupError(
-            f"the cluster refused {ev.member}'s session timeout of {f.session_timeout_ms} ms "
-            f"(INVALID_SESSION_TIMEOUT); its bounds: {where}; pass --session-timeout MS "
-            "with a value the cluster accepts"
+            f"{head}; {known}; ask the cluster's admin for the bounds and pass "
+            "--session-timeout MS within them"
         )
 
     def _check_member_event(self, ev: Event) -> None:
