@@ -98,12 +98,20 @@ def invariants_text(journal: Journal) -> Text:
 
 
 def timings_text(journal: Journal) -> Text | None:
-    """What the run changed in the scenario's timings to fit the cluster (None: nothing)."""
+    """What the run changed in the scenario's timings to fit the cluster (None: nothing).
+
+    One line per setting; the steps' `max_seconds`, all scaled by one factor, share a line.
+    """
     changed = journal.cluster.get("timings") or []
     if not changed:
         return None
-    text = Text("fitted to the cluster: ", style="yellow")
-    text.append("; ".join(str(a.get("text")) for a in changed))
+    text = Text("fitted to the cluster:", style="yellow")
+    steps = [a for a in changed if str(a.get("setting", "")).startswith("step ")]
+    for a in changed:
+        if a not in steps:
+            text.append(f"\n  {a.get('text')}")
+    if steps:
+        text.append(f"\n  each step's max_seconds: {steps[0].get('why')}")
     return text
 
 
