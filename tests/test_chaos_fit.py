@@ -91,3 +91,33 @@ def test_bounds_the_cluster_would_not_give_say_they_are_assumed() -> None:
     assert "assumed: the cluster refused DescribeConfigs" in bounds.origin()
     with pytest.raises(UsageError, match="assumed"):
         fit_scenario(builtin("tour"), bounds, TimingOverrides(session_timeout_ms=1000))
+
+
+def test_the_live_view_and_the_lines_show_what_was_fitted() -> None:
+    from rich.console import Console
+
+    from kgctl.chaos.journal import Journal
+    from kgctl.model.events import Event
+    from kgctl.model.state import GroupState
+    from kgctl.render.chaos_view import event_line, render_chaos
+
+    fitted = fit_scenario(builtin("tour"), STOCK)
+    timings = [a.to_dict() for a in fitted.adjustments]
+    journal = Journal("tour", "r1", "g", "b", cluster={"timings": timings})
+    console = Console(width=200, record=True)
+    console.print(render_chaos(journal, GroupState(group="g"), 0))
+    screen = console.export_text()
+    assert "fitted to the cluster:" in screen
+    assert "session 3 s → 6 s: the cluster's minimum" in screen
+    assert "each step's max_seconds: in proportion to the session timeout (×2)" in screen
+    started = Event("ScenarioStarted", 0, 0, 1, "g", source="chaos", data={"timings": timings})
+    lines = (event_line(started) or "").splitlines()
+    # The plain lines name every change, each step's limit included.
+    assert len(lines) == 1 + len(timings)
+    assert any(
+        "step 'kill m2 (found by session timeout)' max_seconds 11 s → 22 s" in ln for ln in lines
+    )
+    # Nothing fitted, nothing shown.
+    plain = Console(width=200, record=True)
+    plain.print(render_chaos(Journal("tour", "r1", "g", "b"), GroupState(group="g"), 0))
+    assert "fitted" not in plain.export_text()
