@@ -1,4 +1,5 @@
-"""The vocabulary of why things happen in a group: why a member (re)joins.
+"""The vocabulary of why things happen in a group: why a member (re)joins, why a
+group rebalanced.
 
 Pure and shared: the member's adapter decides a `RejoinReason`, events carry its value,
 and the report, watch and chaos read it back from those events.
@@ -46,3 +47,56 @@ def rejoin_reason(
     if pending:
         return RejoinReason(pending)
     return RejoinReason.REQUESTED
+
+
+class Cause(str, enum.Enum):
+    """Why a rebalance happened, as report, watch and chaos name it (docs/watch.md).
+
+    Listed in precedence order: when several things happened in one rebalance, the
+    first of them names it (`CAUSE_ORDER`).
+    """
+
+    MEMBER_FAILED = "member_failed"
+    TIMED_OUT = "timed_out"
+    MEMBER_LEFT = "member_left"
+    MEMBER_JOINED = "member_joined"
+    SUBSCRIPTION_CHANGED = "subscription_changed"
+    PARTITIONS_CHANGED = "partitions_changed"
+    REJOIN_REQUESTED = "rejoin_requested"
+    ASSIGNMENT_FAILED = "assignment_failed"
+    GENERATION_RESET = "generation_reset"
+    UNKNOWN = "unknown"
+
+
+CAUSE_ORDER: tuple[Cause, ...] = tuple(c for c in Cause if c is not Cause.UNKNOWN)
+
+# The cause a member's rejoin reason names; None: a reaction to someone else's
+# rebalance (or a rejoin kgctl cannot name), not a cause.
+REASON_CAUSE: dict[RejoinReason, Cause | None] = {
+    RejoinReason.FIRST_JOIN: Cause.MEMBER_JOINED,
+    RejoinReason.SUBSCRIPTION_CHANGED: Cause.SUBSCRIPTION_CHANGED,
+    RejoinReason.METADATA_CHANGED: Cause.PARTITIONS_CHANGED,
+    RejoinReason.POLL_INTERVAL_EXCEEDED: Cause.TIMED_OUT,
+    RejoinReason.EXPLICIT_REQUEST: Cause.REJOIN_REQUESTED,
+    RejoinReason.ASSIGNMENT_FAILED: Cause.ASSIGNMENT_FAILED,
+    RejoinReason.GENERATION_RESET: Cause.GENERATION_RESET,
+    RejoinReason.COOPERATIVE_FOLLOWUP: None,
+    RejoinReason.REBALANCE_IN_PROGRESS: None,
+    RejoinReason.REQUESTED: None,
+}
+
+
+def cause_of_reason(reason: str) -> str | None:
+    """The cause a RejoinRequested `reason` names (a `Cause` value); an unknown reason
+    (a newer member's) is its own cause; None for a reaction, not a cause."""
+    try:
+        cause = REASON_CAUSE[RejoinReason(reason)]
+    except ValueError:
+        return reason or None
+    return None if cause is None else cause.value
+
+
+def cause_text(cause: str) -> str:
+    """A cause value in words; an unknown one (a newer recording's) with its underscores
+    made spaces."""
+    return cause.replace("_", " ")
