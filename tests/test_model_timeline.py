@@ -110,3 +110,21 @@ def test_rejoin_reasons_name_causes_and_reactions_name_none() -> None:
     assert cause_of_reason("from_a_newer_member") == "from_a_newer_member"
     assert CAUSE_ORDER[0] is Cause.MEMBER_FAILED and Cause.UNKNOWN not in CAUSE_ORDER
     assert cause_text("subscription_changed") == "subscription changed"
+
+
+def test_a_dead_members_partitions_move_from_it_not_from_no_one() -> None:
+    events = [
+        *two_member_eager_history(),
+        # m2 dies at 7000; the rebalance that hands its share to m1 only begins at 8000.
+        mev("MemberFailed", 7000, "m2", 2, error="SIGKILL"),
+        mev("JoinGroupSent", 8000, "m1", 2),
+        mev("JoinGroupReceived", 8050, "m1", 3, leader="m1-id"),
+        mev("PartitionsAssigned", 8100, "m1", 3, partitions={"t": [2, 3]}),
+        mev("JoinCompleted", 8100, "m1", 3),
+    ]
+    s = state_of(events)
+    g3 = s.generations[-1]
+    assert [(m.name, m.before, m.after) for m in rebalance_moves(s, g3, 9000)] == [
+        ("t-2", ("m2",), ("m1",)),
+        ("t-3", ("m2",), ("m1",)),
+    ]

@@ -142,14 +142,21 @@ def rebalance_unassigned(state: GroupState, rec: GenerationRecord, now_ms: int) 
 
 
 def rebalance_moves(state: GroupState, rec: GenerationRecord, now_ms: int) -> tuple[Move, ...]:
-    """The partitions the rebalance that made `rec` moved: owners just before it began
-    against owners once the group was stable (or, if it never was, just before the next
-    rebalance began, or `now_ms`)."""
+    """The partitions the rebalance that made `rec` moved: from the assignment of the
+    previous generation once it was stable (so a member that died before the rebalance
+    began is still where its partitions came from; without a stable previous generation,
+    just before this rebalance began) to this generation's once stable (or, if it never
+    was, just before the next rebalance began, or `now_ms`)."""
+    i = state.generations.index(rec)
+    prev = state.generations[i - 1] if i > 0 else None
+    start = prev.stable_ms if prev is not None and prev.stable_ms is not None else None
+    if start is None or start >= rec.start_ms:
+        start = rec.start_ms - 1
     if rec.stable_ms is not None:
         end = rec.stable_ms
     else:
         end = (rec.end_ms if rec.end_ms is not None else now_ms) - 1
-    return moves(state, rec.start_ms - 1, end)
+    return moves(state, start, end)
 
 
 def generations_since(state: GroupState, generation: int) -> list[int]:
