@@ -20,9 +20,10 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from kgctl.chaos import checks, verdict
+from kgctl.chaos.actions import ACTIONS, ActionOutcome
 from kgctl.chaos.fit import FittedScenario, TimingOverrides, fit_scenario
 from kgctl.chaos.fleet import Fleet, MemberLaunch, MemberProcess
 from kgctl.chaos.journal import Journal, StepReport, ViolationRecord
@@ -38,6 +39,9 @@ from kgctl.model.invariants import (
 )
 from kgctl.model.state import GroupState, TopicPartition
 from kgctl.settings import ClientSettings
+
+if TYPE_CHECKING:
+    from kgctl.adapters.chaos import ChaosAdmin, NumberedProducer
 
 Sink = Callable[[Event], None]
 
@@ -58,19 +62,6 @@ class RunOptions:
     tie_nodes_to_parent: bool = False  # restarted broker nodes die with this process
     drain_timeout_s: float = 20.0
     timings: TimingOverrides = field(default_factory=TimingOverrides)  # --session-timeout ...
-
-
-@dataclass
-class ActionOutcome:
-    """What an action did and what settling means after it."""
-
-    description: str
-    expect_rebalance: bool = True
-    members: list[str] = field(default_factory=list)
-    details: dict[str, Any] = field(default_factory=dict)
-    settle: bool = True
-    after_settle: Callable[[], None] | None = None
-    wait_for: Callable[[], bool] | None = None  # extra condition before settling
 
 
 def is_loopback(bootstrap: str) -> bool:
@@ -129,8 +120,8 @@ class ChaosRun:
         self.state = GroupState(group=self.group)
         self.workdir = Path(tempfile.mkdtemp(prefix=f"kgctl-chaos-{self.run_id}-"))
         self.fleet = Fleet(settings, self.workdir)
-        self.admin: Any = None
-        self.producer: Any = None
+        self.admin: ChaosAdmin | None = None
+        self.producer: NumberedProducer | None = None
         self.step: StepReport | None = None
         self.specs: dict[str, MemberSpec] = {m.name: m for m in scenario.fleet.members}
         self.subscriptions: dict[str, tuple[list[str], str | None]] = {}
@@ -144,11 +135,30 @@ class ChaosRun:
         self._mono0 = time.monotonic()
         self._last_ts = 0
         self._step_events: list[Event] = []
-        self.broker: Any = None
         self.interrupted = False
         self.fitted: FittedScenario | None = None
         # A member the cluster refused for its timings: no point waiting for the group.
         self.refused: KgctlError | None = None
+
+    # -- what actions use besides the fleet and the state (actions.ActionContext) --------
+    @property
+    def bootstrap(self) -> str:
+        return self.settings.bootstrap
+
+    @property
+    def broker_state(self) -> Path | None:
+        return self.options.broker_state
+
+    @property
+    def tie_nodes_to_parent(self) -> bool:
+        return self.options.tie_nodes_to_parent
+
+    def add_topic(self, logical: str, real: str, partitions: int) -> None:
+        self.topics[logical], self.partitions[logical] = real, partitions
+        self.journal.topics[logical] = real
+
+    def held(self, rule: str) -> None:
+        self.journal.held(rule)
 
     # -- events -------------------------------------------------------------------------
     def emit(self, type_: str, **data: Any) -> Event:
@@ -404,14 +414,14 @@ class ChaosRun:
         from kgctl.adapters.chaos import ChaosAdmin, NumberedProducer
 
         self.check_safety()
-        self.admin = ChaosAdmin(self.settings)
-        self.fitted = fit_scenario(self.scenario, self.admin.group_bounds(), self.options.timings)
+        self.admin = admin = ChaosAdmin(self.settings)
+        self.fitted = fit_scenario(self.scenario, admin.group_bounds(), self.options.timings)
         self.scenario = sc = self.fitted.scenario
         self.journal.cluster = {
             "bounds": self.fitted.bounds.to_dict(),
             "timings": [a.to_dict() for a in self.fitted.adjustments],
         }
-        brokers = self.admin.broker_count()
+        brokers = admin.broker_count()
         if sc.fleet.brokers > brokers:
             raise SetupError(
                 f"scenario {sc.name} needs a {sc.fleet.brokers}-broker cluster; "
@@ -419,23 +429,23 @@ class ChaosRun:
             )
         if (
             self.options.group
-            and self.admin.group_exists(self.group)
+            and admin.group_exists(self.group)
             and not self.options.allow_destructive
         ):
             raise UsageError(
                 f"group {self.group} already exists and kgctl did not create it; chaos would "
                 "join it, rebalance it and commit offsets in it: pass --allow-destructive"
             )
-        existing = self.admin.existing_topics() & set(self.topics.values())
+        existing = admin.existing_topics() & set(self.topics.values())
         if existing:
             raise UsageError(
                 f"topics {', '.join(sorted(existing))} already exist; kgctl creates its own"
             )
         self.replication = min(3, brokers)
-        self.admin.create_topics(
+        admin.create_topics(
             {self.topics[t]: n for t, n in self.partitions.items()}, self.replication
         )
-        self.producer = NumberedProducer(self.settings, self.run_id)
+        self.producer = producer = NumberedProducer(self.settings, self.run_id)
         self.emit(
             "ScenarioStarted",
             scenario=sc.name,
@@ -452,7 +462,7 @@ class ChaosRun:
         for spec in sc.fleet.members:
             self.fleet.start(self.launch_for(spec))
         if sc.fleet.produce_rate > 0:
-            self.producer.start_rate(self.produce_topics(), sc.fleet.produce_rate)
+            producer.start_rate(self.produce_topics(), sc.fleet.produce_rate)
         setup_timeout = self.settle_timeout() + self.fitted.first_join_delay_ms / 1000
         settled = self.settle(-1, setup_timeout)
         if settled is None:
@@ -502,8 +512,6 @@ class ChaosRun:
 
     # -- steps --------------------------------------------------------------------------
     def run_step(self, index: int, step: Step) -> bool:
-        from kgctl.chaos.actions import ACTIONS
-
         report = StepReport(
             index=index,
             name=step.name,
@@ -524,7 +532,7 @@ class ChaosRun:
         )
         baseline_gen = self.state.generation
         report.action_ms = now_ms()
-        outcome: ActionOutcome = ACTIONS[step.action](self, step)
+        outcome = ACTIONS[step.action].perform(self, step.args)
         report.cause = outcome.description
         report.details = outcome.details
         self.emit(
@@ -641,10 +649,11 @@ class ChaosRun:
     # -- the end ------------------------------------------------------------------------
     def drain(self) -> None:
         """Stop producing and wait until every produced record was consumed (bounded)."""
-        if self.producer is None:
+        producer = self.producer
+        if producer is None:
             return
-        self.producer.stop_rate()
-        produced = self.producer.produced()
+        producer.stop_rate()
+        produced = producer.produced()
 
         def covered() -> bool:
             return not checks.missing_records(produced, checks.consumed_coverage(self.batches))
