@@ -22,7 +22,13 @@ from kgctl.model.invariants import (
 )
 from kgctl.model.reasons import CAUSE_ORDER, Cause, cause_of_reason
 from kgctl.model.state import GenerationRecord, GroupState, format_owned
-from kgctl.model.timeline import Move, counted_errors, rebalance_moves, rebalance_unassigned
+from kgctl.model.timeline import (
+    Move,
+    counted_errors,
+    rebalance_moves,
+    rebalance_unassigned,
+    unassigned_ms,
+)
 
 
 @dataclass(frozen=True)
@@ -304,7 +310,8 @@ def build_report(
     checks.insert(0, InvariantCheck("exclusive-ownership", last, None, tuple(exclusive)))
 
     members = tuple(
-        _timeline(key, state, tracker) for key in sorted(tracker.owned, key=_first(tracker))
+        _timeline(key, state, tracker, first, last)
+        for key in sorted(tracker.owned, key=_first(tracker))
     )
     rebalances = tuple(
         _rebalance(i, state.generations, ordered, state, tracker, last)
@@ -367,7 +374,9 @@ def _segments(raw: list[list[Any]]) -> tuple[Segment, ...]:
     return tuple(Segment(int(a), int(b), str(label), int(n)) for a, b, label, n in raw if b > a)
 
 
-def _timeline(key: str, state: GroupState, tracker: _Tracker) -> MemberTimeline:
+def _timeline(
+    key: str, state: GroupState, tracker: _Tracker, first_ms: int, last_ms: int
+) -> MemberTimeline:
     owned = _segments(tracker.owned.get(key, []))
     m = state.members.get(key)
     return MemberTimeline(
@@ -379,7 +388,7 @@ def _timeline(key: str, state: GroupState, tracker: _Tracker) -> MemberTimeline:
         left_reason=m.left_reason if m is not None else "",
         ownership=owned,
         phases=_segments(tracker.phases.get(key, [])),
-        unassigned_ms=sum(s.end_ms - s.start_ms for s in owned if s.count == 0),
+        unassigned_ms=unassigned_ms(state, key, first_ms, last_ms),
     )
 
 
