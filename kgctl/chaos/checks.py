@@ -3,7 +3,9 @@
 The model's own invariants (kgctl/model/invariants.py) judge ownership and generations;
 these add what only a chaos run knows: which members were frozen or fenced (they
 cannot act, so an overlap with their stale ownership is the broker's view, not a
-double consumption), the records it produced, and the time window of a step.
+double consumption), when a killed member's partitions found a new owner, and the
+records it produced and its members consumed and committed. What a step did to the
+group is judged in kgctl/chaos/verdict.py, from the model's timeline queries.
 """
 
 from __future__ import annotations
