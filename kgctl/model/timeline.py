@@ -101,18 +101,37 @@ def alive_ms(state: GroupState, member: str, t0: int, t1: int) -> int:
     return 0 if m is None else _covered(_clip(m.lives, t0, t1))
 
 
+def _owned_spans(state: GroupState) -> dict[str, list[tuple[int, int | None]]]:
+    out: dict[str, list[tuple[int, int | None]]] = {}
+    for spans in state.ownership.values():
+        for sp in spans:
+            out.setdefault(sp.member, []).append((sp.start_ms, sp.end_ms))
+    return out
+
+
+def _unassigned(
+    lives: Iterable[tuple[int, int | None]],
+    owned: Iterable[tuple[int, int | None]],
+    t0: int,
+    t1: int,
+) -> int:
+    # Owning happens only while alive (the fold closes spans when a member goes), so the
+    # owned time is inside the alive time.
+    return _covered(_clip(lives, t0, t1)) - _covered(_clip(owned, t0, t1))
+
+
 def unassigned_ms(state: GroupState, member: str, t0: int, t1: int) -> int:
     """Milliseconds within [t0, t1] that `member` was alive and owned no partition."""
     m = state.members.get(member)
     if m is None:
         return 0
-    lives = _clip(m.lives, t0, t1)
-    owned: list[tuple[int, int]] = []
-    for spans in state.ownership.values():
-        owned += _clip(((sp.start_ms, sp.end_ms) for sp in spans if sp.member == member), t0, t1)
-    # Owning happens only while alive (the fold closes spans when a member goes), so the
-    # owned time is inside the alive time.
-    return _covered(lives) - _covered(owned)
+    owned = (
+        (sp.start_ms, sp.end_ms)
+        for spans in state.ownership.values()
+        for sp in spans
+        if sp.member == member
+    )
+    return _unassigned(m.lives, owned, t0, t1)
 
 
 def unassigned_by_member(
@@ -120,11 +139,12 @@ def unassigned_by_member(
 ) -> dict[str, int]:
     """`unassigned_ms` of every member alive within [t0, t1]; members with none left out
     unless `with_zero`."""
+    owned = _owned_spans(state)
     out: dict[str, int] = {}
     for key in sorted(state.members):
         if not alive_ms(state, key, t0, t1) and not _alive_at(state, key, t0):
             continue
-        ms = unassigned_ms(state, key, t0, t1)
+        ms = _unassigned(state.members[key].lives, owned.get(key, ()), t0, t1)
         if ms or with_zero:
             out[key] = ms
     return out
