@@ -11,10 +11,11 @@ import pytest
 from kgctl.errors import ExitStatus, FencedError, NotAuthorizedError, UsageError
 from kgctl.member.control import ControlQueue, parse_command
 from kgctl.member.emitter import Emitter
-from kgctl.member.reasons import RejoinReason, fatal_error, join_retry, rejoin_reason
+from kgctl.member.reasons import fatal_error, join_retry
 from kgctl.member.runner import MemberConfig
 from kgctl.member.stats import ConsumeStats
 from kgctl.model.events import EVENT_TYPES, Event
+from kgctl.model.reasons import RejoinReason, rejoin_reason
 from kgctl.render.member_lines import MemberHeader, describe, render_line, summary_lines
 
 

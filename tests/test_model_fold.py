@@ -76,13 +76,10 @@ def test_member_events_build_members_generations_and_phases() -> None:
     assert g2.start_ms == 5010 and g2.sync_ms == 5300 and g2.stable_ms == 5450
     assert g2.rebalance_ms() == 440
     assert [p[0] for p in g2.phase_spans(6000)] == ["JoinGroup", "SyncGroup", "Stable"]
-    # m1 owned nothing from its revocation (5200) to its assignment (5400).
-    assert g2.unassigned_ms["m1"] == 200
-    # m2 owned nothing from the rebalance that admitted it (5010) until 5450; the 10 ms
-    # before it are not generation 1's: m2 was never a member of it.
-    assert g2.unassigned_ms["m2"] == 440
-    assert "m2" not in g1.unassigned_ms
     assert s.stable and not s.rebalancing
+    # Each member lives from its first event on (time without partitions is counted in
+    # test_model_timeline.py).
+    assert m1.lives == ((1000, None),) and m2.lives == ((5000, None),)
 
 
 def test_ownership_history_per_partition() -> None:

@@ -47,8 +47,9 @@ from kgctl.errors import (
     UsageError,
     grant_hint,
 )
-from kgctl.member.reasons import FATAL_ERRORS, join_retry, rejoin_reason
+from kgctl.member.reasons import FATAL_ERRORS, join_retry
 from kgctl.model.events import partitions_of
+from kgctl.model.reasons import rejoin_reason
 
 close_abandoned_connects()
 

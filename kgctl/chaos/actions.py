@@ -1,9 +1,15 @@
-"""Chaos actions: each one acts on the fleet or the cluster and says what settling means.
+"""Chaos actions: one `Action` per kind, each with its arguments, its checks and its act.
 
-An action gets the run and its step, does its thing (signals, control lines, admin
-calls, more processes) and returns an `ActionOutcome`: whether a new generation must
-appear before the group counts as settled, which members it touched, details for the
-report, and optional checks to run once the group settled.
+An action declares the arguments a scenario step may give it (`args`: kind and whether
+required; `kgctl/chaos/scenario.py` reads them), checks what only it knows about them
+when the scenario is loaded (`validate`, against a `StepCheck`: the members and topics
+known at that step), and acts during a run (`perform`, against an `ActionContext`: the
+fleet, the group as folded, the cluster, and waiting) returning an `ActionOutcome`:
+whether a new generation must appear before the group counts as settled, which members
+it touched, details for the report, and optional checks to run once the group settled.
+
+A new action is a subclass here, added to `ACTIONS`; the scenario schema, its
+validation and the runner pick it up from there (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -11,395 +17,661 @@ from __future__ import annotations
 import re
 import signal
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
+from kgctl.broker.local import LocalBroker
 from kgctl.chaos import checks
-from kgctl.chaos.scenario import MemberSpec, Step
+from kgctl.chaos.fleet import Fleet, MemberLaunch
 from kgctl.errors import SetupError, UsageError
+from kgctl.model.state import PHASE_STABLE, GroupState
 
 if TYPE_CHECKING:
-    from kgctl.chaos.runner import ActionOutcome, ChaosRun
+    from kgctl.adapters.chaos import ChaosAdmin, NumberedProducer
+    from kgctl.chaos.scenario import MemberSpec, Scenario
+
+Args = Mapping[str, Any]
+# A member or topic name a scenario may use.
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,40}$")
 
 
-def _outcome(*args: Any, **kwargs: Any) -> ActionOutcome:
-    from kgctl.chaos.runner import ActionOutcome
+@dataclass
+class ActionOutcome:
+    """What an action did and what settling means after it."""
 
-    return ActionOutcome(*args, **kwargs)
+    description: str
+    expect_rebalance: bool = True
+    members: list[str] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+    settle: bool = True
+    after_settle: Callable[[], None] | None = None
+    wait_for: Callable[[], bool] | None = None  # extra condition before settling
+
+
+class Arg(NamedTuple):
+    """One argument of an action. Kinds: str, int, num, bool, member (a fleet member),
+    members (a list of them, or `all`), topic (a fleet topic), topics, str_list."""
+
+    kind: str
+    required: bool = False
+
+
+@dataclass
+class StepCheck:
+    """What an action's `validate` sees of a scenario at its step: the members and topics
+    known so far (an action that adds some updates them for the steps after it), and
+    where to report a problem (`error(key, message)`; key None: the step itself)."""
+
+    names: list[str]
+    topics: dict[str, int]
+    error: Callable[[str | None, str], None]
+
+    def regex(self, key: str, pattern: str) -> None:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            self.error(key, f"not a regular expression ({exc})")
+
+
+class ActionContext(Protocol):
+    """What an action may use of a run (`ChaosRun` is one): the fleet and its plan, the
+    group as folded so far, the cluster, the run's checks, and waiting, which keeps
+    folding the members' events."""
+
+    scenario: Scenario
+    group: str
+    state: GroupState
+    fleet: Fleet
+    admin: ChaosAdmin | None
+    producer: NumberedProducer | None
+    topic_base: str
+    topics: dict[str, str]  # logical name -> real name
+    partitions: dict[str, int]  # logical name -> partition count
+    replication: int
+    specs: dict[str, MemberSpec]
+    subscriptions: dict[str, tuple[list[str], str | None]]
+    excused: dict[str, list[tuple[int, int | None]]]  # members whose ownership is stale
+    expected_fenced: set[str]
+
+    @property
+    def bootstrap(self) -> str: ...
+    @property
+    def broker_state(self) -> Path | None: ...
+    @property
+    def tie_nodes_to_parent(self) -> bool: ...
+
+    def add_topic(self, logical: str, real: str, partitions: int) -> None: ...
+    def launch_for(
+        self, spec: MemberSpec, name: str | None = None, instance_id: str | None = None
+    ) -> MemberLaunch: ...
+    def real_pattern(self, pattern: str) -> str: ...
+    def produce_topics(self) -> list[str]: ...
+    def violation(
+        self,
+        rule: str,
+        message: str,
+        at_ms: int | None = None,
+        members: list[str] | None = None,
+        partition: str = "",
+        step: str | None = None,
+    ) -> None: ...
+    def held(self, rule: str) -> None: ...
+    def wait_for(self, pred: Callable[[], bool], timeout_s: float) -> bool: ...
+    def sleep(self, seconds: float) -> None: ...
+    def pump(self, timeout_s: float = 0.1) -> None: ...
+    def settle(
+        self, baseline_gen: int | None, timeout_s: float, extra: Callable[[], bool] | None = None
+    ) -> int | None: ...
+    def settle_timeout(self) -> float: ...
+
+
+class Action:
+    """One kind of chaos action: `name`, `args`, `validate`, `perform`."""
+
+    name: ClassVar[str]
+    args: ClassVar[dict[str, Arg]] = {}
+
+    def validate(self, args: dict[str, Any], check: StepCheck) -> None:
+        """Checks beyond each argument's kind; may complete `args` (defaults that depend
+        on the fleet) and update `check.names`/`check.topics` for later steps."""
+
+    def perform(self, ctx: ActionContext, args: Args) -> ActionOutcome:
+        raise NotImplementedError(self.name)
 
 
 def _now() -> int:
     return int(time.time() * 1000)
 
 
-def _names(run: ChaosRun, raw: Any) -> list[str]:
+def _names(ctx: ActionContext, raw: Any) -> list[str]:
     if raw in (None, "all"):
-        return [m.name for m in run.fleet.active()]
+        return [m.name for m in ctx.fleet.active()]
     return list(raw)
 
 
-def _effective(run: ChaosRun, name: str) -> set[str]:
-    spec = run.specs[name]
-    topics, pattern = run.subscriptions.get(name, (spec.subscribe, spec.pattern))
+def _effective(ctx: ActionContext, name: str) -> set[str]:
+    spec = ctx.specs[name]
+    topics, pattern = ctx.subscriptions.get(name, (spec.subscribe, spec.pattern))
     if pattern:
         rx = re.compile(pattern)
-        return {t for t in run.partitions if rx.fullmatch(t)}
+        return {t for t in ctx.partitions if rx.fullmatch(t)}
     return set(topics)
 
 
-def subscription_change(run: ChaosRun, step: Step) -> ActionOutcome:
-    names = _names(run, step.args.get("members"))
-    topics = step.args.get("topics")
-    pattern = step.args.get("pattern")
-    changed = False
-    for name in names:
-        before = _effective(run, name)
-        run.subscriptions[name] = (list(topics or []), pattern)
-        changed = changed or _effective(run, name) != before
-        command: dict[str, Any]
-        if pattern:
-            command = {"op": "subscribe", "pattern": run.real_pattern(pattern)}
+def _admin(ctx: ActionContext) -> ChaosAdmin:
+    if ctx.admin is None:
+        raise SetupError("no admin client: the run was not set up")
+    return ctx.admin
+
+
+def _producer(ctx: ActionContext) -> NumberedProducer:
+    if ctx.producer is None:
+        raise SetupError("no producer: the run was not set up")
+    return ctx.producer
+
+
+class SubscriptionChange(Action):
+    """Members subscribe to other topics or a pattern."""
+
+    name = "subscription-change"
+    args = {"members": Arg("members"), "topics": Arg("topics"), "pattern": Arg("str")}
+
+    def validate(self, args: dict[str, Any], check: StepCheck) -> None:
+        if ("topics" in args) == ("pattern" in args):
+            check.error(None, "subscription-change needs exactly one of 'topics' or 'pattern'")
+        if "pattern" in args:
+            check.regex("pattern", args["pattern"])
+
+    def perform(self, ctx: ActionContext, args: Args) -> ActionOutcome:
+        names = _names(ctx, args.get("members"))
+        topics = args.get("topics")
+        pattern = args.get("pattern")
+        changed = False
+        for name in names:
+            before = _effective(ctx, name)
+            ctx.subscriptions[name] = (list(topics or []), pattern)
+            changed = changed or _effective(ctx, name) != before
+            command: dict[str, Any]
+            if pattern:
+                command = {"op": "subscribe", "pattern": ctx.real_pattern(pattern)}
+            else:
+                command = {"op": "subscribe", "topics": [ctx.topics[t] for t in topics or []]}
+            ctx.fleet.send(name, command)
+        _producer(ctx).set_topics(ctx.produce_topics())
+        what = f"pattern {pattern!r}" if pattern else f"topics {', '.join(topics or [])}"
+        return ActionOutcome(
+            f"subscription of {', '.join(names)} changed to {what}",
+            expect_rebalance=changed,
+            members=names,
+            details={"members": names, "topics": topics, "pattern": pattern},
+        )
+
+
+class TopicCreate(Action):
+    """A new topic (a pattern subscription may match it)."""
+
+    name = "topic-create"
+    args = {"topic": Arg("str", True), "partitions": Arg("int", True)}
+
+    def validate(self, args: dict[str, Any], check: StepCheck) -> None:
+        if "topic" not in args:
+            return
+        if args["topic"] in check.topics:
+            check.error("topic", f"topic {args['topic']!r} already exists")
+        elif not NAME.match(args["topic"]):
+            check.error("topic", "use letters, digits, . _ -")
+        elif args.get("partitions", 1) < 1:
+            check.error("partitions", "at least 1")
         else:
-            command = {"op": "subscribe", "topics": [run.topics[t] for t in topics or []]}
-        run.fleet.send(name, command)
-    run.producer.set_topics(run.produce_topics())
-    what = f"pattern {pattern!r}" if pattern else f"topics {', '.join(topics or [])}"
-    return _outcome(
-        f"subscription of {', '.join(names)} changed to {what}",
-        expect_rebalance=changed,
-        members=names,
-        details={"members": names, "topics": topics, "pattern": pattern},
-    )
+            check.topics[args["topic"]] = args.get("partitions", 1)
 
-
-def topic_create(run: ChaosRun, step: Step) -> ActionOutcome:
-    topic, n = step.args["topic"], int(step.args["partitions"])
-    real = run.topic_base + topic
-    run.admin.create_topics({real: n}, run.replication)
-    run.topics[topic], run.partitions[topic] = real, n
-    run.journal.topics[topic] = real
-    matching = [m.name for m in run.fleet.active() if topic in _effective(run, m.name)]
-    run.producer.set_topics(run.produce_topics())
-    return _outcome(
-        f"topic {topic} created with {n} partitions"
-        + (f", matching the subscription of {', '.join(matching)}" if matching else ""),
-        expect_rebalance=bool(matching),
-        members=matching,
-        details={"topic": real, "partitions": n, "matching": matching},
-    )
-
-
-def partition_growth(run: ChaosRun, step: Step) -> ActionOutcome:
-    topic, to = step.args["topic"], int(step.args["to"])
-    before = run.partitions[topic]
-    run.admin.grow_partitions(run.topics[topic], to)
-    run.partitions[topic] = to
-    return _outcome(
-        f"CreatePartitions {topic} {before} → {to}",
-        expect_rebalance=any(topic in _effective(run, m.name) for m in run.fleet.active()),
-        details={"topic": run.topics[topic], "from": before, "to": to},
-    )
-
-
-def member_kill(run: ChaosRun, step: Step) -> ActionOutcome:
-    name = step.args["member"]
-    owned = run.state.members[name].partitions if name in run.state.members else {}
-    pairs = [(t, p) for t, ids in owned.items() for p in ids]
-    killed_ms = _now()
-    run.fleet.kill(name)
-    session = run.scenario.fleet.session_timeout_ms
-    limit = 2 * session + 5000
-
-    def handover() -> None:
-        for tp in pairs:
-            first = checks.first_owner_after(run.state, tp, killed_ms, name)
-            took = None if first is None else first[1] - killed_ms
-            if took is None or took > limit:
-                shown = "never" if took is None else f"after {took / 1000:.1f}s"
-                run.violation(
-                    "kill-handover",
-                    f"{tp[0]}-{tp[1]} of killed {name} moved {shown} "
-                    f"(limit 2 × session timeout + 5 s = {limit / 1000:.0f}s)",
-                    killed_ms,
-                    [name],
-                    f"{tp[0]}-{tp[1]}",
-                )
-        run.journal.held("kill-handover")
-
-    return _outcome(
-        f"SIGKILL {name} (pid {run.fleet.members[name].pid})",
-        members=[name],
-        details={"member": name, "owned": {t: list(ids) for t, ids in owned.items()}},
-        after_settle=handover,
-    )
-
-
-def member_stop(run: ChaosRun, step: Step) -> ActionOutcome:
-    name = step.args["member"]
-    run.fleet.stop(name)
-    static = run.fleet.members[name].launch.instance_id is not None
-    how = "no LeaveGroup (static), found by session timeout" if static else "LeaveGroup"
-    return _outcome(f"SIGTERM {name} ({how})", members=[name], details={"member": name})
-
-
-def member_pause(run: ChaosRun, step: Step) -> ActionOutcome:
-    name = step.args["member"]
-    run.fleet.pause(name)
-    # A frozen process cannot consume: the broker's reassignment is not a double owner.
-    run.excused.setdefault(name, []).append((_now(), None))
-    return _outcome(f"SIGSTOP {name}", members=[name], details={"member": name})
-
-
-def member_resume(run: ChaosRun, step: Step) -> ActionOutcome:
-    name = step.args["member"]
-    member = run.fleet.members[name]
-    since = member.paused_since_ms or _now()
-    run.fleet.resume(name)
-    session = run.scenario.fleet.session_timeout_ms
-    intervals = run.excused.get(name, [])
-    if intervals and intervals[-1][1] is None:
-        # Until its next heartbeat tells it so, the resumed member still believes it owns.
-        intervals[-1] = (intervals[-1][0], _now() + session)
-    paused_ms = _now() - since
-    return _outcome(
-        f"SIGCONT {name} after {paused_ms / 1000:.1f}s",
-        expect_rebalance=paused_ms >= session,
-        members=[name],
-        details={"member": name, "paused_ms": paused_ms},
-    )
-
-
-def member_add(run: ChaosRun, step: Step) -> ActionOutcome:
-    f = run.scenario.fleet
-    names = list(step.args["names"])
-    for name in names:
-        static = step.args.get("static", f.static)
-        first = f.members[0] if f.members else None
-        spec = MemberSpec(
-            name=name,
-            static=bool(static),
-            assignors=list(first.assignors if first else f.assignors),
-            subscribe=list(first.subscribe) if first else sorted(run.partitions),
-            pattern=first.pattern if first else None,
-        )
-        run.specs[name] = spec
-        run.fleet.start(run.launch_for(spec))
-    return _outcome(f"started {', '.join(names)}", members=names, details={"members": names})
-
-
-def _restart_one(run: ChaosRun, name: str) -> dict[str, Any]:
-    old = run.fleet.members[name]
-    static = old.launch.instance_id is not None
-    gen_before = run.state.generation
-    stopped_ms = _now()
-    run.fleet.stop(name)
-    if not run.wait_for(lambda: not old.running, 20):
-        raise SetupError(f"{name} (pid {old.pid}) did not stop within 20s of SIGTERM")
-    run.pump(0.05)
-    new = run.fleet.start(old.launch)
-    started_ms = _now()
-
-    def back() -> bool:
-        st = run.state.members.get(name)
-        return bool(st and st.alive and st.phase == "Stable" and st.member_id) and new.running
-
-    run.wait_for(back, run.settle_timeout())
-    back_ms = _now()
-    settled = run.settle(None if static else gen_before, run.settle_timeout())
-    gens = sorted({g.generation for g in run.state.generations if g.generation > gen_before})
-    return {
-        "member": name,
-        "static": static,
-        "old_pid": old.pid,
-        "new_pid": new.pid,
-        "down_ms": started_ms - stopped_ms,
-        "back_ms": back_ms - stopped_ms,
-        "settled": settled is not None,
-        "generations": gens,
-    }
-
-
-def rolling_restart(run: ChaosRun, step: Step) -> ActionOutcome:
-    names = _names(run, step.args.get("members"))
-    gap = step.args.get("gap_ms", 0) / 1000
-    session = run.scenario.fleet.session_timeout_ms
-    restarts = []
-    for name in names:
-        r = _restart_one(run, name)
-        restarts.append(r)
-        if r["static"] and r["back_ms"] < session and r["generations"]:
-            run.violation(
-                "static-restart-no-rebalance",
-                f"static {name} was back within its session timeout ({r['back_ms']} ms < "
-                f"{session} ms) yet generations {r['generations']} happened",
-                members=[name],
-            )
-        elif r["static"] and r["back_ms"] < session:
-            run.journal.held("static-restart-no-rebalance")
-        if not r["static"] and not r["generations"]:
-            run.violation(
-                "dynamic-restart-rebalances",
-                f"dynamic {name} restarted without any rebalance",
-                members=[name],
-            )
-        elif not r["static"]:
-            run.journal.held("dynamic-restart-rebalances")
-        if gap:
-            run.sleep(gap)
-    return _outcome(
-        f"rolling restart of {', '.join(names)}",
-        expect_rebalance=False,
-        members=names,
-        details={"restarts": restarts},
-    )
-
-
-def slow_consumer(run: ChaosRun, step: Step) -> ActionOutcome:
-    name = step.args["member"]
-    f = run.scenario.fleet
-    processing = int(step.args.get("processing_ms") or f.max_poll_interval_ms + 1500)
-    since = _now()
-    run.fleet.send(name, {"op": "processing_ms", "value": processing})
-
-    def breached() -> bool:
-        return any(
-            e.type == "PollIntervalExceeded" and e.member == name and e.ts_ms >= since
-            for e in run.state.recent
+    def perform(self, ctx: ActionContext, args: Args) -> ActionOutcome:
+        topic, n = args["topic"], int(args["partitions"])
+        real = ctx.topic_base + topic
+        _admin(ctx).create_topics({real: n}, ctx.replication)
+        ctx.add_topic(topic, real, n)
+        matching = [m.name for m in ctx.fleet.active() if topic in _effective(ctx, m.name)]
+        _producer(ctx).set_topics(ctx.produce_topics())
+        return ActionOutcome(
+            f"topic {topic} created with {n} partitions"
+            + (f", matching the subscription of {', '.join(matching)}" if matching else ""),
+            expect_rebalance=bool(matching),
+            members=matching,
+            details={"topic": real, "partitions": n, "matching": matching},
         )
 
-    ok = run.wait_for(breached, (processing + f.max_poll_interval_ms) / 1000 + 15)
-    # Back to normal: applied once the slow batch is done, then the member rejoins.
-    run.fleet.send(name, {"op": "processing_ms", "value": run.specs[name].processing_ms})
-    if not ok:
-        run.violation(
-            "expectation",
-            f"{name} processed for {processing} ms per batch but never exceeded "
-            f"max.poll.interval.ms ({f.max_poll_interval_ms} ms)",
+
+class PartitionGrowth(Action):
+    """CreatePartitions on a topic (irreversible)."""
+
+    name = "partition-growth"
+    args = {"topic": Arg("topic", True), "to": Arg("int", True)}
+
+    def validate(self, args: dict[str, Any], check: StepCheck) -> None:
+        if "topic" not in args or "to" not in args:
+            return
+        have = check.topics[args["topic"]]
+        if args["to"] <= have:
+            check.error("to", f"must be more than {have} (partitions can only grow)")
+        else:
+            check.topics[args["topic"]] = args["to"]
+
+    def perform(self, ctx: ActionContext, args: Args) -> ActionOutcome:
+        topic, to = args["topic"], int(args["to"])
+        before = ctx.partitions[topic]
+        _admin(ctx).grow_partitions(ctx.topics[topic], to)
+        ctx.partitions[topic] = to
+        return ActionOutcome(
+            f"CreatePartitions {topic} {before} → {to}",
+            expect_rebalance=any(topic in _effective(ctx, m.name) for m in ctx.fleet.active()),
+            details={"topic": ctx.topics[topic], "from": before, "to": to},
+        )
+
+
+class MemberKill(Action):
+    """SIGKILL a member: no LeaveGroup, found by session timeout."""
+
+    name = "member-kill"
+    args = {"member": Arg("member", True)}
+
+    def perform(self, ctx: ActionContext, args: Args) -> ActionOutcome:
+        name = args["member"]
+        owned = ctx.state.members[name].partitions if name in ctx.state.members else {}
+        pairs = [(t, p) for t, ids in owned.items() for p in ids]
+        killed_ms = _now()
+        ctx.fleet.kill(name)
+        session = ctx.scenario.fleet.session_timeout_ms
+        limit = 2 * session + 5000
+
+        def handover() -> None:
+            for tp in pairs:
+                first = checks.first_owner_after(ctx.state, tp, killed_ms, name)
+                took = None if first is None else first[1] - killed_ms
+                if took is None or took > limit:
+                    shown = "never" if took is None else f"after {took / 1000:.1f}s"
+                    ctx.violation(
+                        "kill-handover",
+                        f"{tp[0]}-{tp[1]} of killed {name} moved {shown} "
+                        f"(limit 2 × session timeout + 5 s = {limit / 1000:.0f}s)",
+                        killed_ms,
+                        [name],
+                        f"{tp[0]}-{tp[1]}",
+                    )
+            ctx.held("kill-handover")
+
+        return ActionOutcome(
+            f"SIGKILL {name} (pid {ctx.fleet.members[name].pid})",
             members=[name],
+            details={"member": name, "owned": {t: list(ids) for t, ids in owned.items()}},
+            after_settle=handover,
         )
-    return _outcome(
-        f"{name} processing {processing} ms per batch (max.poll.interval.ms "
-        f"{f.max_poll_interval_ms})",
-        members=[name],
-        details={"member": name, "processing_ms": processing, "breached": ok},
-    )
 
 
-def coordinator_failover(run: ChaosRun, step: Step) -> ActionOutcome:
-    from kgctl.broker.local import LocalBroker
+class MemberStop(Action):
+    """SIGTERM a member: LeaveGroup (dynamic) or session timeout (static)."""
 
-    broker = LocalBroker(run.options.broker_state) if run.options.broker_state else LocalBroker()
-    state = broker.load()
-    ports = {int(p.rpartition(":")[2]) for p in run.settings.bootstrap.split(",")}
-    if state is None or not ports & {n.port for n in state.nodes}:
-        raise UsageError(
-            "coordinator-failover needs the local cluster kgctl started (kgctl broker up "
-            f"--brokers 3) at {run.settings.bootstrap}; no such cluster in "
-            f"{broker.state_path} (pass --broker-state)"
+    name = "member-stop"
+    args = {"member": Arg("member", True)}
+
+    def perform(self, ctx: ActionContext, args: Args) -> ActionOutcome:
+        name = args["member"]
+        ctx.fleet.stop(name)
+        static = ctx.fleet.members[name].launch.instance_id is not None
+        how = "no LeaveGroup (static), found by session timeout" if static else "LeaveGroup"
+        return ActionOutcome(f"SIGTERM {name} ({how})", members=[name], details={"member": name})
+
+
+class MemberPause(Action):
+    """SIGSTOP a member (frozen: no heartbeats, no polls)."""
+
+    name = "member-pause"
+    args = {"member": Arg("member", True)}
+
+    def perform(self, ctx: ActionContext, args: Args) -> ActionOutcome:
+        name = args["member"]
+        ctx.fleet.pause(name)
+        # A frozen process cannot consume: the broker's reassignment is not a double owner.
+        ctx.excused.setdefault(name, []).append((_now(), None))
+        return ActionOutcome(f"SIGSTOP {name}", members=[name], details={"member": name})
+
+
+class MemberResume(Action):
+    """SIGCONT a paused member."""
+
+    name = "member-resume"
+    args = {"member": Arg("member", True)}
+
+    def perform(self, ctx: ActionContext, args: Args) -> ActionOutcome:
+        name = args["member"]
+        member = ctx.fleet.members[name]
+        since = member.paused_since_ms or _now()
+        ctx.fleet.resume(name)
+        session = ctx.scenario.fleet.session_timeout_ms
+        intervals = ctx.excused.get(name, [])
+        if intervals and intervals[-1][1] is None:
+            # Until its next heartbeat tells it so, the resumed member still believes it owns.
+            intervals[-1] = (intervals[-1][0], _now() + session)
+        paused_ms = _now() - since
+        return ActionOutcome(
+            f"SIGCONT {name} after {paused_ms / 1000:.1f}s",
+            expect_rebalance=paused_ms >= session,
+            members=[name],
+            details={"member": name, "paused_ms": paused_ms},
         )
-    node_id, host, port = run.admin.coordinator_of(run.group)
-    node = next((n for n in state.nodes if n.port == port), None)
-    if node is None:
-        raise SetupError(
-            f"coordinator {node_id} at {host}:{port} is not a node of {broker.state_path}"
+
+
+class MemberAdd(Action):
+    """Start more members, like the fleet's first."""
+
+    name = "member-add"
+    args = {"count": Arg("int"), "names": Arg("str_list"), "static": Arg("bool")}
+
+    def validate(self, args: dict[str, Any], check: StepCheck) -> None:
+        if "names" in args:
+            new = list(args["names"])
+        else:
+            new = []
+            i = len(check.names) + 1
+            while len(new) < (args.get("count") or 1):
+                if f"m{i}" not in check.names:
+                    new.append(f"m{i}")
+                i += 1
+            args["names"] = new
+        for n in new:
+            if n in check.names:
+                check.error("names", f"member {n!r} exists")
+            check.names.append(n)
+
+    def perform(self, ctx: ActionContext, args: Args) -> ActionOutcome:
+        f = ctx.scenario.fleet
+        names = list(args["names"])
+        first = f.members[0]  # a validated fleet has at least one member
+        for name in names:
+            spec = replace(
+                first,
+                name=name,
+                static=bool(args.get("static", f.static)),
+                assignors=list(first.assignors),
+                subscribe=list(first.subscribe),
+                processing_ms=0,
+            )
+            ctx.specs[name] = spec
+            ctx.fleet.start(ctx.launch_for(spec))
+        return ActionOutcome(
+            f"started {', '.join(names)}", members=names, details={"members": names}
         )
-    killed_ms = _now()
-    broker.stop_node(node.node_id, signal.SIGKILL)
 
-    def moved() -> bool:
-        for m in run.fleet.active():
-            found = [
-                e
-                for e in run.state.recent
-                if e.member == m.name and e.type == "CoordinatorFound" and e.ts_ms >= killed_ms
-            ]
-            if not found or found[-1].data.get("coordinator") == node_id:
-                return False
-        return True
 
-    down_s = float(step.args.get("down_seconds", 0))
+class RollingRestart(Action):
+    """Stop and start members one after another."""
 
-    def restart() -> None:
-        left = down_s - (_now() - killed_ms) / 1000
-        if left > 0:
-            run.sleep(left)
-        if step.args.get("restart", True):
-            broker.up(brokers=len(state.nodes), tie_to_parent=run.options.tie_nodes_to_parent)
-            run.pump(0.1)
+    name = "rolling-restart"
+    args = {"members": Arg("members"), "gap_ms": Arg("int")}
 
-    return _outcome(
-        f"SIGKILL broker {node.node_id} (the coordinator, port {port})",
-        expect_rebalance=False,
-        details={"coordinator": node_id, "port": port, "restart": step.args.get("restart", True)},
-        wait_for=moved,
-        after_settle=restart,
+    def perform(self, ctx: ActionContext, args: Args) -> ActionOutcome:
+        names = _names(ctx, args.get("members"))
+        gap = args.get("gap_ms", 0) / 1000
+        session = ctx.scenario.fleet.session_timeout_ms
+        restarts = []
+        for name in names:
+            r = self._restart_one(ctx, name)
+            restarts.append(r)
+            if r["static"] and r["back_ms"] < session and r["generations"]:
+                ctx.violation(
+                    "static-restart-no-rebalance",
+                    f"static {name} was back within its session timeout ({r['back_ms']} ms < "
+                    f"{session} ms) yet generations {r['generations']} happened",
+                    members=[name],
+                )
+            elif r["static"] and r["back_ms"] < session:
+                ctx.held("static-restart-no-rebalance")
+            if not r["static"] and not r["generations"]:
+                ctx.violation(
+                    "dynamic-restart-rebalances",
+                    f"dynamic {name} restarted without any rebalance",
+                    members=[name],
+                )
+            elif not r["static"]:
+                ctx.held("dynamic-restart-rebalances")
+            if gap:
+                ctx.sleep(gap)
+        return ActionOutcome(
+            f"rolling restart of {', '.join(names)}",
+            expect_rebalance=False,
+            members=names,
+            details={"restarts": restarts},
+        )
+
+    @staticmethod
+    def _restart_one(ctx: ActionContext, name: str) -> dict[str, Any]:
+        old = ctx.fleet.members[name]
+        static = old.launch.instance_id is not None
+        gen_before = ctx.state.generation
+        stopped_ms = _now()
+        ctx.fleet.stop(name)
+        if not ctx.wait_for(lambda: not old.running, 20):
+            raise SetupError(f"{name} (pid {old.pid}) did not stop within 20s of SIGTERM")
+        ctx.pump(0.05)
+        new = ctx.fleet.start(old.launch)
+        started_ms = _now()
+
+        def back() -> bool:
+            st = ctx.state.members.get(name)
+            return bool(st and st.alive and st.phase == PHASE_STABLE and st.member_id) and (
+                new.running
+            )
+
+        ctx.wait_for(back, ctx.settle_timeout())
+        back_ms = _now()
+        settled = ctx.settle(None if static else gen_before, ctx.settle_timeout())
+        gens = sorted({g.generation for g in ctx.state.generations if g.generation > gen_before})
+        return {
+            "member": name,
+            "static": static,
+            "old_pid": old.pid,
+            "new_pid": new.pid,
+            "down_ms": started_ms - stopped_ms,
+            "back_ms": back_ms - stopped_ms,
+            "settled": settled is not None,
+            "generations": gens,
+        }
+
+
+class SlowConsumer(Action):
+    """A member processes slower than max.poll.interval.ms allows."""
+
+    name = "slow-consumer"
+    args = {"member": Arg("member", True), "processing_ms": Arg("int")}
+
+    def perform(self, ctx: ActionContext, args: Args) -> ActionOutcome:
+        name = args["member"]
+        f = ctx.scenario.fleet
+        processing = int(args.get("processing_ms") or f.max_poll_interval_ms + 1500)
+        since = _now()
+        ctx.fleet.send(name, {"op": "processing_ms", "value": processing})
+
+        def breached() -> bool:
+            return any(
+                e.type == "PollIntervalExceeded" and e.member == name and e.ts_ms >= since
+                for e in ctx.state.recent
+            )
+
+        ok = ctx.wait_for(breached, (processing + f.max_poll_interval_ms) / 1000 + 15)
+        # Back to normal: applied once the slow batch is done, then the member rejoins.
+        ctx.fleet.send(name, {"op": "processing_ms", "value": ctx.specs[name].processing_ms})
+        if not ok:
+            ctx.violation(
+                "expectation",
+                f"{name} processed for {processing} ms per batch but never exceeded "
+                f"max.poll.interval.ms ({f.max_poll_interval_ms} ms)",
+                members=[name],
+            )
+        return ActionOutcome(
+            f"{name} processing {processing} ms per batch (max.poll.interval.ms "
+            f"{f.max_poll_interval_ms})",
+            members=[name],
+            details={"member": name, "processing_ms": processing, "breached": ok},
+        )
+
+
+class CoordinatorFailover(Action):
+    """SIGKILL the group's coordinator broker (a local 3-node cluster)."""
+
+    name = "coordinator-failover"
+    args = {"restart": Arg("bool"), "down_seconds": Arg("num")}
+
+    def perform(self, ctx: ActionContext, args: Args) -> ActionOutcome:
+        broker = LocalBroker(ctx.broker_state) if ctx.broker_state else LocalBroker()
+        state = broker.load()
+        ports = {int(p.rpartition(":")[2]) for p in ctx.bootstrap.split(",")}
+        if state is None or not ports & {n.port for n in state.nodes}:
+            raise UsageError(
+                "coordinator-failover needs the local cluster kgctl started (kgctl broker up "
+                f"--brokers 3) at {ctx.bootstrap}; no such cluster in "
+                f"{broker.state_path} (pass --broker-state)"
+            )
+        node_id, host, port = _admin(ctx).coordinator_of(ctx.group)
+        node = next((n for n in state.nodes if n.port == port), None)
+        if node is None:
+            raise SetupError(
+                f"coordinator {node_id} at {host}:{port} is not a node of {broker.state_path}"
+            )
+        killed_ms = _now()
+        broker.stop_node(node.node_id, signal.SIGKILL)
+
+        def moved() -> bool:
+            for m in ctx.fleet.active():
+                found = [
+                    e
+                    for e in ctx.state.recent
+                    if e.member == m.name and e.type == "CoordinatorFound" and e.ts_ms >= killed_ms
+                ]
+                if not found or found[-1].data.get("coordinator") == node_id:
+                    return False
+            return True
+
+        down_s = float(args.get("down_seconds", 0))
+        nodes = len(state.nodes)
+
+        def restart() -> None:
+            left = down_s - (_now() - killed_ms) / 1000
+            if left > 0:
+                ctx.sleep(left)
+            if args.get("restart", True):
+                broker.up(brokers=nodes, tie_to_parent=ctx.tie_nodes_to_parent)
+                ctx.pump(0.1)
+
+        return ActionOutcome(
+            f"SIGKILL broker {node.node_id} (the coordinator, port {port})",
+            expect_rebalance=False,
+            details={"coordinator": node_id, "port": port, "restart": args.get("restart", True)},
+            wait_for=moved,
+            after_settle=restart,
+        )
+
+
+class StaticConflict(Action):
+    """Start a second process with a static member's instance id."""
+
+    name = "static-conflict"
+    args = {"member": Arg("member", True), "duplicate": Arg("str")}
+
+    def validate(self, args: dict[str, Any], check: StepCheck) -> None:
+        if "member" in args:
+            dup = args.get("duplicate") or f"{args['member']}-dup"
+            args["duplicate"] = dup
+            check.names.append(dup)
+
+    def perform(self, ctx: ActionContext, args: Args) -> ActionOutcome:
+        name, dup = args["member"], args["duplicate"]
+        old = ctx.fleet.members[name]
+        if old.launch.instance_id is None:
+            raise UsageError(f"static-conflict: {name} is not a static member (fleet.static: true)")
+        ctx.expected_fenced.add(name)
+        original = ctx.specs[name]
+        spec = replace(
+            original,
+            name=dup,
+            static=True,
+            assignors=list(original.assignors),
+            subscribe=list(original.subscribe),
+            processing_ms=0,
+        )
+        ctx.specs[dup] = spec
+        ctx.subscriptions[dup] = ctx.subscriptions.get(name, (spec.subscribe, spec.pattern))
+        started = _now()
+        ctx.fleet.start(ctx.launch_for(spec, name=dup, instance_id=old.launch.instance_id))
+        # Once its successor joined, the older process only holds a stale view.
+        ctx.excused.setdefault(name, []).append((started, None))
+        return ActionOutcome(
+            f"started {dup} with the instance id {old.launch.instance_id!r} of {name}",
+            expect_rebalance=False,
+            members=[name, dup],
+            details={"member": name, "duplicate": dup, "instance_id": old.launch.instance_id},
+            wait_for=lambda: not old.running,
+        )
+
+
+class Produce(Action):
+    """Produce numbered records (checked for at-least-once)."""
+
+    name = "produce"
+    args = {"count": Arg("int", True), "topics": Arg("topics")}
+
+    def perform(self, ctx: ActionContext, args: Args) -> ActionOutcome:
+        count = int(args["count"])
+        topics = args.get("topics")
+        real = [ctx.topics[t] for t in topics] if topics else ctx.produce_topics()
+        _producer(ctx).produce(real, count)
+        return ActionOutcome(
+            f"produced {count} numbered records to {', '.join(real)}",
+            expect_rebalance=False,
+            details={"count": count, "topics": real},
+        )
+
+
+class Wait(Action):
+    """Wait some seconds, or until the group is stable."""
+
+    name = "wait"
+    args = {"seconds": Arg("num"), "until": Arg("str")}
+
+    def validate(self, args: dict[str, Any], check: StepCheck) -> None:
+        until = args.get("until")
+        if until is not None and until != "stable":
+            check.error("until", "the only value is 'stable'")
+        if until is None and "seconds" not in args:
+            check.error(None, "wait needs 'seconds' or 'until: stable'")
+
+    def perform(self, ctx: ActionContext, args: Args) -> ActionOutcome:
+        seconds = args.get("seconds")
+        if seconds:
+            ctx.sleep(float(seconds))
+        return ActionOutcome(
+            f"waited {seconds}s" if seconds else "waited until stable",
+            expect_rebalance=False,
+            settle=args.get("until") == "stable" or not seconds,
+        )
+
+
+ACTIONS: dict[str, Action] = {
+    a.name: a
+    for a in (
+        SubscriptionChange(),
+        TopicCreate(),
+        PartitionGrowth(),
+        MemberKill(),
+        MemberStop(),
+        MemberPause(),
+        MemberResume(),
+        MemberAdd(),
+        RollingRestart(),
+        SlowConsumer(),
+        CoordinatorFailover(),
+        StaticConflict(),
+        Produce(),
+        Wait(),
     )
-
-
-def static_conflict(run: ChaosRun, step: Step) -> ActionOutcome:
-    name, dup = step.args["member"], step.args["duplicate"]
-    old = run.fleet.members[name]
-    if old.launch.instance_id is None:
-        raise UsageError(f"static-conflict: {name} is not a static member (fleet.static: true)")
-    run.expected_fenced.add(name)
-    spec = MemberSpec(
-        name=dup,
-        static=True,
-        assignors=list(run.specs[name].assignors),
-        subscribe=list(run.specs[name].subscribe),
-        pattern=run.specs[name].pattern,
-    )
-    run.specs[dup] = spec
-    run.subscriptions[dup] = run.subscriptions.get(name, (spec.subscribe, spec.pattern))
-    started = _now()
-    run.fleet.start(run.launch_for(spec, name=dup, instance_id=old.launch.instance_id))
-    # Once its successor joined, the older process only holds a stale view.
-    run.excused.setdefault(name, []).append((started, None))
-    return _outcome(
-        f"started {dup} with the instance id {old.launch.instance_id!r} of {name}",
-        expect_rebalance=False,
-        members=[name, dup],
-        details={"member": name, "duplicate": dup, "instance_id": old.launch.instance_id},
-        wait_for=lambda: not old.running,
-    )
-
-
-def produce(run: ChaosRun, step: Step) -> ActionOutcome:
-    count = int(step.args["count"])
-    topics = step.args.get("topics")
-    real = [run.topics[t] for t in topics] if topics else run.produce_topics()
-    run.producer.produce(real, count)
-    return _outcome(
-        f"produced {count} numbered records to {', '.join(real)}",
-        expect_rebalance=False,
-        details={"count": count, "topics": real},
-    )
-
-
-def wait(run: ChaosRun, step: Step) -> ActionOutcome:
-    seconds = step.args.get("seconds")
-    if seconds:
-        run.sleep(float(seconds))
-    return _outcome(
-        f"waited {seconds}s" if seconds else "waited until stable",
-        expect_rebalance=False,
-        settle=step.args.get("until") == "stable" or not seconds,
-    )
-
-
-ACTIONS: dict[str, Callable[[ChaosRun, Step], ActionOutcome]] = {
-    "subscription-change": subscription_change,
-    "topic-create": topic_create,
-    "partition-growth": partition_growth,
-    "member-kill": member_kill,
-    "member-stop": member_stop,
-    "member-pause": member_pause,
-    "member-resume": member_resume,
-    "member-add": member_add,
-    "rolling-restart": rolling_restart,
-    "slow-consumer": slow_consumer,
-    "coordinator-failover": coordinator_failover,
-    "static-conflict": static_conflict,
-    "produce": produce,
-    "wait": wait,
 }

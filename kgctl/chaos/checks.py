@@ -3,15 +3,16 @@
 The model's own invariants (kgctl/model/invariants.py) judge ownership and generations;
 these add what only a chaos run knows: which members were frozen or fenced (they
 cannot act, so an overlap with their stale ownership is the broker's view, not a
-double consumption), the records it produced, and the time window of a step.
+double consumption), when a killed member's partitions found a new owner, and the
+records it produced and its members consumed and committed. What a step did to the
+group is judged in kgctl/chaos/verdict.py, from the model's timeline queries.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
 
-from kgctl.model.state import GroupState, OwnershipSpan, TopicPartition
+from kgctl.model.state import GroupState, TopicPartition
 
 Interval = tuple[int, int | None]
 
@@ -25,53 +26,6 @@ def excused_by(excused: Mapping[str, list[Interval]]) -> Callable[[str, int], bo
 
 def _within(intervals: Iterable[Interval], t: int) -> bool:
     return any(start <= t and (end is None or t <= end) for start, end in intervals)
-
-
-def _spans_of(state: GroupState, member: str) -> list[OwnershipSpan]:
-    return [sp for spans in state.ownership.values() for sp in spans if sp.member == member]
-
-
-def unassigned_ms(
-    state: GroupState, member: str, start: int, end: int, alive: Interval | None = None
-) -> int:
-    """Milliseconds within [start, end] (and within the member's life) owning nothing."""
-    lo, hi = start, end
-    if alive is not None:
-        lo = max(lo, alive[0])
-        hi = min(hi, alive[1]) if alive[1] is not None else hi
-    if hi <= lo:
-        return 0
-    covered: list[tuple[int, int]] = []
-    for sp in _spans_of(state, member):
-        s = max(sp.start_ms, lo)
-        e = min(sp.end_ms if sp.end_ms is not None else hi, hi)
-        if e > s:
-            covered.append((s, e))
-    covered.sort()
-    total, cur_s, cur_e = 0, None, None
-    for s, e in covered:
-        if cur_e is None or s > cur_e:
-            if cur_e is not None and cur_s is not None:
-                total += cur_e - cur_s
-            cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
-    if cur_e is not None and cur_s is not None:
-        total += cur_e - cur_s
-    return (hi - lo) - total
-
-
-def moved_partitions(
-    before: Mapping[TopicPartition, tuple[str, ...]],
-    after: Mapping[TopicPartition, tuple[str, ...]],
-) -> list[dict[str, Any]]:
-    """Partitions whose owners differ between two `GroupState.owners()` pictures."""
-    out: list[dict[str, Any]] = []
-    for tp in sorted(set(before) | set(after)):
-        a, b = sorted(before.get(tp, ())), sorted(after.get(tp, ()))
-        if a != b:
-            out.append({"partition": f"{tp[0]}-{tp[1]}", "from": a, "to": b})
-    return out
 
 
 def first_owner_after(

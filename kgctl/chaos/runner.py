@@ -20,9 +20,10 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from kgctl.chaos import checks
+from kgctl.chaos import checks, verdict
+from kgctl.chaos.actions import ACTIONS, ActionOutcome
 from kgctl.chaos.fit import FittedScenario, TimingOverrides, fit_scenario
 from kgctl.chaos.fleet import Fleet, MemberLaunch, MemberProcess
 from kgctl.chaos.journal import Journal, StepReport, ViolationRecord
@@ -36,17 +37,13 @@ from kgctl.model.invariants import (
     check_exclusive_ownership,
     check_single_generation,
 )
-from kgctl.model.state import PHASE_STABLE, GroupState, TopicPartition
+from kgctl.model.state import GroupState, TopicPartition
 from kgctl.settings import ClientSettings
 
+if TYPE_CHECKING:
+    from kgctl.adapters.chaos import ChaosAdmin, NumberedProducer
+
 Sink = Callable[[Event], None]
-ERROR_TYPES = (
-    "JoinFailed",
-    "HeartbeatFailed",
-    "OffsetCommitFailed",
-    "CoordinatorLost",
-    "MemberFailed",
-)
 
 
 def now_ms() -> int:
@@ -65,19 +62,6 @@ class RunOptions:
     tie_nodes_to_parent: bool = False  # restarted broker nodes die with this process
     drain_timeout_s: float = 20.0
     timings: TimingOverrides = field(default_factory=TimingOverrides)  # --session-timeout ...
-
-
-@dataclass
-class ActionOutcome:
-    """What an action did and what settling means after it."""
-
-    description: str
-    expect_rebalance: bool = True
-    members: list[str] = field(default_factory=list)
-    details: dict[str, Any] = field(default_factory=dict)
-    settle: bool = True
-    after_settle: Callable[[], None] | None = None
-    wait_for: Callable[[], bool] | None = None  # extra condition before settling
 
 
 def is_loopback(bootstrap: str) -> bool:
@@ -136,8 +120,8 @@ class ChaosRun:
         self.state = GroupState(group=self.group)
         self.workdir = Path(tempfile.mkdtemp(prefix=f"kgctl-chaos-{self.run_id}-"))
         self.fleet = Fleet(settings, self.workdir)
-        self.admin: Any = None
-        self.producer: Any = None
+        self.admin: ChaosAdmin | None = None
+        self.producer: NumberedProducer | None = None
         self.step: StepReport | None = None
         self.specs: dict[str, MemberSpec] = {m.name: m for m in scenario.fleet.members}
         self.subscriptions: dict[str, tuple[list[str], str | None]] = {}
@@ -151,11 +135,30 @@ class ChaosRun:
         self._mono0 = time.monotonic()
         self._last_ts = 0
         self._step_events: list[Event] = []
-        self.broker: Any = None
         self.interrupted = False
         self.fitted: FittedScenario | None = None
         # A member the cluster refused for its timings: no point waiting for the group.
         self.refused: KgctlError | None = None
+
+    # -- what actions use besides the fleet and the state (actions.ActionContext) --------
+    @property
+    def bootstrap(self) -> str:
+        return self.settings.bootstrap
+
+    @property
+    def broker_state(self) -> Path | None:
+        return self.options.broker_state
+
+    @property
+    def tie_nodes_to_parent(self) -> bool:
+        return self.options.tie_nodes_to_parent
+
+    def add_topic(self, logical: str, real: str, partitions: int) -> None:
+        self.topics[logical], self.partitions[logical] = real, partitions
+        self.journal.topics[logical] = real
+
+    def held(self, rule: str) -> None:
+        self.journal.held(rule)
 
     # -- events -------------------------------------------------------------------------
     def emit(self, type_: str, **data: Any) -> Event:
@@ -336,40 +339,21 @@ class ChaosRun:
             self.pump(min(0.1, max(deadline - time.monotonic(), 0)))
 
     def stable_now(self, baseline_gen: int | None = None) -> bool:
-        active = self.fleet.active()
-        if not active:
-            return False
-        gens = set()
-        for m in active:
-            st = self.state.members.get(m.name)
-            if st is None or not st.alive or st.phase != PHASE_STABLE or st.generation < 0:
-                return False
-            gens.add(st.generation)
-        if len(gens) != 1:
-            return False
-        gen = gens.pop()
-        if gen != self.state.generation:
-            return False
-        return baseline_gen is None or gen > baseline_gen
+        return verdict.stable_now(self.state, [m.name for m in self.fleet.active()], baseline_gen)
 
     def settle(
         self, baseline_gen: int | None, timeout_s: float, extra: Callable[[], bool] | None = None
     ) -> int | None:
         """Wait until the group is stable (past `baseline_gen` if given) for the quiet time."""
-        quiet = self.scenario.settle_quiet_ms / 1000
+        timer = verdict.QuietTimer(self.scenario.settle_quiet_ms)
         deadline = time.monotonic() + timeout_s
-        since: float | None = None
-        since_ts = 0
         while time.monotonic() < deadline:
             if self.refused is not None:
                 raise self.refused
             ok = self.stable_now(baseline_gen) and (extra is None or extra())
-            if ok and since is None:
-                since, since_ts = time.monotonic(), max(self._last_ts, 0) or now_ms()
-            elif not ok:
-                since = None
-            if since is not None and time.monotonic() - since >= quiet:
-                return since_ts
+            settled = timer.update(ok, time.monotonic() * 1000, max(self._last_ts, 0) or now_ms())
+            if settled is not None:
+                return settled
             self.pump(0.1)
         return None
 
@@ -430,14 +414,14 @@ class ChaosRun:
         from kgctl.adapters.chaos import ChaosAdmin, NumberedProducer
 
         self.check_safety()
-        self.admin = ChaosAdmin(self.settings)
-        self.fitted = fit_scenario(self.scenario, self.admin.group_bounds(), self.options.timings)
+        self.admin = admin = ChaosAdmin(self.settings)
+        self.fitted = fit_scenario(self.scenario, admin.group_bounds(), self.options.timings)
         self.scenario = sc = self.fitted.scenario
         self.journal.cluster = {
             "bounds": self.fitted.bounds.to_dict(),
             "timings": [a.to_dict() for a in self.fitted.adjustments],
         }
-        brokers = self.admin.broker_count()
+        brokers = admin.broker_count()
         if sc.fleet.brokers > brokers:
             raise SetupError(
                 f"scenario {sc.name} needs a {sc.fleet.brokers}-broker cluster; "
@@ -445,23 +429,23 @@ class ChaosRun:
             )
         if (
             self.options.group
-            and self.admin.group_exists(self.group)
+            and admin.group_exists(self.group)
             and not self.options.allow_destructive
         ):
             raise UsageError(
                 f"group {self.group} already exists and kgctl did not create it; chaos would "
                 "join it, rebalance it and commit offsets in it: pass --allow-destructive"
             )
-        existing = self.admin.existing_topics() & set(self.topics.values())
+        existing = admin.existing_topics() & set(self.topics.values())
         if existing:
             raise UsageError(
                 f"topics {', '.join(sorted(existing))} already exist; kgctl creates its own"
             )
         self.replication = min(3, brokers)
-        self.admin.create_topics(
+        admin.create_topics(
             {self.topics[t]: n for t, n in self.partitions.items()}, self.replication
         )
-        self.producer = NumberedProducer(self.settings, self.run_id)
+        self.producer = producer = NumberedProducer(self.settings, self.run_id)
         self.emit(
             "ScenarioStarted",
             scenario=sc.name,
@@ -478,7 +462,7 @@ class ChaosRun:
         for spec in sc.fleet.members:
             self.fleet.start(self.launch_for(spec))
         if sc.fleet.produce_rate > 0:
-            self.producer.start_rate(self.produce_topics(), sc.fleet.produce_rate)
+            producer.start_rate(self.produce_topics(), sc.fleet.produce_rate)
         setup_timeout = self.settle_timeout() + self.fitted.first_join_delay_ms / 1000
         settled = self.settle(-1, setup_timeout)
         if settled is None:
@@ -528,8 +512,6 @@ class ChaosRun:
 
     # -- steps --------------------------------------------------------------------------
     def run_step(self, index: int, step: Step) -> bool:
-        from kgctl.chaos.actions import ACTIONS
-
         report = StepReport(
             index=index,
             name=step.name,
@@ -549,9 +531,8 @@ class ChaosRun:
             expect=report.expect,
         )
         baseline_gen = self.state.generation
-        before = self.state.owners()
         report.action_ms = now_ms()
-        outcome: ActionOutcome = ACTIONS[step.action](self, step)
+        outcome = ACTIONS[step.action].perform(self, step.args)
         report.cause = outcome.description
         report.details = outcome.details
         self.emit(
@@ -589,75 +570,37 @@ class ChaosRun:
             )
         if outcome.after_settle is not None and ok:
             outcome.after_settle()
-        self.fill_report(report, baseline_gen, before, outcome)
-        self.check_expectations(step, report)
+        facts = self.fill_report(report, baseline_gen, outcome)
+        self.check_expectations(step, facts, report)
         self.check_exclusive()
         report.finished_ms = now_ms()
         failed = any(v.step == step.name for v in self.journal.violations)
-        report.status = "not settled" if not ok else ("failed" if failed else "ok")
+        report.status = verdict.step_status(ok, failed)
         self.emit("StepFinished", **_report_data(report))
         self.step = None
         return ok
 
     def fill_report(
-        self,
-        report: StepReport,
-        baseline_gen: int,
-        before: dict[TopicPartition, tuple[str, ...]],
-        outcome: ActionOutcome,
-    ) -> None:
-        end = report.settled_ms or now_ms()
-        report.generations = sorted(
-            {g.generation for g in self.state.generations if g.generation > baseline_gen}
+        self, report: StepReport, baseline_gen: int, outcome: ActionOutcome
+    ) -> verdict.StepFacts:
+        facts = verdict.step_facts(
+            self.state,
+            self._step_events,
+            action_ms=report.action_ms,
+            end_ms=report.settled_ms or now_ms(),
+            baseline_generation=baseline_gen,
+            acted_on=outcome.members,
         )
-        reasons: dict[str, set[str]] = {}
-        errors: dict[str, dict[str, int]] = {}
-        affected: set[str] = set(outcome.members)
-        revoked: dict[str, int] = {}
-        for ev in self._step_events:
-            if ev.source == "chaos" and ev.type != "MemberFailed":
-                continue
-            if ev.type == "MemberFailed" and ev.data.get("error") == "FENCED_INSTANCE_ID":
-                report.fenced.append(ev.member)
-            if ev.type == "RejoinRequested":
-                reasons.setdefault(str(ev.data.get("reason")), set()).add(ev.member)
-            if ev.type in ("JoinGroupSent", "PartitionsRevoked", "PartitionsLost", "JoinCompleted"):
-                affected.add(ev.member)
-            if ev.type in ("PartitionsRevoked", "PartitionsLost"):
-                n = sum(len(v) for v in (ev.data.get("partitions") or {}).values())
-                if n:
-                    revoked[ev.member] = revoked.get(ev.member, 0) + n
-            err = ev.data.get("error")
-            if ev.type in ERROR_TYPES or (
-                ev.type.endswith("Received") and err not in (None, "", "NONE")
-            ):
-                if err in (None, "", "NONE"):
-                    continue
-                if ev.type == "JoinGroupReceived" and err == "MEMBER_ID_REQUIRED":
-                    continue  # the normal first round of every dynamic join
-                per = errors.setdefault(ev.member, {})
-                per[str(err)] = per.get(str(err), 0) + 1
-        report.rejoin_reasons = {r: sorted(ms) for r, ms in sorted(reasons.items())}
-        if report.rejoin_reasons:
-            report.cause += " → " + ", ".join(
-                f"{r} ({', '.join(ms)})" for r, ms in report.rejoin_reasons.items()
-            )
-        report.errors = errors
-        report.revoked = revoked
-        after = self.state.owners()
-        report.moved = checks.moved_partitions(before, after)
-        for mv in report.moved:
-            affected |= set(mv["from"]) | set(mv["to"])
-        report.affected = sorted(a for a in affected if a)
-        for name, m in self.state.members.items():
-            proc = self.fleet.members.get(name)
-            start_alive = proc.started_ms if proc is not None else m.first_seen_ms
-            alive = (max(start_alive, m.first_seen_ms), m.left_ms)
-            if m.left_ms is not None and m.left_ms < report.action_ms:
-                continue
-            report.unassigned_ms[name] = checks.unassigned_ms(
-                self.state, name, report.action_ms, end, alive
-            )
+        report.generations = facts.generations
+        report.rejoin_reasons = facts.rejoin_reasons
+        report.cause = verdict.cause_line(report.cause, facts.rejoin_reasons)
+        report.errors = facts.errors
+        report.revoked = facts.revoked
+        report.fenced = facts.fenced
+        report.moved = facts.moved
+        report.affected = facts.affected
+        report.unassigned_ms = facts.unassigned_ms
+        return facts
 
     def check_stable(self) -> None:
         t = now_ms()
@@ -697,50 +640,20 @@ class ChaosRun:
                 name = s.name
         return name
 
-    def check_expectations(self, step: Step, report: StepReport) -> None:
-        e = step.expect
-        n = report.rebalances
-        rule = "expectation"
-        if e.rebalances is not None and n != e.rebalances:
-            self.violation(
-                rule,
-                f"expected {e.rebalances} rebalance(s), saw {n} (generations {report.generations})",
-            )
-        if e.min_rebalances is not None and n < e.min_rebalances:
-            self.violation(rule, f"expected at least {e.min_rebalances} rebalance(s), saw {n}")
-        if e.max_rebalances is not None and n > e.max_rebalances:
-            self.violation(rule, f"expected at most {e.max_rebalances} rebalance(s), saw {n}")
-        if e.max_seconds is not None:
-            took = report.settle_ms
-            if took is None or took > e.max_seconds * 1000:
-                shown = "never" if took is None else f"{took / 1000:.1f}s"
-                self.violation(
-                    rule,
-                    f"expected the group stable within {e.max_seconds}s of the action, "
-                    f"took {shown}",
-                )
-        for m in e.no_revokes_for:
-            if report.revoked.get(m):
-                self.violation(
-                    rule,
-                    f"expected no revocation for {m}, it lost {report.revoked[m]} partition(s)",
-                    members=[m],
-                )
-        for m in e.fenced:
-            if m not in report.fenced:
-                self.violation(
-                    rule, f"expected {m} to be fenced (FENCED_INSTANCE_ID); it was not", members=[m]
-                )
+    def check_expectations(self, step: Step, facts: verdict.StepFacts, report: StepReport) -> None:
+        for failure in verdict.expectation_failures(step.expect, facts, report.settle_ms):
+            self.violation("expectation", failure.message, members=list(failure.members))
         if step.expect.to_dict():
-            self.journal.held(rule)
+            self.journal.held("expectation")
 
     # -- the end ------------------------------------------------------------------------
     def drain(self) -> None:
         """Stop producing and wait until every produced record was consumed (bounded)."""
-        if self.producer is None:
+        producer = self.producer
+        if producer is None:
             return
-        self.producer.stop_rate()
-        produced = self.producer.produced()
+        producer.stop_rate()
+        produced = producer.produced()
 
         def covered() -> bool:
             return not checks.missing_records(produced, checks.consumed_coverage(self.batches))

@@ -16,38 +16,13 @@ from typing import Any
 
 import yaml
 
+from kgctl.chaos.actions import ACTIONS, NAME, StepCheck
 from kgctl.errors import UsageError
 
 ASSIGNORS = ("range", "roundrobin", "sticky", "cooperative-sticky")
 COMMITS = ("auto", "sync", "async", "none")
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,40}$")
+# Each action's arguments and checks are its own: kgctl/chaos/actions.py (ACTIONS).
 
-# action -> {key: (kind, required)}; kinds: str, int, num, bool, names, members, topics,
-# partitions_map, str_list
-ACTIONS: dict[str, dict[str, tuple[str, bool]]] = {
-    "subscription-change": {
-        "members": ("members", False),
-        "topics": ("topics", False),
-        "pattern": ("str", False),
-    },
-    "topic-create": {"topic": ("str", True), "partitions": ("int", True)},
-    "partition-growth": {"topic": ("topic", True), "to": ("int", True)},
-    "member-kill": {"member": ("member", True)},
-    "member-stop": {"member": ("member", True)},
-    "member-pause": {"member": ("member", True)},
-    "member-resume": {"member": ("member", True)},
-    "member-add": {
-        "count": ("int", False),
-        "names": ("str_list", False),
-        "static": ("bool", False),
-    },
-    "rolling-restart": {"members": ("members", False), "gap_ms": ("int", False)},
-    "slow-consumer": {"member": ("member", True), "processing_ms": ("int", False)},
-    "coordinator-failover": {"restart": ("bool", False), "down_seconds": ("num", False)},
-    "static-conflict": {"member": ("member", True), "duplicate": ("str", False)},
-    "produce": {"count": ("int", True), "topics": ("topics", False)},
-    "wait": {"seconds": ("num", False), "until": ("str", False)},
-}
 STEP_KEYS = ("name", "action", "expect")
 EXPECT_KEYS = {
     "rebalances": "int",
@@ -503,7 +478,7 @@ def _step(
         )
         c.error(action_entry[1], f"{path}.action", f"unknown action {action!r}{hint}")
         return None
-    spec = ACTIONS[action]
+    spec = ACTIONS[action].args
     keys = c.mapping(node, path, [*STEP_KEYS, *spec])
     args: dict[str, Any] = {}
     for key, (kind, required) in spec.items():
@@ -538,53 +513,14 @@ def _step(
                         vnode, f"{path}.{key}", f"unknown topic {t!r}; topics: {', '.join(topics)}"
                     )
         args[key] = v
-    if action == "subscription-change":
-        if ("topics" in args) == ("pattern" in args):
-            c.error(node, path, "subscription-change needs exactly one of 'topics' or 'pattern'")
-        if "pattern" in args:
-            _check_regex(c, keys["pattern"][1], f"{path}.pattern", args["pattern"])
-    if action == "partition-growth" and "topic" in args and "to" in args:
-        have = topics[args["topic"]]
-        if args["to"] <= have:
-            c.error(
-                keys["to"][1], f"{path}.to", f"must be more than {have} (partitions can only grow)"
-            )
+
+    def error(key: str | None, message: str) -> None:
+        if key is None:
+            c.error(node, path, message)
         else:
-            topics[args["topic"]] = args["to"]
-    if action == "topic-create" and "topic" in args:
-        if args["topic"] in topics:
-            c.error(keys["topic"][1], f"{path}.topic", f"topic {args['topic']!r} already exists")
-        elif not NAME.match(args["topic"]):
-            c.error(keys["topic"][1], f"{path}.topic", "use letters, digits, . _ -")
-        elif args.get("partitions", 1) < 1:
-            c.error(keys["partitions"][1], f"{path}.partitions", "at least 1")
-        else:
-            topics[args["topic"]] = args.get("partitions", 1)
-    if action == "member-add":
-        if "names" in args:
-            new = list(args["names"])
-        else:
-            new = []
-            i = len(names) + 1
-            while len(new) < (args.get("count") or 1):
-                if f"m{i}" not in names:
-                    new.append(f"m{i}")
-                i += 1
-            args["names"] = new
-        for n in new:
-            if n in names:
-                c.error(keys.get("names", (node, node))[1], f"{path}.names", f"member {n!r} exists")
-            names.append(n)
-    if action == "static-conflict" and "member" in args:
-        dup = args.get("duplicate") or f"{args['member']}-dup"
-        args["duplicate"] = dup
-        names.append(dup)
-    if action == "wait":
-        until = args.get("until")
-        if until is not None and until != "stable":
-            c.error(keys["until"][1], f"{path}.until", "the only value is 'stable'")
-        if until is None and "seconds" not in args:
-            c.error(node, path, "wait needs 'seconds' or 'until: stable'")
+            c.error(keys[key][1] if key in keys else node, f"{path}.{key}", message)
+
+    ACTIONS[action].validate(args, StepCheck(names, topics, error))
     expect = Expect(line=node.start_mark.line + 1)
     if "expect" in keys:
         enode = keys["expect"][1]

@@ -22,6 +22,8 @@ from kgctl.model.state import (
     PHASE_STABLE,
     PHASE_SYNCING,
     PHASE_UNKNOWN,
+    REBALANCING_STATES,
+    SYNCING_STATES,
     GenerationRecord,
     GroupState,
     MemberState,
@@ -31,11 +33,6 @@ from kgctl.model.state import (
     owned_from,
     owned_of_pairs,
     owned_pairs,
-)
-
-# Broker group states during which a rebalance is in progress.
-REBALANCING_STATES = frozenset(
-    {"PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"}
 )
 
 
@@ -90,9 +87,7 @@ def _touch_member(s: GroupState, ev: Event, t: int) -> GroupState:
     old = s.members.get(key)
     source = ev.source if ev.source in ("member", "observer") else "member"
     if old is None:
-        old = MemberState(
-            key=key, first_seen_ms=t, last_seen_ms=t, unassigned_since_ms=t, sources=frozenset()
-        )
+        old = _new_member(key, t)
     member = replace(
         old,
         member_id=ev.member_id or old.member_id,
@@ -106,6 +101,40 @@ def _touch_member(s: GroupState, ev: Event, t: int) -> GroupState:
     return _with_member(s, member)
 
 
+def _new_member(key: str, t: int) -> MemberState:
+    return MemberState(
+        key=key,
+        first_seen_ms=t,
+        last_seen_ms=t,
+        unassigned_since_ms=t,
+        sources=frozenset(),
+        lives=((t, None),),
+    )
+
+
+def _revived(m: MemberState, t: int) -> MemberState:
+    """A member that had gone and is back (a rejoin after a leave, a restart): alive,
+    with a new life from `t`."""
+    if m.alive:
+        return m
+    return replace(m, alive=True, left_ms=None, left_reason="", lives=m.lives + ((t, None),))
+
+
+def _merged_lives(
+    a: tuple[tuple[int, int | None], ...], b: tuple[tuple[int, int | None], ...]
+) -> tuple[tuple[int, int | None], ...]:
+    """The union of two members' lives (one member seen under two keys)."""
+    out: list[tuple[int, int | None]] = []
+    for start, end in sorted(a + b, key=lambda span: span[0]):
+        if out and (out[-1][1] is None or start <= out[-1][1]):
+            last_end = out[-1][1]
+            merged = None if last_end is None or end is None else max(last_end, end)
+            out[-1] = (out[-1][0], merged)
+        else:
+            out.append((start, end))
+    return tuple(out)
+
+
 def _rename_member(s: GroupState, old_key: str, new_key: str) -> GroupState:
     members = dict(s.members)
     old = members.pop(old_key)
@@ -117,6 +146,7 @@ def _rename_member(s: GroupState, old_key: str, new_key: str) -> GroupState:
         sources=old.sources | (existing.sources if existing else frozenset()),
         subscription=old.subscription or (existing.subscription if existing else ()),
         lag=old.lag if old.lag is not None else (existing.lag if existing else None),
+        lives=_merged_lives(old.lives, existing.lives) if existing else old.lives,
     )
     members[new_key] = merged
     ownership = {
@@ -152,8 +182,7 @@ def _set_partitions(s: GroupState, key: str, new: Owned, t: int) -> GroupState:
     s = replace(s, ownership=ownership)
     if not after and since is None:
         since = t
-    elif after and since is not None:
-        s = _add_unassigned(s, key, t - since)
+    elif after:
         since = None
     return _with_member(s, replace(m, partitions=owned_of_pairs(after), unassigned_since_ms=since))
 
@@ -164,23 +193,15 @@ def _close_span(spans: tuple[OwnershipSpan, ...], key: str, t: int) -> tuple[Own
     )
 
 
-def _add_unassigned(s: GroupState, key: str, ms: int) -> GroupState:
-    rec = s.current
-    if rec is None or ms <= 0:
-        return s
-    unassigned = dict(rec.unassigned_ms)
-    unassigned[key] = unassigned.get(key, 0) + ms
-    return _replace_current(s, replace(rec, unassigned_ms=unassigned))
-
-
 def _member_gone(s: GroupState, key: str, t: int, phase: str, reason: str) -> GroupState:
     m = s.members.get(key)
     if m is None:
         return s
     s = _set_partitions(s, key, {}, t)
     m = s.members[key]
-    if m.unassigned_since_ms is not None:
-        s = _add_unassigned(s, key, t - m.unassigned_since_ms)
+    lives = m.lives
+    if lives and lives[-1][1] is None:
+        lives = lives[:-1] + ((lives[-1][0], t),)
     m = replace(
         m,
         alive=False,
@@ -188,6 +209,7 @@ def _member_gone(s: GroupState, key: str, t: int, phase: str, reason: str) -> Gr
         left_ms=t if m.left_ms is None else m.left_ms,
         left_reason=reason or m.left_reason,
         unassigned_since_ms=None,
+        lives=lives,
     )
     return _with_member(s, m)
 
@@ -221,20 +243,8 @@ def _open_generation(
     gens = s.generations
     if gens:
         prev = gens[-1]
-        # Time members spent without partitions up to here belongs to the old generation,
-        # but only for its members: one seen before the rebalance that admits it (a new
-        # member announcing itself, an observer's early sighting) was never without a
-        # share of that generation.
-        unassigned = dict(prev.unassigned_ms)
-        members = dict(s.members)
-        for key, m in s.members.items():
-            if m.alive and m.unassigned_since_ms is not None and start > m.unassigned_since_ms:
-                if not prev.members or key in prev.members:
-                    unassigned[key] = unassigned.get(key, 0) + start - m.unassigned_since_ms
-                members[key] = replace(m, unassigned_since_ms=start)
-        s = replace(s, members=members)
         end = prev.end_ms if prev.end_ms is not None else start
-        gens = gens[:-1] + (replace(prev, end_ms=end, unassigned_ms=unassigned),)
+        gens = gens[:-1] + (replace(prev, end_ms=end),)
     rec = GenerationRecord(
         generation=generation,
         start_ms=start,
@@ -298,7 +308,7 @@ def _on_join_sent(s: GroupState, ev: Event, t: int) -> GroupState:
     m = s.members[key]
     if not m.alive and m.phase != PHASE_FAILED:
         # It left (max.poll.interval breach, LeaveGroup) and is joining again: alive.
-        s = _with_member(s, replace(m, alive=True, left_ms=None, left_reason=""))
+        s = _with_member(s, _revived(m, t))
     return _set_phase(s, _key_for(s, ev), PHASE_JOINING)
 
 
@@ -314,7 +324,7 @@ def _on_join_received(s: GroupState, ev: Event, t: int) -> GroupState:
         if not m.alive and m.phase == PHASE_LEFT:
             # Its own successful JoinGroup proves it is a member: any inference that it
             # had gone (from another member's events folded first) is undone.
-            m = replace(m, alive=True, left_ms=None, left_reason="")
+            m = _revived(m, t)
         s = _with_member(s, replace(m, generation=gen))
     if gen > s.generation or (gen >= 0 and s.generation_inferred):
         s = _begin_rebalance(s, t)
@@ -425,10 +435,7 @@ def _on_started(s: GroupState, ev: Event, t: int) -> GroupState:
     return _with_member(
         s,
         replace(
-            m,
-            alive=True,
-            left_ms=None,
-            left_reason="",
+            _revived(m, t),
             phase=PHASE_UNKNOWN,
             generation=-1,
             member_id=ev.member_id,
@@ -492,8 +499,11 @@ def _observe_member(
 ) -> GroupState:
     found = s.find_member(member_id)
     key = found.key if found is not None else member_id
-    old = found or MemberState(
-        key=key, first_seen_ms=t, last_seen_ms=t, unassigned_since_ms=t, sources=frozenset()
+    # Described again after it was thought gone: alive, its last known reason kept.
+    old = (
+        replace(_revived(found, t), left_reason=found.left_reason)
+        if found is not None
+        else _new_member(key, t)
     )
     sub = raw.get("subscription")
     target = owned_from(raw["target"]) if "target" in raw else old.target
@@ -509,8 +519,6 @@ def _observe_member(
         instance_id=_opt_str(raw.get("instance_id")) or old.instance_id,
         subscription=tuple(str(x) for x in sub) if isinstance(sub, list) else old.subscription,
         last_seen_ms=max(old.last_seen_ms, t),
-        alive=True,
-        left_ms=None,
         phase=phase,
         sources=old.sources | {"observer"},
         epoch=_int(raw.get("member_epoch"), old.epoch),
@@ -550,12 +558,12 @@ def _on_state_changed(s: GroupState, ev: Event, t: int) -> GroupState:
     s = replace(s, state=to)
     if to == "PreparingRebalance":
         s = _begin_rebalance(s, t)
-    elif to in ("CompletingRebalance", "Assigning", "Reconciling"):
+    elif to in REBALANCING_STATES:
         s = _begin_rebalance(s, t)
         rec = s.current
         # The assignment is known from CompletingRebalance / Reconciling on, not Assigning.
         unsynced = rec is not None and rec.stable_ms is None and rec.sync_ms is None
-        if rec is not None and unsynced and rec.end_ms is None and to != "Assigning":
+        if rec is not None and unsynced and rec.end_ms is None and to in SYNCING_STATES:
             s = _replace_current(s, replace(rec, sync_ms=t))
     elif to == "Stable":
         s = _mark_stable(s, t) if s.rebalancing or _current_unstable(s) else s

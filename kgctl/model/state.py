@@ -26,6 +26,14 @@ PHASE_RECONCILING = "Reconciling"  # consumer protocol: assignment not yet its t
 PHASE_LEFT = "left"
 PHASE_FAILED = "failed"
 
+# The broker's group states during which a rebalance is in progress (classic:
+# PreparingRebalance, CompletingRebalance; consumer: Assigning, Reconciling), and those
+# of them in which the assignment is known and members are applying it.
+REBALANCING_STATES = frozenset(
+    {"PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"}
+)
+SYNCING_STATES = frozenset({"CompletingRebalance", "Reconciling"})
+
 DEFAULT_LOG_LIMIT = 200
 
 
@@ -47,6 +55,9 @@ class MemberState:
     left_ms: int | None = None
     left_reason: str = ""
     unassigned_since_ms: int | None = None  # set while the member owns nothing
+    # When the member was alive: (start, end) spans, the last one open (None) while it
+    # lives. A restarted member has one span per life; its down time is in none.
+    lives: tuple[tuple[int, int | None], ...] = ()
     subscription: tuple[str, ...] = ()
     lag: int | None = None
     sources: frozenset[str] = frozenset()  # member / observer
@@ -95,7 +106,6 @@ class GenerationRecord:
     end_ms: int | None = None
     leader: str = ""
     members: tuple[str, ...] = ()
-    unassigned_ms: Mapping[str, int] = field(default_factory=dict)  # member -> ms owning none
 
     def duration_ms(self, now_ms: int) -> int:
         return (self.end_ms if self.end_ms is not None else now_ms) - self.start_ms
@@ -116,6 +126,13 @@ class GenerationRecord:
     def rebalance_ms(self) -> int | None:
         """How long the group took to become stable, if it did."""
         return None if self.stable_ms is None else self.stable_ms - self.start_ms
+
+    def rebalance_window(self, now_ms: int) -> tuple[int, int]:
+        """From the rebalance's start to the group stable in this generation (or, if it
+        never was, to the next rebalance, or `now_ms` while it runs)."""
+        if self.stable_ms is not None:
+            return self.start_ms, self.stable_ms
+        return self.start_ms, self.end_ms if self.end_ms is not None else now_ms
 
 
 @dataclass(frozen=True)

@@ -27,11 +27,10 @@ from typing import Any
 
 from kgctl.adapters.group_records import OFFSETS_TOPIC, GroupRecord
 from kgctl.model.events import Event
+from kgctl.model.reasons import Cause
 from kgctl.model.snapshot import GroupSnapshot, MemberSnapshot
-
-REBALANCING = frozenset({"PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"})
-# Where the assignment is known and members are applying it (the SyncGroup phase).
-SYNCING = frozenset({"CompletingRebalance", "Reconciling"})
+from kgctl.model.state import REBALANCING_STATES, SYNCING_STATES
+from kgctl.model.timeline import diff_owners
 
 
 @dataclass
@@ -127,7 +126,7 @@ class Inferrer:
         events = self._reconnected(now_ms)
         prev = self.prev
         if prev is None:
-            if snap.state in REBALANCING:
+            if snap.state in REBALANCING_STATES:
                 self.started_mid_rebalance = True
                 self.pending.saw_rebalancing = True
                 self.pending.started_ms = now_ms
@@ -157,10 +156,10 @@ class Inferrer:
                     "GroupStateChanged", now_ms, None, **{"from": prev.state, "to": snap.state}
                 )
             )
-        if snap.state in REBALANCING:
+        if snap.state in REBALANCING_STATES:
             p.saw_rebalancing = True
             p.started_ms = p.started_ms if p.started_ms is not None else now_ms
-            if snap.state in SYNCING and p.sync_ms is None:
+            if snap.state in SYNCING_STATES and p.sync_ms is None:
                 p.sync_ms = now_ms
         before = {m.member_id: m for m in prev.members}
         after = {m.member_id: m for m in snap.members}
@@ -180,7 +179,7 @@ class Inferrer:
                 p.left[mid] = m
             if snap.group_epoch is not None:
                 self.gone.add(mid)
-            if prev.state in REBALANCING and snap.group_epoch is None:
+            if prev.state in REBALANCING_STATES and snap.group_epoch is None:
                 # It was there while the group waited for rejoins, then dropped: it did
                 # not rejoin within the rebalance timeout. (A consumer group waits for
                 # no rejoins: leaving while it reconciles says nothing about why.)
@@ -230,8 +229,8 @@ class Inferrer:
         # What is attributed is spent; partition moves wait for the group to settle.
         self.pending = _Pending(
             started_ms=now_ms,
-            saw_rebalancing=snap.state in REBALANCING,
-            sync_ms=now_ms if snap.state in SYNCING else None,
+            saw_rebalancing=snap.state in REBALANCING_STATES,
+            sync_ms=now_ms if snap.state in SYNCING_STATES else None,
         )
         self.started_mid_rebalance = False
         return events
@@ -387,7 +386,7 @@ class Inferrer:
         if p.started_ms is not None:
             data["rebalance_started_ms"] = p.started_ms
         cause = attribute(stored, None, snap, self.started_mid_rebalance)
-        if cause["cause"] == "unknown" and not self.started_mid_rebalance:
+        if cause["cause"] == Cause.UNKNOWN.value and not self.started_mid_rebalance:
             # Same members, same subscriptions: the records cannot say why. A subscribed
             # topic that grew shows in the assignment, so the cause waits for the group
             # to settle (_settle_known compares the Stable snapshots).
@@ -444,22 +443,24 @@ def _shape(snap: GroupSnapshot) -> tuple[Any, ...]:
 def _moves(base: GroupSnapshot, snap: GroupSnapshot) -> list[dict[str, Any]]:
     if base.state == "Stable" and any(m.partitions is None for m in base.members):
         return []
-    before, after = base.owners(), snap.owners()
+    before = {tp: (mid,) for tp, mid in base.owners().items()}
+    after = {tp: (mid,) for tp, mid in snap.owners().items()}
     clients = {m.member_id: m.client_id for m in (*base.members, *snap.members)}
     out: list[dict[str, Any]] = []
-    for tp in sorted(before.keys() | after.keys()):
-        src, dst = before.get(tp), after.get(tp)
-        if src != dst:
-            out.append(
-                {
-                    "topic": tp[0],
-                    "partition": tp[1],
-                    "from": src,
-                    "to": dst,
-                    "from_client": clients.get(src or "", ""),
-                    "to_client": clients.get(dst or "", ""),
-                }
-            )
+    for mv in diff_owners(before, after):
+        # A snapshot names one owner per partition, or none.
+        src = mv.before[0] if mv.before else None
+        dst = mv.after[0] if mv.after else None
+        out.append(
+            {
+                "topic": mv.topic,
+                "partition": mv.partition,
+                "from": src,
+                "to": dst,
+                "from_client": clients.get(src or "", ""),
+                "to_client": clients.get(dst or "", ""),
+            }
+        )
     return out
 
 
@@ -490,7 +491,7 @@ def attribute(
     if dropped:
         found.append(
             (
-                "timed_out",
+                Cause.TIMED_OUT.value,
                 f"{_names(dropped)} stayed in the group while it rebalanced, then was "
                 "dropped: it did not rejoin within the rebalance timeout "
                 "(max.poll.interval.ms)",
@@ -500,7 +501,7 @@ def attribute(
     if rejoined:
         found.append(
             (
-                "timed_out",
+                Cause.TIMED_OUT.value,
                 "; ".join(rejoined) + ": most likely max.poll.interval.ms expired "
                 "(or the process restarted)",
             )
@@ -508,7 +509,7 @@ def attribute(
     if p.fenced:
         found.append(
             (
-                "timed_out",
+                Cause.TIMED_OUT.value,
                 f"{_names(p.fenced)} came back with the same member id and its member epoch "
                 "reset: it was fenced (session timeout, or max.poll.interval.ms expired) "
                 "and rejoined",
@@ -517,17 +518,20 @@ def attribute(
     if left:
         found.append(
             (
-                "member_left",
+                Cause.MEMBER_LEFT.value,
                 f"{_names(left)} left (the broker does not say whether by LeaveGroup or "
                 "session timeout)",
             )
         )
     if joined:
-        found.append(("member_joined", f"{_names(joined)} joined"))
+        found.append((Cause.MEMBER_JOINED.value, f"{_names(joined)} joined"))
     for mid, (old, new) in p.resubscribed.items():
         who = next((m.label for m in snap.members if m.member_id == mid), mid)
         found.append(
-            ("subscription_changed", f"{who} changed subscription {list(old)} → {list(new)}")
+            (
+                Cause.SUBSCRIPTION_CHANGED.value,
+                f"{who} changed subscription {list(old)} → {list(new)}",
+            )
         )
     epochs = snap.group_epoch is not None
     if base is not None and base.state == "Stable" and (snap.state == "Stable" or epochs):
@@ -536,7 +540,7 @@ def attribute(
         if before != after and not (p.joined or p.left or p.resubscribed or p.fenced):
             found.append(
                 (
-                    "partitions_changed",
+                    Cause.PARTITIONS_CHANGED.value,
                     f"assigned partitions went from {len(before)} to {len(after)} with the "
                     "same members and subscriptions: a subscribed topic grew, appeared or "
                     "was deleted",
@@ -559,11 +563,12 @@ def attribute(
                 "a member rejoined (poll timeout with a static member, metadata refresh, or "
                 "a client-side rejoin)"
             )
-        return {"cause": "unknown", "guess": True, "evidence": evidence, "also": []}
+        return {"cause": Cause.UNKNOWN.value, "guess": True, "evidence": evidence, "also": []}
     cause, evidence = found[0]
     # A fact when exactly one thing visibly changed; a guess when several did, or when the
     # cause is itself an inference (timed out, partitions changed).
-    guess = len(found) > 1 or cause in ("timed_out", "partitions_changed") or p.outage
+    inferred = (Cause.TIMED_OUT.value, Cause.PARTITIONS_CHANGED.value)
+    guess = len(found) > 1 or cause in inferred or p.outage
     return {
         "cause": cause,
         "guess": guess,

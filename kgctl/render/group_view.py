@@ -18,8 +18,10 @@ from rich.table import Table
 from rich.text import Text
 
 from kgctl.model.events import Event
+from kgctl.model.reasons import cause_text
 from kgctl.model.snapshot import GroupListing
 from kgctl.model.state import GenerationRecord, GroupState, MemberState, format_owned
+from kgctl.model.timeline import rebalance_unassigned
 
 STATE_STYLE = {
     "Stable": "bold green",
@@ -29,14 +31,6 @@ STATE_STYLE = {
     "Reconciling": "bold yellow",
     "Empty": "dim",
     "Dead": "bold red",
-}
-CAUSE_TEXT = {
-    "member_joined": "member joined",
-    "member_left": "member left",
-    "timed_out": "timed out",
-    "subscription_changed": "subscription changed",
-    "partitions_changed": "partitions changed",
-    "unknown": "unknown",
 }
 
 
@@ -211,7 +205,7 @@ def render_generations(s: GroupState, now_ms: int, width: int, rows: int) -> Ren
     t.add_column("no partitions", no_wrap=True, overflow="ellipsis", ratio=1)
     gens = list(s.generations)[-max(rows, 0) :] if rows > 0 else []
     for g in reversed(gens):
-        t.add_row(*_generation_row(g, now_ms, wide))
+        t.add_row(*_generation_row(s, g, now_ms, wide))
     if not s.generations:
         t.add_row(
             "-", "-", "no rebalance seen since the watch started", *[""] * (len(t.columns) - 3)
@@ -219,8 +213,9 @@ def render_generations(s: GroupState, now_ms: int, width: int, rows: int) -> Ren
     return t
 
 
-def _generation_row(g: GenerationRecord, now_ms: int, wide: bool) -> list[str]:
-    cause = CAUSE_TEXT.get(g.cause, g.cause) or "-"
+def _generation_row(s: GroupState, g: GenerationRecord, now_ms: int, wide: bool) -> list[str]:
+    unassigned = rebalance_unassigned(s, g, now_ms)
+    cause = cause_text(g.cause) or "-"
     if g.cause and g.cause_guess:
         cause += " (guess)"
     if g.evidence and wide:
@@ -236,7 +231,7 @@ def _generation_row(g: GenerationRecord, now_ms: int, wide: bool) -> list[str]:
     row += [
         fmt_ms(g.rebalance_ms()) if g.stable_ms is not None else "not yet",
         fmt_ms(g.duration_ms(now_ms)) + ("" if g.end_ms is not None else "…"),
-        ", ".join(f"{k} {fmt_ms(v)}" for k, v in sorted(g.unassigned_ms.items())) or "-",
+        ", ".join(f"{k} {fmt_ms(v)}" for k, v in unassigned.items()) or "-",
     ]
     return row
 
@@ -267,7 +262,7 @@ def describe_event(ev: Event) -> str:
         return f"generation ids from the broker: {d.get('source')}[{d.get('partition')}]{found}"
     if ev.type == "RebalanceAttributed":
         guess = " (guess)" if d.get("guess") else ""
-        cause = CAUSE_TEXT.get(str(d.get("cause", "")), str(d.get("cause", "")))
+        cause = cause_text(str(d.get("cause", "")))
         return f"cause: {cause}{guess}: {d.get('evidence', '')}"
     if ev.type == "PartitionsMoved":
         moves = d.get("moves") or []

@@ -7,12 +7,13 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from kgctl.render.group_view import CAUSE_TEXT, fmt_clock, fmt_ms
+from kgctl.model.reasons import cause_text as _cause_words
+from kgctl.render.group_view import fmt_clock, fmt_ms
 from kgctl.report import Rebalance, Report
 
 
 def cause_text(r: Rebalance) -> str:
-    text = CAUSE_TEXT.get(r.cause, r.cause.replace("_", " "))
+    text = _cause_words(r.cause)
     return text + (" (guess)" if r.cause_guess else "")
 
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from kgctl.errors import NotFoundError, UsageError
+from kgctl.model.timeline import Move
 from kgctl.report.summary import (
     ErrorCount,
     InvariantCheck,
     MemberTimeline,
-    Move,
     Rebalance,
     Report,
     Segment,

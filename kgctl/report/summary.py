@@ -20,36 +20,15 @@ from kgctl.model.invariants import (
     check_exclusive_ownership,
     check_single_generation,
 )
+from kgctl.model.reasons import CAUSE_ORDER, Cause, cause_of_reason
 from kgctl.model.state import GenerationRecord, GroupState, format_owned
-
-# Rejoin reasons (docs/events.md) -> the cause vocabulary the watch view uses. `None`:
-# a reaction to someone else's rebalance, not a cause.
-REASON_CAUSE: dict[str, str | None] = {
-    "first_join": "member_joined",
-    "subscription_changed": "subscription_changed",
-    "metadata_changed": "partitions_changed",
-    "poll_interval_exceeded": "timed_out",
-    "explicit_request": "rejoin_requested",
-    "assignment_failed": "assignment_failed",
-    "generation_reset": "generation_reset",
-    "cooperative_followup": None,
-    "rebalance_in_progress": None,
-    "requested": None,
-}
-# When several things happened in one rebalance, the first of these names it.
-CAUSE_ORDER = (
-    "member_failed",
-    "timed_out",
-    "member_left",
-    "member_joined",
-    "subscription_changed",
-    "partitions_changed",
-    "rejoin_requested",
-    "assignment_failed",
-    "generation_reset",
+from kgctl.model.timeline import (
+    Move,
+    counted_errors,
+    rebalance_moves,
+    rebalance_unassigned,
+    unassigned_ms,
 )
-# Protocol answers that are normal steps, not errors worth a column.
-EXPECTED_ERRORS = frozenset({"", "NONE", "MEMBER_ID_REQUIRED"})
 
 
 @dataclass(frozen=True)
@@ -97,24 +76,6 @@ class MemberTimeline:
             "phases": [
                 {"start_ms": s.start_ms, "end_ms": s.end_ms, "phase": s.label} for s in self.phases
             ],
-        }
-
-
-@dataclass(frozen=True)
-class Move:
-    """A partition whose owners differ before and after a rebalance."""
-
-    topic: str
-    partition: int
-    before: tuple[str, ...]
-    after: tuple[str, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "topic": self.topic,
-            "partition": self.partition,
-            "from": list(self.before),
-            "to": list(self.after),
         }
 
 
@@ -349,7 +310,8 @@ def build_report(
     checks.insert(0, InvariantCheck("exclusive-ownership", last, None, tuple(exclusive)))
 
     members = tuple(
-        _timeline(key, state, tracker) for key in sorted(tracker.owned, key=_first(tracker))
+        _timeline(key, state, tracker, first, last)
+        for key in sorted(tracker.owned, key=_first(tracker))
     )
     rebalances = tuple(
         _rebalance(i, state.generations, ordered, state, tracker, last)
@@ -412,7 +374,9 @@ def _segments(raw: list[list[Any]]) -> tuple[Segment, ...]:
     return tuple(Segment(int(a), int(b), str(label), int(n)) for a, b, label, n in raw if b > a)
 
 
-def _timeline(key: str, state: GroupState, tracker: _Tracker) -> MemberTimeline:
+def _timeline(
+    key: str, state: GroupState, tracker: _Tracker, first_ms: int, last_ms: int
+) -> MemberTimeline:
     owned = _segments(tracker.owned.get(key, []))
     m = state.members.get(key)
     return MemberTimeline(
@@ -424,7 +388,7 @@ def _timeline(key: str, state: GroupState, tracker: _Tracker) -> MemberTimeline:
         left_reason=m.left_reason if m is not None else "",
         ownership=owned,
         phases=_segments(tracker.phases.get(key, [])),
-        unassigned_ms=sum(s.end_ms - s.start_ms for s in owned if s.count == 0),
+        unassigned_ms=unassigned_ms(state, key, first_ms, last_ms),
     )
 
 
@@ -445,7 +409,7 @@ def _rebalance(
     window = [e for e in events if since < e.ts_ms <= until]
     ids = {k: set(v) for k, v in tracker.ids.items()}
     cause, guess, evidence, also = _cause(rec, prev, window, ids)
-    end = rec.stable_ms if rec.stable_ms is not None else (rec.end_ms or last_ms)
+    _start, end = rec.rebalance_window(last_ms)
     in_rebalance = [e for e in events if rec.start_ms <= e.ts_ms <= end]
     return Rebalance(
         index=i + 1,
@@ -462,8 +426,8 @@ def _rebalance(
         end_ms=rec.end_ms,
         leader=rec.leader,
         members=rec.members,
-        unassigned_ms=_unassigned_during(tracker, rec.start_ms, end),
-        moves=_moves(state, rec.start_ms - 1, end if rec.stable_ms is not None else end - 1),
+        unassigned_ms=rebalance_unassigned(state, rec, last_ms),
+        moves=rebalance_moves(state, rec, last_ms),
         errors=_errors(in_rebalance),
     )
 
@@ -482,18 +446,19 @@ def _cause(
         note = ""
         if e.type == "RejoinRequested":
             reason = str(e.data.get("reason", ""))
-            kind = REASON_CAUSE.get(reason, reason or None)
+            kind = cause_of_reason(reason)
             note = f"{who}: {reason}"
         elif e.type == "LeaveGroupSent":
-            kind, note = "member_left", f"{who} left: {e.data.get('reason', '')}"
+            kind, note = Cause.MEMBER_LEFT.value, f"{who} left: {e.data.get('reason', '')}"
         elif e.type == "MemberStopped" and e.instance_id:
             # A static member sends no LeaveGroup: it is gone once its session times out.
-            kind, note = "member_left", f"{who} (static) stopped: {e.data.get('reason', '')}"
+            kind = Cause.MEMBER_LEFT.value
+            note = f"{who} (static) stopped: {e.data.get('reason', '')}"
         elif e.type == "MemberFailed":
-            kind, note = "member_failed", f"{who} failed: {e.data.get('error', '')}"
+            kind, note = Cause.MEMBER_FAILED.value, f"{who} failed: {e.data.get('error', '')}"
         elif e.type == "PollIntervalExceeded":
             ms = e.data.get("max_poll_interval_ms")
-            kind, note = "timed_out", f"{who}: no poll within max.poll.interval.ms={ms}"
+            kind, note = Cause.TIMED_OUT.value, f"{who}: no poll within max.poll.interval.ms={ms}"
         elif e.type == "ActionPerformed":
             note = "chaos: " + _compact(e.data)
             found.setdefault("_actions", []).append(note)
@@ -512,20 +477,21 @@ def _cause(
             and (m not in rec.members or (joined is not None and not ids.get(m, set()) & joined))
         ]
         if silent:
-            found.setdefault("timed_out", []).append(
+            found.setdefault(Cause.TIMED_OUT.value, []).append(
                 f"{', '.join(silent)} stopped without a word (killed or session timeout)"
             )
     actions = found.pop("_actions", [])
-    kinds = [k for k in CAUSE_ORDER if k in found] + sorted(set(found) - set(CAUSE_ORDER))
+    ordered = [c.value for c in CAUSE_ORDER]
+    kinds = [k for k in ordered if k in found] + sorted(set(found) - set(ordered))
     if kinds:
         notes = [n for k in kinds for n in _unique(found[k])] + actions
-        silent_only = kinds[0] == "timed_out" and all(
-            "without a word" in n for n in found["timed_out"]
+        silent_only = kinds[0] == Cause.TIMED_OUT.value and all(
+            "without a word" in n for n in found[Cause.TIMED_OUT.value]
         )
         return kinds[0], silent_only, "; ".join(notes), tuple(kinds[1:])
     if rec.cause:
         return rec.cause, rec.cause_guess, rec.evidence, ()
-    return "unknown", True, "; ".join(actions) or "no member said why", ()
+    return Cause.UNKNOWN.value, True, "; ".join(actions) or "no member said why", ()
 
 
 def _joined_ids(window: Sequence[Event], generation: int) -> set[str] | None:
@@ -546,38 +512,17 @@ def _compact(data: Mapping[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(data.items()) if not isinstance(v, dict | list))
 
 
-def _unassigned_during(tracker: _Tracker, start: int, end: int) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for key, segs in tracker.owned.items():
-        ms = 0
-        for a, b, _label, count in segs:
-            b = end if b is None else b
-            if count == 0:
-                ms += max(0, min(b, end) - max(a, start))
-        if ms > 0:
-            out[key] = ms
-    return out
-
-
-def _moves(state: GroupState, before_ms: int, after_ms: int) -> tuple[Move, ...]:
-    before = state.owners(before_ms)
-    after = state.owners(after_ms)
-    out: list[Move] = []
-    for tp in sorted(set(before) | set(after)):
-        a, b = tuple(sorted(before.get(tp, ()))), tuple(sorted(after.get(tp, ())))
-        if a != b and b:
-            out.append(Move(tp[0], tp[1], a, b))
-    return tuple(out)
-
-
 def _errors(events: Sequence[Event]) -> tuple[ErrorCount, ...]:
+    """The rebalance's failures (`counted_errors`) and the violations chaos recorded."""
     counts: dict[str, tuple[int, list[str]]] = {}
-    for e in events:
-        error = str(e.data.get("error", "") or "")
-        if e.type == "InvariantViolated":
-            error = str(e.data.get("rule", "") or "violation")
-        if error in EXPECTED_ERRORS or e.type == "JoinFailed":
-            continue  # JoinFailed repeats the JoinGroupReceived / SyncGroupReceived error
+    failures = list(counted_errors(e for e in events if e.type != "InvariantViolated"))
+    violations = [
+        (e, str(e.data.get("rule", "") or "violation"))
+        for e in events
+        if e.type == "InvariantViolated"
+    ]
+    order = {id(e): i for i, e in enumerate(events)}
+    for e, error in sorted(failures + violations, key=lambda pair: order[id(pair[0])]):
         what = f"{e.type} {error}"
         n, who = counts.get(what, (0, []))
         member = e.member or e.member_id

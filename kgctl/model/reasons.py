@@ -1,0 +1,102 @@
+"""The vocabulary of why things happen in a group: why a member (re)joins, why a
+group rebalanced.
+
+Pure and shared: the member's adapter decides a `RejoinReason`, events carry its value,
+and the report, watch and chaos read it back from those events.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class RejoinReason(str, enum.Enum):
+    """Why the member decided to (re)join; carried by RejoinRequested and JoinGroupSent."""
+
+    FIRST_JOIN = "first_join"
+    SUBSCRIPTION_CHANGED = "subscription_changed"
+    METADATA_CHANGED = "metadata_changed"
+    ASSIGNMENT_FAILED = "assignment_failed"
+    GENERATION_RESET = "generation_reset"
+    REBALANCE_IN_PROGRESS = "rebalance_in_progress"
+    POLL_INTERVAL_EXCEEDED = "poll_interval_exceeded"
+    EXPLICIT_REQUEST = "explicit_request"
+    COOPERATIVE_FOLLOWUP = "cooperative_followup"
+    REQUESTED = "requested"  # the base flag was set by a path kgctl does not name
+
+
+def rejoin_reason(
+    *,
+    joined_before: bool,
+    metadata_changed: bool,
+    subscription_changed: bool,
+    pending: str | None,
+) -> RejoinReason:
+    """The reason for a rejoin, checked in the order of Java's rejoinNeededOrPending.
+
+    A member that never completed a join is on its first join whatever else is true;
+    then the assignment's metadata snapshot, then the joined subscription, then the
+    reason recorded when the base class's rejoin flag was set.
+    """
+    if not joined_before:
+        return RejoinReason.FIRST_JOIN
+    if metadata_changed:
+        return RejoinReason.METADATA_CHANGED
+    if subscription_changed:
+        return RejoinReason.SUBSCRIPTION_CHANGED
+    if pending:
+        return RejoinReason(pending)
+    return RejoinReason.REQUESTED
+
+
+class Cause(str, enum.Enum):
+    """Why a rebalance happened, as report, watch and chaos name it (docs/watch.md).
+
+    Listed in precedence order: when several things happened in one rebalance, the
+    first of them names it (`CAUSE_ORDER`).
+    """
+
+    MEMBER_FAILED = "member_failed"
+    TIMED_OUT = "timed_out"
+    MEMBER_LEFT = "member_left"
+    MEMBER_JOINED = "member_joined"
+    SUBSCRIPTION_CHANGED = "subscription_changed"
+    PARTITIONS_CHANGED = "partitions_changed"
+    REJOIN_REQUESTED = "rejoin_requested"
+    ASSIGNMENT_FAILED = "assignment_failed"
+    GENERATION_RESET = "generation_reset"
+    UNKNOWN = "unknown"
+
+
+CAUSE_ORDER: tuple[Cause, ...] = tuple(c for c in Cause if c is not Cause.UNKNOWN)
+
+# The cause a member's rejoin reason names; None: a reaction to someone else's
+# rebalance (or a rejoin kgctl cannot name), not a cause.
+REASON_CAUSE: dict[RejoinReason, Cause | None] = {
+    RejoinReason.FIRST_JOIN: Cause.MEMBER_JOINED,
+    RejoinReason.SUBSCRIPTION_CHANGED: Cause.SUBSCRIPTION_CHANGED,
+    RejoinReason.METADATA_CHANGED: Cause.PARTITIONS_CHANGED,
+    RejoinReason.POLL_INTERVAL_EXCEEDED: Cause.TIMED_OUT,
+    RejoinReason.EXPLICIT_REQUEST: Cause.REJOIN_REQUESTED,
+    RejoinReason.ASSIGNMENT_FAILED: Cause.ASSIGNMENT_FAILED,
+    RejoinReason.GENERATION_RESET: Cause.GENERATION_RESET,
+    RejoinReason.COOPERATIVE_FOLLOWUP: None,
+    RejoinReason.REBALANCE_IN_PROGRESS: None,
+    RejoinReason.REQUESTED: None,
+}
+
+
+def cause_of_reason(reason: str) -> str | None:
+    """The cause a RejoinRequested `reason` names (a `Cause` value); an unknown reason
+    (a newer member's) is its own cause; None for a reaction, not a cause."""
+    try:
+        cause = REASON_CAUSE[RejoinReason(reason)]
+    except ValueError:
+        return reason or None
+    return None if cause is None else cause.value
+
+
+def cause_text(cause: str) -> str:
+    """A cause value in words; an unknown one (a newer recording's) with its underscores
+    made spaces."""
+    return cause.replace("_", " ")

@@ -1,0 +1,204 @@
+"""Timeline queries on a folded `GroupState`: the facts chaos, report and watch share.
+
+Each fact has one definition here, so the three give the same number for the same
+events:
+
+- **time without partitions** (`unassigned_ms`): within a window, the time a member was
+  alive (one of its `lives`) and owned no partition;
+- **partition moves** (`moves`): the partitions whose owners differ between two
+  instants. A partition that ends with no owner is a move too (to no one: its topic left
+  every subscription, or its owner died and nobody took it over); one that starts with
+  none (a new partition, a group's first assignment) is a move from no one;
+- **new generations** (`generations_since`);
+- **errors worth counting** (`counted_errors`): what an event reports as failed, except
+  the protocol's normal answers and a join failure that repeats its response's error.
+
+Pure and clock-free: every window is given by the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kgctl.model.events import Event
+from kgctl.model.state import GenerationRecord, GroupState, TopicPartition
+
+# Errors that are the protocol's normal answers, not failures: a dynamic member's first
+# JoinGroup is always answered MEMBER_ID_REQUIRED, and asked again with the id.
+NORMAL_ERRORS = frozenset({"", "NONE", "MEMBER_ID_REQUIRED"})
+# The responses whose error a following JoinFailed repeats.
+_JOIN_RESPONSES = frozenset({"JoinGroupReceived", "SyncGroupReceived"})
+
+
+@dataclass(frozen=True)
+class Move:
+    """A partition whose owners differ between two instants (empty: no owner)."""
+
+    topic: str
+    partition: int
+    before: tuple[str, ...]
+    after: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "from": list(self.before),
+            "to": list(self.after),
+        }
+
+
+def diff_owners(
+    before: Mapping[TopicPartition, Iterable[str]],
+    after: Mapping[TopicPartition, Iterable[str]],
+) -> tuple[Move, ...]:
+    """The moves between two pictures of who owns what (`GroupState.owners()`, or the
+    broker's snapshots), in partition order."""
+    out: list[Move] = []
+    for tp in sorted(set(before) | set(after)):
+        a, b = tuple(sorted(before.get(tp, ()))), tuple(sorted(after.get(tp, ())))
+        if a != b:
+            out.append(Move(tp[0], tp[1], a, b))
+    return tuple(out)
+
+
+def moves(state: GroupState, t0: int, t1: int | None = None) -> tuple[Move, ...]:
+    """Partitions whose owners at `t0` differ from those at `t1` (None: now, the end of
+    what was folded)."""
+    return diff_owners(state.owners(t0), state.owners(t1))
+
+
+def _covered(spans: Iterable[tuple[int, int]]) -> int:
+    """Milliseconds covered by the union of [start, end) spans."""
+    total, cur_s, cur_e = 0, 0, -1
+    for s, e in sorted(spans):
+        if s > cur_e:
+            total += max(cur_e - cur_s, 0)
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    return total + max(cur_e - cur_s, 0)
+
+
+def _clip(spans: Iterable[tuple[int, int | None]], lo: int, hi: int) -> list[tuple[int, int]]:
+    out = []
+    for s, e in spans:
+        a, b = max(s, lo), min(hi if e is None else e, hi)
+        if b > a:
+            out.append((a, b))
+    return out
+
+
+def alive_ms(state: GroupState, member: str, t0: int, t1: int) -> int:
+    """Milliseconds within [t0, t1] that `member` was alive."""
+    m = state.members.get(member)
+    return 0 if m is None else _covered(_clip(m.lives, t0, t1))
+
+
+def _owned_spans(state: GroupState) -> dict[str, list[tuple[int, int | None]]]:
+    out: dict[str, list[tuple[int, int | None]]] = {}
+    for spans in state.ownership.values():
+        for sp in spans:
+            out.setdefault(sp.member, []).append((sp.start_ms, sp.end_ms))
+    return out
+
+
+def _unassigned(
+    lives: Iterable[tuple[int, int | None]],
+    owned: Iterable[tuple[int, int | None]],
+    t0: int,
+    t1: int,
+) -> int:
+    # Owning happens only while alive (the fold closes spans when a member goes), so the
+    # owned time is inside the alive time.
+    return _covered(_clip(lives, t0, t1)) - _covered(_clip(owned, t0, t1))
+
+
+def unassigned_ms(state: GroupState, member: str, t0: int, t1: int) -> int:
+    """Milliseconds within [t0, t1] that `member` was alive and owned no partition."""
+    m = state.members.get(member)
+    if m is None:
+        return 0
+    owned = (
+        (sp.start_ms, sp.end_ms)
+        for spans in state.ownership.values()
+        for sp in spans
+        if sp.member == member
+    )
+    return _unassigned(m.lives, owned, t0, t1)
+
+
+def unassigned_by_member(
+    state: GroupState, t0: int, t1: int, *, with_zero: bool = False
+) -> dict[str, int]:
+    """`unassigned_ms` of every member alive within [t0, t1]; members with none left out
+    unless `with_zero`."""
+    owned = _owned_spans(state)
+    out: dict[str, int] = {}
+    for key in sorted(state.members):
+        if not alive_ms(state, key, t0, t1) and not _alive_at(state, key, t0):
+            continue
+        ms = _unassigned(state.members[key].lives, owned.get(key, ()), t0, t1)
+        if ms or with_zero:
+            out[key] = ms
+    return out
+
+
+def _alive_at(state: GroupState, member: str, at_ms: int) -> bool:
+    m = state.members[member]
+    return any(s <= at_ms and (e is None or at_ms <= e) for s, e in m.lives)
+
+
+def rebalance_unassigned(state: GroupState, rec: GenerationRecord, now_ms: int) -> dict[str, int]:
+    """Each member's time without partitions during the rebalance that made `rec`."""
+    t0, t1 = rec.rebalance_window(now_ms)
+    return unassigned_by_member(state, t0, t1)
+
+
+def rebalance_moves(state: GroupState, rec: GenerationRecord, now_ms: int) -> tuple[Move, ...]:
+    """The partitions the rebalance that made `rec` moved: from the assignment of the
+    previous generation once it was stable (so a member that died before the rebalance
+    began is still where its partitions came from; without a stable previous generation,
+    just before this rebalance began) to this generation's once stable (or, if it never
+    was, just before the next rebalance began, or `now_ms`)."""
+    i = state.generations.index(rec)
+    prev = state.generations[i - 1] if i > 0 else None
+    start = prev.stable_ms if prev is not None and prev.stable_ms is not None else None
+    if start is None or start >= rec.start_ms:
+        start = rec.start_ms - 1
+    if rec.stable_ms is not None:
+        end = rec.stable_ms
+    else:
+        end = (rec.end_ms if rec.end_ms is not None else now_ms) - 1
+    return moves(state, start, end)
+
+
+def generations_since(state: GroupState, generation: int) -> list[int]:
+    """The generations after `generation`, in order."""
+    return sorted({g.generation for g in state.generations if g.generation > generation})
+
+
+def counted_errors(events: Iterable[Event]) -> Iterator[tuple[Event, str]]:
+    """(event, error) for every failure worth counting, in order.
+
+    Every event whose `error` is not a normal answer (`NORMAL_ERRORS`) counts, except a
+    JoinFailed that repeats the error of its member's last JoinGroup/SyncGroup response
+    (that failure was counted once, as the response); a JoinFailed without such a
+    response (a timeout, a lost connection) counts.
+    """
+    answered: dict[str, str] = {}  # member -> error of its last join/sync response
+    for ev in events:
+        error = str(ev.data.get("error", "") or "")
+        who = ev.member or ev.member_id
+        if ev.type in _JOIN_RESPONSES:
+            answered[who] = error
+        if ev.type == "JoinFailed" and answered.pop(who, None) == error:
+            continue
+        if error not in NORMAL_ERRORS:
+            yield ev, error

@@ -1,0 +1,130 @@
+"""Pure tests of the timeline queries chaos, report and watch share (kgctl/model/timeline.py)
+and of the cause vocabulary (kgctl/model/reasons.py)."""
+
+from __future__ import annotations
+
+from test_model_fold import G, mev, two_member_eager_history
+
+from kgctl.model.fold import fold_all
+from kgctl.model.reasons import CAUSE_ORDER, Cause, cause_of_reason, cause_text
+from kgctl.model.state import GroupState
+from kgctl.model.timeline import (
+    Move,
+    counted_errors,
+    diff_owners,
+    generations_since,
+    moves,
+    rebalance_moves,
+    rebalance_unassigned,
+    unassigned_by_member,
+    unassigned_ms,
+)
+
+
+def state_of(events: list) -> GroupState:  # type: ignore[type-arg]
+    return fold_all(GroupState(G), events, now_ms=events[-1].ts_ms)
+
+
+def test_time_without_partitions_of_a_rebalance_is_from_its_start_to_stable() -> None:
+    s = state_of(two_member_eager_history())
+    g1, g2 = s.generations
+    # m1 owned nothing from its revocation (5200) to its assignment (5400); m2 from the
+    # rebalance that admitted it (5010) until its assignment (5450): the 10 ms it lived
+    # before that rebalance are outside the window.
+    assert rebalance_unassigned(s, g2, 6000) == {"m1": 200, "m2": 440}
+    # Generation 1: m1 alone, from the rebalance start (1010) until its share (1160).
+    assert rebalance_unassigned(s, g1, 6000) == {"m1": 150}
+
+
+def test_time_without_partitions_counts_only_while_the_member_lives() -> None:
+    events = [
+        *two_member_eager_history(),
+        # m2 is killed at 7000 and restarted at 9000: down for 2 s, owning nothing.
+        mev("MemberFailed", 7000, "m2", 2, error="SIGKILL"),
+        mev("MemberStarted", 9000, "m2"),
+        mev("JoinGroupSent", 9010, "m2"),
+        mev("JoinGroupReceived", 9100, "m2", 3, leader="m1-id"),
+        mev("JoinCompleted", 9300, "m2", 3, partitions={"t": [2, 3]}),
+    ]
+    s = state_of(events)
+    assert s.members["m2"].lives == ((5000, 7000), (9000, None))
+    # Alive 6000-7000 owning t[2,3], then dead, then 9000-9300 owning nothing.
+    assert unassigned_ms(s, "m2", 6000, 10_000) == 300
+    assert unassigned_by_member(s, 6000, 10_000) == {"m2": 300}
+    assert unassigned_by_member(s, 6000, 10_000, with_zero=True) == {"m1": 0, "m2": 300}
+    # A member that was not alive in the window is not in it at all.
+    assert "m2" not in unassigned_by_member(s, 7500, 8500, with_zero=True)
+
+
+def test_moves_keep_partitions_that_end_with_no_owner_and_those_that_had_none() -> None:
+    before = {("t", 0): ("a",), ("t", 1): ("a",), ("t", 2): ("b",)}
+    after = {("t", 0): ("a",), ("t", 1): ("b",), ("t", 2): (), ("u", 0): ("a",)}
+    assert diff_owners(before, after) == (
+        Move("t", 1, ("a",), ("b",)),
+        Move("t", 2, ("b",), ()),  # released: its topic left every subscription
+        Move("u", 0, (), ("a",)),  # a new partition
+    )
+
+
+def test_moves_of_a_rebalance_compare_before_its_start_with_stable() -> None:
+    s = state_of(two_member_eager_history())
+    g2 = s.generations[1]
+    # t-2 and t-3 went from m1 to m2; t-0 and t-1 were revoked and given back to m1.
+    assert [m.to_dict() for m in rebalance_moves(s, g2, 6000)] == [
+        {"topic": "t", "partition": 2, "from": ["m1"], "to": ["m2"]},
+        {"topic": "t", "partition": 3, "from": ["m1"], "to": ["m2"]},
+    ]
+    # In the middle of the rebalance (after m1's eager revocation) everything had no owner.
+    assert [m.after for m in moves(s, 5000, 5300)] == [()] * 4
+
+
+def test_generations_since_a_baseline() -> None:
+    s = state_of(two_member_eager_history())
+    assert generations_since(s, 1) == [2]
+    assert generations_since(s, -1) == [1, 2]
+    assert generations_since(s, 2) == []
+
+
+def test_errors_skip_normal_answers_and_join_failures_that_repeat_a_response() -> None:
+    events = [
+        mev("JoinGroupReceived", 1, "m1", error="MEMBER_ID_REQUIRED"),
+        mev("JoinFailed", 2, "m1", error="MEMBER_ID_REQUIRED", retry="immediate"),
+        mev("SyncGroupReceived", 3, "m1", error="REBALANCE_IN_PROGRESS"),
+        mev("JoinFailed", 4, "m1", error="REBALANCE_IN_PROGRESS", retry="immediate"),
+        mev("JoinFailed", 5, "m1", error="RequestTimedOutError", retry="backoff"),
+        mev("HeartbeatFailed", 6, "m2", error="REBALANCE_IN_PROGRESS"),
+        mev("HeartbeatSucceeded", 7, "m2", error="NONE"),
+    ]
+    assert [(e.type, e.member, err) for e, err in counted_errors(events)] == [
+        ("SyncGroupReceived", "m1", "REBALANCE_IN_PROGRESS"),
+        ("JoinFailed", "m1", "RequestTimedOutError"),  # no response said it: a failure
+        ("HeartbeatFailed", "m2", "REBALANCE_IN_PROGRESS"),
+    ]
+
+
+def test_rejoin_reasons_name_causes_and_reactions_name_none() -> None:
+    assert cause_of_reason("first_join") == Cause.MEMBER_JOINED.value
+    assert cause_of_reason("metadata_changed") == "partitions_changed"
+    assert cause_of_reason("poll_interval_exceeded") == "timed_out"
+    assert cause_of_reason("rebalance_in_progress") is None  # someone else's rebalance
+    assert cause_of_reason("from_a_newer_member") == "from_a_newer_member"
+    assert CAUSE_ORDER[0] is Cause.MEMBER_FAILED and Cause.UNKNOWN not in CAUSE_ORDER
+    assert cause_text("subscription_changed") == "subscription changed"
+
+
+def test_a_dead_members_partitions_move_from_it_not_from_no_one() -> None:
+    events = [
+        *two_member_eager_history(),
+        # m2 dies at 7000; the rebalance that hands its share to m1 only begins at 8000.
+        mev("MemberFailed", 7000, "m2", 2, error="SIGKILL"),
+        mev("JoinGroupSent", 8000, "m1", 2),
+        mev("JoinGroupReceived", 8050, "m1", 3, leader="m1-id"),
+        mev("PartitionsAssigned", 8100, "m1", 3, partitions={"t": [2, 3]}),
+        mev("JoinCompleted", 8100, "m1", 3),
+    ]
+    s = state_of(events)
+    g3 = s.generations[-1]
+    assert [(m.name, m.before, m.after) for m in rebalance_moves(s, g3, 9000)] == [
+        ("t-2", ("m2",), ("m1",)),
+        ("t-3", ("m2",), ("m1",)),
+    ]
