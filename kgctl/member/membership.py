@@ -1,0 +1,383 @@
+"""A member of a KIP-848 `consumer` group, as a state machine with no I/O (pure).
+
+In the new protocol the broker computes the assignment; each member heartbeats
+(ConsumerGroupHeartbeat, api key 68) and reconciles on its own: when an answer carries a
+target assignment that differs from what it owns, it commits, revokes what it must give
+up, takes what is new and acknowledges at once with its next heartbeat. There is no
+JoinGroup, SyncGroup or stop-the-world. This module follows the Java client's membership
+manager (`AbstractMembershipManager`, `ConsumerMembershipManager`, `MemberState`) and
+heartbeat manager (`ConsumerHeartbeatRequestManager` and its HeartbeatState): the same
+states, the same epochs (join with 0, leave with -1, a static member leaves with -2),
+the same handling of each error, and the same rule for which fields a heartbeat carries
+(all of them on a join, then only those that changed).
+
+`Membership` is driven by a caller that owns the network and the consumer: it asks
+`heartbeat_due(now_ms)` / `next_heartbeat(now_ms)` what to send, gives every answer to
+`on_answer`, performs the `Reconcile` plan it gets (commit, revoke, assign: the order
+Java keeps) and reports it done with `reconciled`. The clock is always passed in.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+Partitions = dict[str, frozenset[int]]  # topic (id or name) -> partitions
+
+JOIN_EPOCH = 0
+LEAVE_EPOCH = -1
+LEAVE_EPOCH_STATIC = -2
+
+# Errors that end the member (Java: transitionToFatal), and those that fence it.
+FATAL_ERRORS = frozenset(
+    {
+        "UNRELEASED_INSTANCE_ID",
+        "FENCED_INSTANCE_ID",
+        "UNSUPPORTED_ASSIGNOR",
+        "GROUP_MAX_SIZE_REACHED",
+        "INVALID_REQUEST",
+        "UNSUPPORTED_VERSION",
+        "GROUP_AUTHORIZATION_FAILED",
+        "TOPIC_AUTHORIZATION_FAILED",
+        "INVALID_REGULAR_EXPRESSION",
+    }
+)
+FENCING_ERRORS = frozenset({"FENCED_MEMBER_EPOCH", "UNKNOWN_MEMBER_ID"})
+# The coordinator moved or is not ready: find it again, then heartbeat again.
+COORDINATOR_ERRORS = frozenset({"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE"})
+RETRIABLE_ERRORS = frozenset({"COORDINATOR_LOAD_IN_PROGRESS"})
+
+
+class MemberState(str, enum.Enum):
+    """Java's MemberState, by the same names."""
+
+    UNSUBSCRIBED = "UNSUBSCRIBED"
+    JOINING = "JOINING"
+    RECONCILING = "RECONCILING"
+    ACKNOWLEDGING = "ACKNOWLEDGING"
+    STABLE = "STABLE"
+    FENCED = "FENCED"
+    PREPARE_LEAVING = "PREPARE_LEAVING"
+    LEAVING = "LEAVING"
+    FATAL = "FATAL"
+    STALE = "STALE"
+
+
+# States in which a heartbeat goes out on the interval (Java: canSendRequest / shouldSkip).
+_HEARTBEATING = frozenset(
+    {
+        MemberState.JOINING,
+        MemberState.RECONCILING,
+        MemberState.ACKNOWLEDGING,
+        MemberState.STABLE,
+        MemberState.LEAVING,
+    }
+)
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """What the member asks for: topic names or a broker-side regex (RE2J), an assignor."""
+
+    topics: frozenset[str] = frozenset()
+    regex: str | None = None
+    server_assignor: str | None = None  # uniform | range; None: the broker's default
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """One ConsumerGroupHeartbeat request; None means "unchanged, not sent"."""
+
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rebalance_timeout_ms: int | None = None
+    subscribed_topic_names: tuple[str, ...] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    owned: Partitions | None = None  # by topic id, as the wire carries it
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A ConsumerGroupHeartbeat answer, decoded; assignment None: unchanged."""
+
+    error: str = "NONE"
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: Partitions | None = None  # by topic id
+    message: str | None = None
+
+
+@dataclass(frozen=True)
+class Reconcile:
+    """What to do, in this order: commit (if auto-commit), revoke, then assign.
+
+    `revoke` and `assign` are by topic name; `pending` holds the assigned topic ids whose
+    names the member's metadata does not know yet (assigned once they are known)."""
+
+    epoch: int
+    revoke: Partitions
+    assign: Partitions
+    pending: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What an answer or a timer changed, for the caller to act on and to trace."""
+
+    state: MemberState
+    reconcile: Reconcile | None = None
+    lost: Partitions = field(default_factory=dict)  # to hand to onPartitionsLost
+    find_coordinator: bool = False
+    retry_after_ms: int = 0
+    fatal: str | None = None
+    note: str = ""
+
+
+def _diff(a: Partitions, b: Partitions) -> Partitions:
+    out = {t: frozenset(ps - b.get(t, frozenset())) for t, ps in a.items()}
+    return {t: ps for t, ps in out.items() if ps}
+
+
+def _union(a: Partitions, b: Partitions) -> Partitions:
+    return {t: a.get(t, frozenset()) | b.get(t, frozenset()) for t in set(a) | set(b)}
+
+
+class Membership:
+    """One member's state in a consumer group (Java's membership + heartbeat state)."""
+
+    def __init__(
+        self,
+        member_id: str,
+        *,
+        instance_id: str | None = None,
+        rebalance_timeout_ms: int = 300000,
+        retry_backoff_ms: int = 100,
+    ) -> None:
+        # v1 of the request: the client makes its own member id, kept across rejoins.
+        self.member_id = member_id
+        self.instance_id = instance_id
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self.state = MemberState.UNSUBSCRIBED
+        self.epoch = JOIN_EPOCH
+        self.subscription = Subscription()
+        self.interval_ms = 0  # the broker says; 0 until the first answer
+        self.owned_ids: Partitions = {}  # what the member owns, by topic id
+        self.target_ids: Partitions | None = None  # the latest assignment received
+        self.names: dict[str, str] = {}  # topic id -> name, from metadata
+        self._timer_ms: int | None = None
+        self._in_flight = False
+        self._send_now = False
+        self._sent: Heartbeat | None = None  # the fields the broker knows (Java: sentFields)
+        self._owned_changed = True
+        self._reconciling: tuple[Partitions, Partitions] = ({}, {})  # revoke, assign by id
+        self._stale_after_leave = False
+
+    # -- subscription and leaving ------------------------------------------------------
+    def subscribe(self, subscription: Subscription) -> None:
+        """A new subscription: join if not a member yet, else tell the broker at once."""
+        self.subscription = subscription
+        if self.state in (MemberState.UNSUBSCRIBED, MemberState.STALE):
+            self._join()
+        self._send_now = True
+
+    def leave(self) -> Partitions:
+        """Start leaving (Java: leaveGroup): returns the partitions to revoke first."""
+        if self.state in (MemberState.UNSUBSCRIBED, MemberState.FATAL):
+            return {}
+        self.state = MemberState.PREPARE_LEAVING
+        return self.owned()
+
+    def revoked_for_leave(self) -> None:
+        """Revocation done: the leave heartbeat goes out next."""
+        self.owned_ids = {}
+        self.state = MemberState.LEAVING
+        self.epoch = LEAVE_EPOCH_STATIC if self.instance_id else LEAVE_EPOCH
+        self._send_now = True
+
+    def poll_timer_expired(self) -> Partitions:
+        """max.poll.interval.ms passed without a poll: leave, and lose the partitions.
+
+        Java sends the leave heartbeat (epoch -1), drops the assignment calling
+        onPartitionsLost, and stays STALE until the next poll rejoins."""
+        lost = self.owned()
+        self.owned_ids, self.target_ids = {}, None
+        self.state = MemberState.LEAVING
+        self.epoch = LEAVE_EPOCH
+        self._stale_after_leave = True
+        self._send_now = True
+        return lost
+
+    def polled(self) -> None:
+        """The application polled: a STALE member joins again."""
+        if self.state is MemberState.STALE:
+            self._join()
+
+    # -- heartbeats --------------------------------------------------------------------
+    def heartbeat_due(self, now_ms: int) -> bool:
+        if self._in_flight or self.state not in _HEARTBEATING:
+            return False
+        if self._send_now or self._timer_ms is None:
+            return True
+        return now_ms - self._timer_ms >= self.interval_ms
+
+    def next_heartbeat(self, now_ms: int) -> Heartbeat:
+        """The request to send now; only the fields the broker does not know yet."""
+        full = self.state is MemberState.JOINING or self._sent is None
+        sub = self.subscription
+        names = tuple(sorted(sub.topics)) if sub.regex is None else None
+        sent = self._sent
+        hb = Heartbeat(
+            member_id=self.member_id,
+            member_epoch=self.epoch,
+            instance_id=self.instance_id if full else None,
+            rebalance_timeout_ms=self.rebalance_timeout_ms if full else None,
+            subscribed_topic_names=names
+            if full or sent is None or names != sent.subscribed_topic_names
+            else None,
+            subscribed_topic_regex=sub.regex
+            if sub.regex is not None
+            and (full or sent is None or sub.regex != sent.subscribed_topic_regex)
+            else None,
+            server_assignor=sub.server_assignor
+            if full or sent is None or sub.server_assignor != sent.server_assignor
+            else None,
+            owned=dict(self.owned_ids)
+            if full or self._owned_changed or self.state is MemberState.ACKNOWLEDGING
+            else None,
+        )
+        if self.state is MemberState.LEAVING:
+            hb = Heartbeat(self.member_id, self.epoch, instance_id=self.instance_id)
+        self._in_flight = True
+        self._send_now = False
+        self._timer_ms = now_ms
+        self._remember_sent(hb)
+        return hb
+
+    def _remember_sent(self, hb: Heartbeat) -> None:
+        prev = self._sent or Heartbeat(self.member_id, self.epoch)
+        self._sent = Heartbeat(
+            member_id=hb.member_id,
+            member_epoch=hb.member_epoch,
+            instance_id=hb.instance_id or prev.instance_id,
+            rebalance_timeout_ms=hb.rebalance_timeout_ms or prev.rebalance_timeout_ms,
+            subscribed_topic_names=hb.subscribed_topic_names
+            if hb.subscribed_topic_names is not None
+            else prev.subscribed_topic_names,
+            subscribed_topic_regex=hb.subscribed_topic_regex or prev.subscribed_topic_regex,
+            server_assignor=hb.server_assignor or prev.server_assignor,
+            owned=hb.owned if hb.owned is not None else prev.owned,
+        )
+        if hb.owned is not None:
+            self._owned_changed = False
+
+    def send_failed(self, now_ms: int) -> Outcome:
+        """The request got no answer (disconnect, timeout): find the coordinator, retry."""
+        self._in_flight = False
+        self._sent = None  # Java resets the sent fields: the next heartbeat carries all
+        return Outcome(self.state, find_coordinator=True, retry_after_ms=self.retry_backoff_ms)
+
+    def on_answer(self, answer: Answer, now_ms: int) -> Outcome:
+        """An answer to the heartbeat in flight."""
+        self._in_flight = False
+        self._timer_ms = now_ms  # Java's timer restarts at the answer, not the send
+        if answer.error != "NONE":
+            return self._on_error(answer)
+        if answer.heartbeat_interval_ms > 0:
+            self.interval_ms = answer.heartbeat_interval_ms
+        if self.state is MemberState.LEAVING:
+            stale, self._stale_after_leave = self._stale_after_leave, False
+            self.state = MemberState.STALE if stale else MemberState.UNSUBSCRIBED
+            self.epoch = JOIN_EPOCH
+            self._sent = None
+            return Outcome(self.state, note="left the group")
+        if answer.member_id:
+            self.member_id = answer.member_id
+        self.epoch = answer.member_epoch
+        if answer.assignment is not None:
+            self.target_ids = answer.assignment
+        if self.state is MemberState.ACKNOWLEDGING and answer.assignment is None:
+            self.state = MemberState.STABLE
+        return self._maybe_reconcile()
+
+    def _maybe_reconcile(self) -> Outcome:
+        target = self.target_ids
+        if target is None or self.state is MemberState.RECONCILING:
+            if self.state is MemberState.JOINING and target is None:
+                return Outcome(self.state, note="joined; no assignment yet")
+            return Outcome(self.state)
+        resolvable = {t: ps for t, ps in target.items() if t in self.names}
+        pending = frozenset(t for t in target if t not in self.names)
+        owned_resolvable = {t: ps for t, ps in self.owned_ids.items() if t in self.names}
+        revoke = _diff(owned_resolvable, resolvable)
+        assign = _diff(resolvable, self.owned_ids)
+        if not revoke and not assign:
+            if self.state in (MemberState.JOINING, MemberState.RECONCILING):
+                self.state = MemberState.STABLE if not pending else self.state
+            return Outcome(self.state, note="assignment unchanged" if not pending else "")
+        self.state = MemberState.RECONCILING
+        plan = Reconcile(self.epoch, self._named(revoke), self._named(assign), pending)
+        self._reconciling = (revoke, assign)
+        return Outcome(self.state, reconcile=plan)
+
+    def reconciled(self) -> None:
+        """The plan was carried out (commit, revoke, assign): acknowledge at once."""
+        revoke, assign = self._reconciling
+        self.owned_ids = _union(_diff(self.owned_ids, revoke), assign)
+        self.owned_ids = {t: ps for t, ps in self.owned_ids.items() if ps}
+        self._owned_changed = True
+        self.state = MemberState.ACKNOWLEDGING
+        self._send_now = True
+
+    def lost_handled(self) -> None:
+        """onPartitionsLost returned after fencing: join again with epoch 0."""
+        if self.state is MemberState.FENCED:
+            self._join()
+
+    def topics_known(self, names: dict[str, str]) -> Outcome:
+        """New metadata: topic ids the member could not name may now be assigned."""
+        self.names.update(names)
+        if self.state in (MemberState.STABLE, MemberState.ACKNOWLEDGING, MemberState.JOINING):
+            return self._maybe_reconcile()
+        return Outcome(self.state)
+
+    def _on_error(self, answer: Answer) -> Outcome:
+        error = answer.error
+        if error in FATAL_ERRORS:
+            lost = self.owned()
+            self.owned_ids, self.state = {}, MemberState.FATAL
+            return Outcome(self.state, lost=lost, fatal=error, note=answer.message or "")
+        if error in FENCING_ERRORS:
+            # Java: transitionToFenced -> onPartitionsLost; once that returns, rejoin
+            # with epoch 0 and the same member id (`lost_handled`).
+            lost = self.owned()
+            self.owned_ids, self.target_ids = {}, None
+            self.state = MemberState.FENCED
+            return Outcome(self.state, lost=lost, note=error)
+        if error in COORDINATOR_ERRORS:
+            self._sent = None
+            return Outcome(self.state, find_coordinator=True, note=error)
+        if error in RETRIABLE_ERRORS:
+            return Outcome(self.state, retry_after_ms=self.retry_backoff_ms, note=error)
+        # Anything else Java does not retry ends the member.
+        lost = self.owned()
+        self.owned_ids, self.state = {}, MemberState.FATAL
+        return Outcome(self.state, lost=lost, fatal=error, note=answer.message or "")
+
+    # -- views -------------------------------------------------------------------------
+    def owned(self) -> Partitions:
+        """What the member owns, by topic name where known."""
+        return self._named(self.owned_ids)
+
+    def _named(self, by_id: Partitions) -> Partitions:
+        return {self.names.get(t, t): ps for t, ps in by_id.items() if ps}
+
+    def _join(self) -> None:
+        self.state = MemberState.JOINING
+        self.epoch = JOIN_EPOCH
+        self._sent = None
+        self._owned_changed = True
+        self._send_now = True

@@ -1,0 +1,161 @@
+"""The KIP-848 member's state machine (pure): the steps Java's membership manager takes."""
+
+from __future__ import annotations
+
+from kgctl.member.membership import (
+    LEAVE_EPOCH,
+    LEAVE_EPOCH_STATIC,
+    Answer,
+    Membership,
+    MemberState,
+    Subscription,
+)
+
+ORDERS = "id-orders"  # a topic id, as assignments carry them
+NAMES = {ORDERS: "orders"}
+
+
+def fs(*ps: int) -> frozenset[int]:
+    return frozenset(ps)
+
+
+def joined(instance_id: str | None = None) -> Membership:
+    """A member that joined and owns orders[0,1] at epoch 3, stable."""
+    m = Membership("mid-1", instance_id=instance_id)
+    m.topics_known(NAMES)
+    m.subscribe(Subscription(frozenset({"orders"})))
+    m.next_heartbeat(0)
+    out = m.on_answer(Answer(member_epoch=3, heartbeat_interval_ms=5000,
+                             assignment={ORDERS: fs(0, 1)}), 10)  # fmt: skip
+    assert out.reconcile is not None
+    m.reconciled()
+    m.next_heartbeat(20)
+    m.on_answer(Answer(member_epoch=3, heartbeat_interval_ms=5000), 30)
+    assert m.state is MemberState.STABLE
+    return m
+
+
+def test_a_join_sends_every_field_with_epoch_0_then_only_what_changed() -> None:
+    m = Membership("mid-1", instance_id="app-1", rebalance_timeout_ms=45000)
+    m.subscribe(Subscription(frozenset({"orders"}), server_assignor="uniform"))
+    assert m.state is MemberState.JOINING
+    assert m.heartbeat_due(0)
+    first = m.next_heartbeat(0)
+    assert first.member_epoch == 0
+    assert first.instance_id == "app-1"
+    assert first.rebalance_timeout_ms == 45000
+    assert first.subscribed_topic_names == ("orders",)
+    assert first.server_assignor == "uniform"
+    assert first.owned == {}
+    assert not m.heartbeat_due(1)  # one request in flight at a time
+    # The first answer carries the assignment, here none: the member is STABLE.
+    m.on_answer(Answer(member_epoch=1, heartbeat_interval_ms=3000, assignment={}), 50)
+    assert m.state is MemberState.STABLE
+    assert m.interval_ms == 3000
+    assert not m.heartbeat_due(3049)
+    assert m.heartbeat_due(3050)  # the interval the broker gave
+    second = m.next_heartbeat(3050)
+    assert second.member_epoch == 1
+    assert (second.instance_id, second.rebalance_timeout_ms) == (None, None)
+    assert second.subscribed_topic_names is None and second.server_assignor is None
+    assert second.owned is None
+    # A new subscription goes out at once, and only it.
+    m.on_answer(Answer(member_epoch=1, heartbeat_interval_ms=3000), 3100)
+    m.subscribe(Subscription(frozenset({"orders", "audit"}), server_assignor="uniform"))
+    assert m.heartbeat_due(3101)
+    third = m.next_heartbeat(3101)
+    assert third.subscribed_topic_names == ("audit", "orders")
+    assert third.server_assignor is None
+
+
+def test_reconciliation_revokes_then_assigns_then_acknowledges_at_once() -> None:
+    m = joined()
+    out = m.on_answer(Answer(member_epoch=5, assignment={ORDERS: fs(1, 2)}), 5000)
+    assert m.state is MemberState.RECONCILING
+    plan = out.reconcile
+    assert plan is not None and plan.epoch == 5
+    assert plan.revoke == {"orders": fs(0)}
+    assert plan.assign == {"orders": fs(2)}
+    m.reconciled()
+    assert m.state is MemberState.ACKNOWLEDGING
+    assert m.owned() == {"orders": fs(1, 2)}
+    assert m.heartbeat_due(5001)  # the acknowledgement does not wait for the interval
+    ack = m.next_heartbeat(5001)
+    assert ack.member_epoch == 5 and ack.owned == {ORDERS: fs(1, 2)}
+    m.on_answer(Answer(member_epoch=5), 5010)
+    assert m.state is MemberState.STABLE
+
+
+def test_only_the_resolvable_part_of_an_assignment_is_taken_until_its_topic_is_known() -> None:
+    m = joined()
+    audit = "id-audit"
+    out = m.on_answer(Answer(member_epoch=6, assignment={ORDERS: fs(0, 1), audit: fs(0)}), 1)
+    assert out.reconcile is None and m.state is MemberState.STABLE  # nothing it can name
+    out = m.topics_known({audit: "audit"})
+    assert out.reconcile is not None
+    assert out.reconcile.assign == {"audit": fs(0)} and out.reconcile.revoke == {}
+
+
+def test_fenced_loses_its_partitions_and_rejoins_with_epoch_0_and_the_same_id() -> None:
+    for error in ("FENCED_MEMBER_EPOCH", "UNKNOWN_MEMBER_ID"):
+        m = joined()
+        m.next_heartbeat(6000)
+        out = m.on_answer(Answer(error=error), 6010)
+        assert out.state is MemberState.FENCED
+        assert out.lost == {"orders": fs(0, 1)}
+        assert m.owned() == {}
+        assert not m.heartbeat_due(6011)  # not before onPartitionsLost returned
+        m.lost_handled()
+        assert m.state is MemberState.JOINING
+        hb = m.next_heartbeat(6012)
+        assert (hb.member_id, hb.member_epoch) == ("mid-1", 0)
+        assert hb.subscribed_topic_names == ("orders",)  # a join carries every field
+
+
+def test_errors_java_treats_as_fatal_end_the_member() -> None:
+    for error in ("UNRELEASED_INSTANCE_ID", "FENCED_INSTANCE_ID", "UNSUPPORTED_ASSIGNOR",
+                  "GROUP_MAX_SIZE_REACHED", "INVALID_REQUEST"):  # fmt: skip
+        m = joined()
+        m.next_heartbeat(6000)
+        out = m.on_answer(Answer(error=error, message="why"), 6010)
+        assert (out.state, out.fatal) == (MemberState.FATAL, error)
+        assert out.lost == {"orders": fs(0, 1)}
+        assert not m.heartbeat_due(10**9)
+
+
+def test_a_coordinator_error_finds_the_coordinator_again_and_resends_every_field() -> None:
+    m = joined()
+    m.next_heartbeat(6000)
+    out = m.on_answer(Answer(error="NOT_COORDINATOR"), 6010)
+    assert out.find_coordinator and m.state is MemberState.STABLE
+    hb = m.next_heartbeat(11010)
+    assert hb.subscribed_topic_names == ("orders",) and hb.owned == {ORDERS: fs(0, 1)}
+    m.on_answer(Answer(member_epoch=3), 11020)
+    out = m.send_failed(16020)
+    assert out.find_coordinator and out.retry_after_ms == m.retry_backoff_ms
+
+
+def test_leaving_revokes_first_then_sends_epoch_minus_1_or_minus_2_when_static() -> None:
+    for instance_id, epoch in ((None, LEAVE_EPOCH), ("app-1", LEAVE_EPOCH_STATIC)):
+        m = joined(instance_id)
+        assert m.leave() == {"orders": fs(0, 1)}
+        assert m.state is MemberState.PREPARE_LEAVING
+        assert not m.heartbeat_due(10**9)  # the leave waits for the revocation
+        m.revoked_for_leave()
+        hb = m.next_heartbeat(7000)
+        assert (hb.member_epoch, hb.instance_id) == (epoch, instance_id)
+        m.on_answer(Answer(member_epoch=epoch), 7010)
+        assert m.state is MemberState.UNSUBSCRIBED
+
+
+def test_a_poll_interval_expiry_leaves_loses_and_rejoins_on_the_next_poll() -> None:
+    m = joined()
+    assert m.poll_timer_expired() == {"orders": fs(0, 1)}
+    hb = m.next_heartbeat(8000)
+    assert hb.member_epoch == LEAVE_EPOCH
+    m.on_answer(Answer(member_epoch=LEAVE_EPOCH), 8010)
+    assert m.state is MemberState.STALE
+    assert not m.heartbeat_due(10**9)
+    m.polled()
+    assert m.state is MemberState.JOINING
+    assert m.next_heartbeat(9000).member_epoch == 0
