@@ -8,6 +8,12 @@ order) and with PR_SET_PDEATHSIG set between fork and exec, so that they end eve
 the chaos process is SIGKILLed before the member's own prctl runs. The kernel sends
 that signal when the *thread* that forked the child exits: spawn from a thread that
 lives for the whole run (the runner spawns from its calling thread).
+
+Where the members run is the backend's business (`FleetBackend`): the fleet asks it to
+spawn a member and gets back a `MemberHandle`, something that can be signalled, written
+to (control lines), read from (events as JSON lines) and waited for. `LocalProcesses`
+is the only backend today; docs/scaling.md describes how another (a Kubernetes Indexed
+Job, events back over the trace topic) plugs in without touching the runner.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Protocol
 
 from kgctl.model.events import Event
 from kgctl.settings import ClientSettings
@@ -58,12 +64,57 @@ class MemberLaunch:
     processing_ms: int = 0
 
 
+class MemberHandle(Protocol):
+    """One member as its backend runs it: a local process, or a pod elsewhere.
+
+    The same surface as `subprocess.Popen` so a local process is its own handle: `stdout`
+    yields the member's events as JSON lines, `stdin` takes control lines (docs/member.md),
+    signals mean what they mean to a process (SIGKILL: gone without a word; SIGTERM: leave
+    and exit; SIGSTOP/SIGCONT: freeze and thaw)."""
+
+    pid: int
+    stdin: IO[str] | None
+    stdout: IO[str] | None
+    stderr: IO[str] | None
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def send_signal(self, sig: int) -> None: ...
+
+    def kill(self) -> None: ...
+
+
+class FleetBackend(Protocol):
+    """Where members run."""
+
+    def spawn(self, launch: MemberLaunch, command: list[str]) -> MemberHandle:
+        """Start the member `command` describes (a `kgctl join` command line)."""
+        ...
+
+
+class LocalProcesses:
+    """Members as child processes of this one, tied to it (PR_SET_PDEATHSIG)."""
+
+    def spawn(self, launch: MemberLaunch, command: list[str]) -> MemberHandle:
+        return subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+            preexec_fn=_child_setup,  # noqa: PLW1509 - spawned from the run's own thread
+        )
+
+
 @dataclass
 class MemberProcess:
-    """One running (or ended) member process."""
+    """One running (or ended) member, as its backend runs it."""
 
     launch: MemberLaunch
-    proc: subprocess.Popen[str]
+    proc: MemberHandle
     started_ms: int
     paused: bool = False
     paused_since_ms: int | None = None
@@ -93,9 +144,12 @@ Item = tuple[str, str, Any]
 class Fleet:
     """Starts, signals, controls and finally ends every member process of one run."""
 
-    def __init__(self, settings: ClientSettings, workdir: Path) -> None:
+    def __init__(
+        self, settings: ClientSettings, workdir: Path, backend: FleetBackend | None = None
+    ) -> None:
         self.settings = settings
         self.workdir = workdir
+        self.backend: FleetBackend = backend or LocalProcesses()
         self.queue: queue.Queue[Item] = queue.Queue()
         self.members: dict[str, MemberProcess] = {}  # the newest process per name
         self.history: list[MemberProcess] = []  # every process ever started
@@ -135,15 +189,7 @@ class Fleet:
         return cmd
 
     def start(self, launch: MemberLaunch) -> MemberProcess:
-        proc = subprocess.Popen(
-            self.command(launch),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            bufsize=1,
-            preexec_fn=_child_setup,  # noqa: PLW1509 - spawned from the run's own thread
-        )
+        proc = self.backend.spawn(launch, self.command(launch))
         member = MemberProcess(launch=launch, proc=proc, started_ms=int(time.time() * 1000))
         member.reader = threading.Thread(
             target=self._read, args=(member,), name=f"kgctl-chaos-{launch.name}", daemon=True
@@ -180,6 +226,16 @@ class Fleet:
         assert member.proc.stdin is not None
         member.proc.stdin.write(json.dumps(command) + "\n")
         member.proc.stdin.flush()
+
+    def signal_all_running(self, sig: int) -> None:
+        """Signal every member still running (thawing a frozen one first)."""
+        for m in self.history:
+            if m.running:
+                m.expected_exit = True
+                with contextlib.suppress(OSError):
+                    if m.paused:
+                        self.resume(m.name)
+                    m.proc.send_signal(sig)
 
     def signal(self, name: str, sig: int) -> None:
         member = self.members[name]

@@ -13,6 +13,7 @@ import contextlib
 import ipaddress
 import os
 import re
+import signal
 import socket
 import tempfile
 import time
@@ -662,13 +663,7 @@ class ChaosRun:
             self.wait_for(covered, self.options.drain_timeout_s)
 
     def stop_members(self) -> None:
-        for m in self.fleet.history:
-            if m.running:
-                m.expected_exit = True
-                with contextlib.suppress(OSError):
-                    if m.paused:
-                        self.fleet.resume(m.name)
-                    m.proc.send_signal(15)
+        self.fleet.signal_all_running(signal.SIGTERM)  # each leaves and exits
         self.wait_for(lambda: not self.fleet.running(), 15)
         self.pump(0.3)
 
