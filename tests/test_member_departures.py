@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 from test_member_kafka import MemberProc
 
+from kgctl.settings import ClientSettings
+
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka import KafkaConsumer
@@ -74,7 +76,8 @@ class InProcessMember:
             def emit(type_: str, **data: Any) -> None:
                 self.events.append((type_, data))
 
-            self.consumer, _ = build_consumer({"bootstrap_servers": [bootstrap]}, emit, **config)
+            settings = ClientSettings(bootstrap=bootstrap)
+            self.consumer, _ = build_consumer(settings, emit, **config)
             subscribe(self.consumer, emit, [topic], None)
         else:
             self.consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, **config)
@@ -354,8 +357,6 @@ def test_a_member_that_fails_unexpectedly_says_so_and_leaves(bootstrap: str, top
     loop's, raised by the next poll) ends the member with MemberFailed and a LeaveGroup."""
     from kgctl.member.runner import Member, MemberConfig
     from kgctl.model.events import Event
-    from kgctl.settings import ClientSettings
-
     events: list[Event] = []
     config = MemberConfig(
         group=f"departure-fail-{uuid.uuid4().hex[:8]}",

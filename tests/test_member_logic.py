@@ -8,10 +8,11 @@ import time
 
 import pytest
 
+from kgctl.adapters.clients import join_retry
 from kgctl.errors import ExitStatus, FencedError, NotAuthorizedError, UsageError
 from kgctl.member.control import ControlQueue, parse_command
 from kgctl.member.emitter import Emitter
-from kgctl.member.reasons import fatal_error, join_retry
+from kgctl.member.reasons import fatal_error
 from kgctl.member.runner import MemberConfig
 from kgctl.member.stats import ConsumeStats
 from kgctl.model.events import EVENT_TYPES, Event
@@ -243,7 +244,7 @@ def test_summary_lists_totals_and_committed_offsets() -> None:
 
 
 def test_trace_records_hold_events_as_json_lines_and_stay_under_the_size_limit() -> None:
-    from kgctl.adapters.consumer import json_line_chunks
+    from kgctl.adapters.trace import json_line_chunks
 
     lines = [json.dumps({"seq": i, "pad": "x" * 40}) for i in range(50)]
     chunks = list(json_line_chunks(lines, 500))

@@ -242,12 +242,20 @@ def test_watch_without_access_to_the_offsets_topic_infers_generations(secured: S
     assert "Traceback" not in err
 
 
-def test_a_wrong_password_is_an_authentication_error(secured: Secured) -> None:
+def test_a_wrong_password_reads_the_same_on_every_command(secured: Secured) -> None:
+    """Every client kgctl builds watches its login (kgctl/adapters/clients.py): whichever
+    client meets the wrong password first, and however the broker says it, the command
+    ends with the same line and exit 8."""
     wrong = _guest_properties(secured.home / "wrong.properties", "not-the-password")
+    seen: dict[str, str] = {}
     for args in (
         ("join", "-g", "guest-ok", "sec-t"),
         ("join", "-g", "guest-ok", "sec-t", "--trace-topic", "sec-trace"),
+        ("join", "-g", "guest-ok", "sec-t", "--control-topic", "sec-t"),
         ("watch", "guest-ok", "--once"),
+        ("watch", "guest-ok", "--once", "--trace-topic", "sec-trace"),
+        ("watch",),
+        ("chaos", "run", "member-kill"),
     ):
         done = secured.kgctl(
             *args, "-b", secured.bootstrap, "--command-config", str(wrong), "--timeout", "8"
@@ -256,6 +264,8 @@ def test_a_wrong_password_is_an_authentication_error(secured: Secured) -> None:
         line = _one_line(done.stderr)
         assert "authentication failed for User:guest" in line
         assert "not-the-password" not in done.stdout + done.stderr
+        seen[" ".join(args)] = line
+    assert len(set(seen.values())) == 1, seen
 
 
 def test_no_command_output_or_file_holds_the_password(secured: Secured) -> None:

@@ -28,61 +28,21 @@ from tenacity import (
     wait_exponential,
 )
 
-from kgctl.errors import ConnectError, KgctlError, NotAuthorizedError, grant_hint
+from kgctl.adapters import clients
+from kgctl.errors import KgctlError
 from kgctl.model.snapshot import GroupListing, GroupSnapshot, MemberSnapshot
 from kgctl.settings import ClientSettings
 
 log = logging.getLogger(__name__)
 
 
-def _retriable(exc: BaseException) -> bool:
-    import kafka.errors as Errors
-
-    # kafka-python 3.0.12 has no NoBrokersAvailable any more.
-    no_brokers = getattr(Errors, "NoBrokersAvailable", Errors.KafkaConnectionError)
-    if isinstance(exc, no_brokers | Errors.KafkaConnectionError):
-        return True
-    return bool(getattr(exc, "retriable", False))
-
-
+# Retriable errors (a coordinator loading its groups after a restart) are tried again.
 _retry = retry(
-    retry=retry_if_exception(_retriable),
+    retry=retry_if_exception(clients.retriable),
     stop=stop_after_attempt(3),
     wait=wait_exponential(multiplier=0.2, max=2.0),
     reraise=True,
 )
-
-
-def _translate(exc: Exception, settings: ClientSettings, group: str | None = None) -> KgctlError:
-    import kafka.errors as Errors
-
-    bootstrap = settings.bootstrap
-    if isinstance(exc, Errors.GroupAuthorizationFailedError) and group:
-        grant = grant_hint("Describe", "Group", [group], settings.principal)
-        return NotAuthorizedError(
-            f"not authorized to describe group {group}: {grant} (GROUP_AUTHORIZATION_FAILED)"
-        )
-    if isinstance(exc, Errors.SaslAuthenticationFailedError):
-        from kgctl.adapters.cluster import auth_error
-
-        return auth_error(exc, settings.principal)  # type: ignore[no-any-return]
-    if isinstance(exc, Errors.AuthorizationError):
-        name = getattr(exc, "message", None) or type(exc).__name__
-        return NotAuthorizedError(
-            f"the cluster refused {settings.principal or 'the principal in --command-config'}"
-            f" ({name}); ask for Describe on the group and its topics"
-        )
-    if isinstance(exc, Errors.KafkaTimeoutError | Errors.KafkaConnectionError):
-        from kgctl.adapters.cluster import why_unreachable
-
-        return ConnectError(
-            f"cannot reach Kafka at {bootstrap} ({why_unreachable(bootstrap)}); check "
-            "--bootstrap-server, the security settings and that the broker is up"
-        )
-    return ConnectError(
-        f"cannot reach Kafka at {bootstrap}: {type(exc).__name__}: {exc}; "
-        "check --bootstrap-server and that the broker is up"
-    )
 
 
 def _decode_subscription(raw: Any) -> tuple[str, ...] | None:
@@ -127,23 +87,8 @@ class GroupAdmin:
 
     def _client(self) -> Any:
         if self._admin is None:
-            from kafka import KafkaAdminClient
-
-            from kgctl.adapters.cluster import AuthFailureWatch, auth_error
-            from kgctl.adapters.sockets import close_abandoned_connects
-
-            close_abandoned_connects()
-
-            cfg = self.settings.kafka_config()
-            cfg.setdefault("client_id", "kgctl-watch")
-            with AuthFailureWatch(cfg) as watch:
-                try:
-                    self._admin = KafkaAdminClient(**cfg)
-                except Exception as exc:
-                    if watch.failure is not None:
-                        raise auth_error(watch.failure, self.settings.principal) from None
-                    # Bootstrapping already retried for all of --timeout: not again.
-                    raise _translate(exc, self.settings) from None
+            # Bootstrapping already retried for all of --timeout: not again.
+            self._admin = clients.admin(self.settings, "kgctl-watch")
         return self._admin
 
     def close(self) -> None:
@@ -177,7 +122,7 @@ class GroupAdmin:
             raise
         except Exception as exc:
             group = args[0] if args and isinstance(args[0], str) else None
-            raise _translate(exc, self.settings, group) from exc
+            raise clients.translate(exc, self.settings, group=group) from exc
 
     # -- calls ------------------------------------------------------------------------
 

@@ -9,42 +9,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import warnings
 from typing import Any
 
-from kgctl.errors import ConnectError, KgctlError, NotAuthorizedError, SetupError
+import kafka.errors as Errors
+from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions, NewTopic
+
+from kgctl.adapters import clients
+from kgctl.errors import ExitStatus, KgctlError, SetupError
 from kgctl.model.bounds import KAFKA_DEFAULTS, GroupBounds
 from kgctl.settings import ClientSettings
 
 log = logging.getLogger(__name__)
-
-
-def _kafka() -> Any:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        import kafka
-
-    from kgctl.adapters.sockets import close_abandoned_connects
-
-    close_abandoned_connects()
-    return kafka
-
-
-def _translate(exc: Exception, what: str) -> KgctlError:
-    import kafka.errors as Errors
-
-    # kafka-python 3.0.12 names: SaslAuthenticationFailedError; no NoBrokersAvailable.
-    if isinstance(exc, Errors.AuthorizationError | Errors.SaslAuthenticationFailedError):
-        return NotAuthorizedError(f"{what}: the cluster refused ({exc}); check credentials/ACLs")
-    if isinstance(exc, Errors.KafkaConnectionError | Errors.KafkaTimeoutError):
-        from kgctl.adapters.cluster import why_unreachable
-
-        servers = what.removeprefix("connect to ")
-        return ConnectError(
-            f"{what}: cannot reach Kafka ({why_unreachable(servers)}); check -b, the "
-            "security settings and that the broker is up"
-        )
-    return SetupError(f"{what}: {type(exc).__name__}: {exc}")
 
 
 class ChaosAdmin:
@@ -52,13 +27,11 @@ class ChaosAdmin:
 
     def __init__(self, settings: ClientSettings) -> None:
         self.settings = settings
-        kafka = _kafka()
-        cfg = settings.kafka_config()
-        cfg.setdefault("client_id", "kgctl-chaos")
-        try:
-            self._admin = kafka.KafkaAdminClient(**cfg)
-        except Exception as exc:
-            raise _translate(exc, f"connect to {settings.bootstrap}") from None
+        self._admin = clients.admin(settings, "kgctl-chaos")
+
+    def _error(self, exc: Exception, what: str) -> KgctlError:
+        # A broker's refusal of a chaos step is a set-up failure, not a lost connection.
+        return clients.translate(exc, self.settings, doing=what, otherwise=ExitStatus.SETUP_FAILED)
 
     def close(self) -> None:
         try:
@@ -70,7 +43,7 @@ class ChaosAdmin:
         try:
             return len(self._admin.describe_cluster().get("brokers", []))
         except Exception as exc:
-            raise _translate(exc, "describe cluster") from None
+            raise self._error(exc, "describe cluster") from None
 
     def group_bounds(self) -> GroupBounds:
         """The group settings the cluster enforces (DescribeConfigs of one broker).
@@ -79,9 +52,6 @@ class ChaosAdmin:
         principal may not describe configs, Kafka's defaults are assumed and the bounds say
         so: the run then fails fast if the cluster's are different (INVALID_SESSION_TIMEOUT).
         """
-        import kafka.errors as Errors
-        from kafka.admin import ConfigResource, ConfigResourceType
-
         try:
             brokers = self._admin.describe_cluster().get("brokers", [])
             node = str(min(b["broker_id"] for b in brokers))
@@ -90,7 +60,7 @@ class ChaosAdmin:
         except (Errors.AuthorizationError, Errors.ClusterAuthorizationFailedError) as exc:
             return GroupBounds.assumed(f"the cluster refused DescribeConfigs ({exc})")
         except Exception as exc:
-            raise _translate(exc, "describe the cluster's group settings") from None
+            raise self._error(exc, "describe the cluster's group settings") from None
         configs = (answer.get("broker") or {}).get(node) or {}
         if not configs:
             return GroupBounds.assumed(f"broker {node} described no group settings")
@@ -100,44 +70,40 @@ class ChaosAdmin:
         try:
             return set(self._admin.list_topics())
         except Exception as exc:
-            raise _translate(exc, "list topics") from None
+            raise self._error(exc, "list topics") from None
 
     def group_exists(self, group: str) -> bool:
         try:
             listed = self._admin.list_groups()
         except Exception as exc:
-            raise _translate(exc, "list groups") from None
+            raise self._error(exc, "list groups") from None
         return any(g.get("group_id") == group for g in listed)
 
     def create_topics(self, topics: dict[str, int], replication: int) -> None:
-        from kafka.admin import NewTopic
-
         if not topics:
             return
         new = [NewTopic(name, n, replication) for name, n in sorted(topics.items())]
         try:
             self._admin.create_topics(new, timeout_ms=int(self.settings.timeout_s * 1000))
         except Exception as exc:
-            raise _translate(exc, f"create topics {', '.join(sorted(topics))}") from None
+            raise self._error(exc, f"create topics {', '.join(sorted(topics))}") from None
         self._wait_partitions(topics)
 
     def grow_partitions(self, topic: str, count: int) -> None:
-        from kafka.admin import NewPartitions
-
         try:
             self._admin.create_partitions(
                 {topic: NewPartitions(total_count=count)},
                 timeout_ms=int(self.settings.timeout_s * 1000),
             )
         except Exception as exc:
-            raise _translate(exc, f"grow {topic} to {count} partitions") from None
+            raise self._error(exc, f"grow {topic} to {count} partitions") from None
         self._wait_partitions({topic: count})
 
     def partition_counts(self, topics: list[str]) -> dict[str, int]:
         try:
             described = self._admin.describe_topics(topics)
         except Exception as exc:
-            raise _translate(exc, "describe topics") from None
+            raise self._error(exc, "describe topics") from None
         return {
             str(t.get("name", t.get("topic"))): len(t.get("partitions", []))
             for t in described
@@ -177,7 +143,7 @@ class ChaosAdmin:
             node_id = self._admin._manager.run(self._admin._find_coordinator_id, group)
             meta = self._admin._manager.cluster.broker_metadata(node_id)
         except Exception as exc:
-            raise _translate(exc, f"find the coordinator of {group}") from None
+            raise self._error(exc, f"find the coordinator of {group}") from None
         host = meta.host if meta is not None else ""
         port = int(meta.port) if meta is not None else 0
         return int(node_id), host, port
@@ -191,14 +157,14 @@ class NumberedProducer:
     """
 
     def __init__(self, settings: ClientSettings, run_id: str) -> None:
-        kafka = _kafka()
-        cfg = settings.kafka_config()
-        cfg.update(acks="all", linger_ms=5, metadata_max_age_ms=1000, retries=10)
-        cfg.setdefault("client_id", "kgctl-chaos-producer")
-        try:
-            self._producer = kafka.KafkaProducer(**cfg)
-        except Exception as exc:
-            raise _translate(exc, f"connect a producer to {settings.bootstrap}") from None
+        self._producer = clients.producer(
+            settings,
+            "kgctl-chaos-producer",
+            acks="all",
+            linger_ms=5,
+            metadata_max_age_ms=1000,
+            retries=10,
+        )
         self.run_id = run_id
         self.acked: list[tuple[str, int, int]] = []
         self.failed = 0

@@ -4,28 +4,28 @@ Pinned to kafka-python 3.0.12. `TracedCoordinator` subclasses its ConsumerCoordi
 (the documented seam, private API) and `build_consumer` makes KafkaConsumer use it by
 swapping the `ConsumerCoordinator` name that `kafka/consumer/group.py` looks up, only for
 the duration of the constructor and under a lock. The subclass also fixes the departures
-from the Java client listed in docs/member.md. Its hooks run on kafka-python's I/O
-thread: they only read state and call `emit`, which queues.
+from the Java client listed in docs/member.md, (a) to (m); each fix says its letter. Its
+hooks run on kafka-python's I/O thread: they only read state and call `emit`, which
+queues.
+
+The member's other clients live elsewhere: its trace producer in `trace.py` (next to the
+trace reader), its control-topic reader in `control.py`; all are built in `clients.py`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-import kafka.consumer.group as _group_module
 import kafka.errors as Errors
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaConsumer
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.coordinator.assignors.abstract import RebalanceProtocol
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
-from kafka.coordinator.base import Generation
 from kafka.coordinator.consumer import ConsumerCoordinator
 from kafka.protocol.consumer import (
     DEFAULT_GENERATION_ID,
@@ -37,28 +37,22 @@ from kafka.protocol.consumer.metadata import (
     ConsumerProtocolAssignment,
     ConsumerProtocolSubscription,
 )
-from kafka.structs import MemberState, OffsetAndMetadata, TopicPartition
+from kafka.structs import MemberState, OffsetAndMetadata
+from kafka.util import Timer
 
-from kgctl.adapters.sockets import close_abandoned_connects
-from kgctl.errors import (
-    ConnectError,
-    NotAuthorizedError,
-    NotFoundError,
-    UsageError,
-    grant_hint,
-)
-from kgctl.member.reasons import FATAL_ERRORS, join_retry
+from kgctl.adapters import clients
+from kgctl.adapters.clients import FATAL_ERRORS, error_name, join_retry, retriable
 from kgctl.model.events import partitions_of
 from kgctl.model.reasons import rejoin_reason
-
-close_abandoned_connects()
+from kgctl.settings import ClientSettings
 
 Emit = Callable[..., Any]
 
 
 class CooperativeStickyOrEager(CooperativeStickyAssignor):
-    """cooperative-sticky as in Java: it also runs under the eager protocol, which is what
-    a member gets when it lists it with an eager assignor. That is Java's upgrade path:
+    """Departure (l): cooperative-sticky as in Java, it also runs under the eager protocol,
+    which is what a member gets when it lists it with an eager assignor. That is Java's
+    upgrade path:
     roll every member to `[cooperative-sticky, range]` (still eager), then to
     `cooperative-sticky` alone. kafka-python's assignor is cooperative only, so it
     refused such a list. Under eager the member revoked everything before JoinGroup
@@ -78,9 +72,10 @@ class CooperativeStickyOrEager(CooperativeStickyAssignor):
                 version=self.version, topics=sorted(topics), user_data=b"", owned_partitions=[]
             )
         if self.owned_now is not None:
-            # Java advertises subscriptions.assignedPartitions(); kafka-python advertised its
-            # last assignment, so a member that had lost its partitions (dropped, or left
-            # after max.poll.interval.ms) still claimed them in its next JoinGroup.
+            # Departure (m): Java advertises subscriptions.assignedPartitions(); kafka-python
+            # advertised its last assignment, so a member that had lost its partitions
+            # (dropped, or left after max.poll.interval.ms) still claimed them in its next
+            # JoinGroup.
             self.member_assignment = sorted(self.owned_now())
         return super().metadata(topics)
 
@@ -92,32 +87,9 @@ ASSIGNORS = {
     "cooperative-sticky": CooperativeStickyOrEager,
 }
 
-# Highest JoinGroup version kgctl asks for: v8 carries the rebalance reason (KIP-800).
+# Departure (f): the highest JoinGroup version kgctl asks for; v8 carries the rebalance
+# reason (KIP-800), kafka-python capped it at v7.
 JOIN_GROUP_MAX_VERSION = 9
-
-
-def error_name(exc: BaseException | type) -> str:
-    """Kafka's protocol name for a broker error (FENCED_INSTANCE_ID), else the class name."""
-    cls = exc if isinstance(exc, type) else type(exc)
-    if cls is Errors.NoError:
-        return "NONE"
-    message = getattr(cls, "message", None)
-    if issubclass(cls, Errors.BrokerResponseError) and message:
-        return str(message)
-    return cls.__name__
-
-
-def topics_of(exc: BaseException) -> list[str]:
-    """The topics a TopicAuthorizationFailedError names (kafka-python passes a set)."""
-    found: set[str] = set()
-    for arg in getattr(exc, "args", ()):
-        if isinstance(arg, set | frozenset | list | tuple):
-            found.update(str(t) for t in arg)
-    return sorted(found)
-
-
-def is_retriable(exc: BaseException) -> bool:
-    return bool(getattr(exc, "retriable", False))
 
 
 def _advertised_owned(protocols: list[tuple[str, Any]]) -> dict[str, list[int]]:
@@ -191,7 +163,7 @@ class TracedCoordinator(ConsumerCoordinator):
         proto = self._rebalance_protocol or RebalanceProtocol.EAGER
         return "cooperative" if proto == RebalanceProtocol.COOPERATIVE else "eager"
 
-    # -- poll: fail fast on a fatal error seen on the I/O thread (departure 2) ----------
+    # -- poll: fail fast on a fatal error seen on the I/O thread (departure (b)) --------
     def poll(self, timeout_ms: Any = None) -> Any:
         if self._kg_fatal is not None:
             raise self._kg_fatal
@@ -208,7 +180,7 @@ class TracedCoordinator(ConsumerCoordinator):
         except Errors.TopicAuthorizationFailedError:
             return None
 
-    # -- rejoinNeededOrPending, with its reason -------------------------------------
+    # -- rejoinNeededOrPending, with its reason (departure (h)) ----------------------
     def need_rejoin(self) -> bool:
         metadata_changed = (
             self._assignment_snapshot is not None
@@ -306,7 +278,7 @@ class TracedCoordinator(ConsumerCoordinator):
             self._kg("CoordinatorLost", coordinator=str(self.coordinator_id), error=name)
         super().coordinator_dead(error)
 
-    # -- onJoinPrepare (departure 4: no revoked(set()) on a join without generation) ----
+    # -- onJoinPrepare (departure (a): no revoked(set()) on a join without generation) --
     async def _on_join_prepare_async(
         self, generation: int, member_id: str, timeout_ms: Any = None
     ) -> None:
@@ -333,17 +305,15 @@ class TracedCoordinator(ConsumerCoordinator):
             duration_ms=_ms(started),
         )
 
-    # -- joinGroupIfNeeded (departures 1, 3, 5) -------------------------------------------
+    # -- joinGroupIfNeeded (departures (c), (d), (e), (i)) -------------------------------
     async def join_group_async(self, timeout_ms: Any = None) -> bool:
-        from kafka.util import Timer
-
         timer = Timer(timeout_ms)
         while self.need_rejoin():
             if self._kg_closing:
                 return False
             if not await self.ensure_coordinator_ready_async(timeout_ms=timer.timeout_ms):
                 return False
-            # Departure 1: a join that finished while the caller was outside poll() is
+            # Departure (c): a join that finished while the caller was outside poll() is
             # reused (Java keeps its joinFuture), not discarded for a new JoinGroup.
             if self._join_task is None:
                 if not self.rejoining:
@@ -363,7 +333,7 @@ class TracedCoordinator(ConsumerCoordinator):
                 if isinstance(exc, Errors.KafkaTimeoutError) and not task.is_done:
                     return False  # still in flight: the next poll awaits the same join
                 if task.is_done and task.succeeded():
-                    # Departure 7: poll's timer ran out as the join finished. The join
+                    # Departure (i): poll's timer ran out as the join finished. The join
                     # succeeded (SyncGroup answered): complete it. kafka-python-style
                     # "timeout and task done" was taken for a join that timed out, so
                     # the assignment was dropped and a new JoinGroup started one more
@@ -373,28 +343,11 @@ class TracedCoordinator(ConsumerCoordinator):
                     failure = task.exception if task.is_done and task.exception else exc
             if failure is not None:
                 self._join_task = None
-                if isinstance(failure, Errors.KafkaTimeoutError):
-                    self._kg_join_failed(failure, "backoff")  # the join itself timed out
-                    return False
-                if self._kg_closing:
-                    return False  # the join that stopped for close() said so itself
-                name = error_name(failure)
-                retry = join_retry(name, is_retriable(failure))
-                self._kg_join_failed(failure, retry)
-                if retry == "immediate":
+                if await self._kg_retry_join(failure, timer):
                     continue
-                if retry == "backoff":
-                    if timer.expired:
-                        return False
-                    backoff_ms = self.config["retry_backoff_ms"]
-                    if timer.timeout_ms is not None:
-                        backoff_ms = min(backoff_ms, timer.timeout_ms)
-                    if backoff_ms > 0:
-                        await self._manager._net.sleep(backoff_ms / 1000)
-                    continue
-                raise failure
+                return False
             self._join_task = None
-            # Departure 5: Java's hasGenerationReset check. Another path may have reset
+            # Departure (d): Java's hasGenerationReset check. Another path may have reset
             # the generation while the join was finishing; do not complete a stale join.
             with self._lock:
                 generation = self._generation
@@ -425,6 +378,29 @@ class TracedCoordinator(ConsumerCoordinator):
             return True
         return True
 
+    async def _kg_retry_join(self, failure: BaseException, timer: Any) -> bool:
+        """After a failed join: True to join again now, False to give up until the next
+        poll; raises a fatal error (joinGroupIfNeeded's retry rules, `join_retry`)."""
+        if isinstance(failure, Errors.KafkaTimeoutError):
+            self._kg_join_failed(failure, "backoff")  # the join itself timed out
+            return False
+        if self._kg_closing:
+            return False  # the join that stopped for close() said so itself
+        retry = join_retry(error_name(failure), retriable(failure))
+        self._kg_join_failed(failure, retry)
+        if retry == "immediate":
+            return True
+        if retry != "backoff":
+            raise failure
+        if timer.expired:
+            return False
+        backoff_ms = self.config["retry_backoff_ms"]
+        if timer.timeout_ms is not None:
+            backoff_ms = min(backoff_ms, timer.timeout_ms)
+        if backoff_ms > 0:
+            await self._manager._net.sleep(backoff_ms / 1000)
+        return True
+
     def _kg_join_failed(self, exc: BaseException, retry: str) -> None:
         name = error_name(exc)
         self._kg_retry_of = name
@@ -432,7 +408,7 @@ class TracedCoordinator(ConsumerCoordinator):
         if retry == "fatal" and name in FATAL_ERRORS:
             self._kg_fatal = exc
 
-    # -- JoinGroup -> SyncGroup, one attempt (departures 3 and 6) ----------------------
+    # -- JoinGroup -> SyncGroup, one attempt (departures (d), (e), (f), (j)) ------------
     async def _do_join_and_sync_async(self) -> Any:
         if self.coordinator_unknown():
             raise Errors.CoordinatorNotAvailableError(self.coordinator_id)
@@ -507,7 +483,7 @@ class TracedCoordinator(ConsumerCoordinator):
         self._kg("JoinGroupReceived", **received)
         self._process_join_group_response(join_response, sent)  # raises on error
         if self._kg_closing:
-            # Departure 3: close() after LeaveGroup must not let this join go on to a
+            # Departure (e): close() after LeaveGroup must not let this join go on to a
             # SyncGroup for a member that has left. Reported here: close() awaits no join.
             abandoned = Errors.KafkaError("member closing: join abandoned before SyncGroup")
             self._kg_join_failed(abandoned, "abandoned")
@@ -562,7 +538,7 @@ class TracedCoordinator(ConsumerCoordinator):
         # SyncGroup succeeds, also when the caller is outside poll(). kafka-python waited
         # for the next poll, so a join that finished outside poll sent no heartbeat (and
         # no poll-timeout check) until then. The join loop completes the join only if
-        # nothing reset the generation meanwhile (departure d).
+        # nothing reset the generation meanwhile (departure (d)).
         with self._lock:
             if (
                 self._generation.generation_id == sync_request.generation_id
@@ -574,11 +550,12 @@ class TracedCoordinator(ConsumerCoordinator):
         return assignment
 
     async def _kg_fresh_metadata(self, topics: set[str]) -> None:
-        """Java's updateGroupSubscription before the leader assigns: watch every topic the
-        group subscribes to and wait for fresh metadata (ensureFreshMetadata) when some
-        is missing or an update is pending. kafka-python assigned with what it had, so a
-        member that had just subscribed to a topic got none of its partitions and the
-        group rebalanced again once the metadata arrived (metadata_changed)."""
+        """Departure (j), Java's updateGroupSubscription before the leader assigns: watch
+        every topic the group subscribes to and wait for fresh metadata
+        (ensureFreshMetadata) when some is missing or an update is pending. kafka-python
+        assigned with what it had, so a member that had just subscribed to a topic got
+        none of its partitions and the group rebalanced again once the metadata arrived
+        (metadata_changed)."""
         grew = bool(topics - self._subscription.group_subscription())
         if grew:
             self._subscription.group_subscribe(topics)
@@ -650,7 +627,7 @@ class TracedCoordinator(ConsumerCoordinator):
             rebalance_ms=_ms(started) if started is not None else None,
         )
 
-    # -- heartbeats (departure 2: FENCED_INSTANCE_ID ends the member) -------------------
+    # -- heartbeats (departure (b): FENCED_INSTANCE_ID ends the member) -----------------
     async def _send_heartbeat_request(self) -> Any:
         self._kg_hb_handled = False
         try:
@@ -696,7 +673,7 @@ class TracedCoordinator(ConsumerCoordinator):
                 self._kg(
                     "OffsetCommitFailed",
                     error=error_name(exc),
-                    retriable=is_retriable(exc),
+                    retriable=retriable(exc),
                     offsets=_offsets_doc(offsets),
                 )
             raise
@@ -731,7 +708,7 @@ class TracedCoordinator(ConsumerCoordinator):
         return await super().maybe_leave_group_async(reason, timeout_ms)
 
     def close(self, autocommit: bool = True, timeout_ms: Any = None) -> None:
-        # Departure 3: mark closing first so an in-flight join stops before SyncGroup
+        # Departure (e): mark closing first so an in-flight join stops before SyncGroup
         # and the join loop does not start another one.
         self._kg_closing = True
         super().close(autocommit=autocommit, timeout_ms=timeout_ms)
@@ -762,57 +739,13 @@ def _tps(tps: Any) -> dict[str, list[int]]:
     return partitions_of((tp.topic, tp.partition) for tp in tps)
 
 
-_CONSTRUCT_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def _coordinator_class(cls: type) -> Iterator[None]:
-    """Make KafkaConsumer's constructor build `cls` instead of ConsumerCoordinator."""
-    with _CONSTRUCT_LOCK:
-        original = _group_module.ConsumerCoordinator
-        _group_module.ConsumerCoordinator = cls
-        try:
-            yield
-        finally:
-            _group_module.ConsumerCoordinator = original
-
-
-def _unreachable(kafka_config: dict[str, Any]) -> ConnectError:
-    from kgctl.adapters.cluster import why_unreachable
-
-    servers = ",".join(kafka_config.get("bootstrap_servers", []))
-    return ConnectError(
-        f"cannot reach Kafka at {servers} ({why_unreachable(servers)}); check -b, "
-        "the security settings and that the broker is up"
-    )
-
-
-@contextlib.contextmanager
-def _client_errors(config: dict[str, Any], principal: str | None) -> Iterator[None]:
-    """Around a client's constructor: its errors as the one-line kgctl errors. kafka-python
-    only logs a SASL failure and then says it could not bootstrap, hence the watch."""
-    from kgctl.adapters.cluster import AuthFailureWatch, auth_error
-
-    try:
-        with AuthFailureWatch(config) as watch:
-            yield
-    except Errors.KafkaConfigurationError as exc:
-        raise UsageError(f"invalid client settings: {exc}") from None
-    except (Errors.KafkaConnectionError, Errors.KafkaTimeoutError):
-        if watch.failure is not None:
-            raise auth_error(watch.failure, principal) from None
-        raise _unreachable(config) from None
-
-
 def build_consumer(
-    kafka_config: dict[str, Any], emit: Emit, principal: str | None = None, **consumer_config: Any
+    settings: ClientSettings, emit: Emit, **consumer_config: Any
 ) -> tuple[KafkaConsumer, TracedCoordinator]:
-    """A KafkaConsumer whose coordinator is a TracedCoordinator emitting through `emit`."""
+    """A KafkaConsumer whose coordinator is a TracedCoordinator emitting through `emit`;
+    `consumer_config` (kafka-python's names, client_id included) wins over `settings`."""
     bound = type("BoundTracedCoordinator", (TracedCoordinator,), {"_kg_emit": staticmethod(emit)})
-    config = {**kafka_config, **consumer_config}
-    config.setdefault("bootstrap_timeout_ms", config.get("request_timeout_ms", 30000))
-    with _client_errors(config, principal), _coordinator_class(bound):
-        consumer = KafkaConsumer(**config)
+    consumer = clients.consumer(settings, "kgctl-member", coordinator=bound, **consumer_config)
     coordinator = consumer._coordinator
     assert isinstance(coordinator, TracedCoordinator)
     return consumer, coordinator
@@ -825,14 +758,15 @@ def subscribe(
     state = consumer._subscription
     wanted = "AUTO_PATTERN" if pattern else "AUTO_TOPICS"
     if state.subscription_type.name not in ("NONE", wanted):
-        # Switching between topics and a pattern: kafka-python refuses; Java allows it.
+        # Departure (n): switching between topics and a pattern: kafka-python refuses;
+        # Java allows it.
         state.subscription_type = type(state.subscription_type).NONE
         state.subscribed_pattern = None
     listener = EventListener(emit)
     if pattern:
         consumer.subscribe(pattern=pattern, listener=listener)
-        # kafka-python leaves the subscription empty until the next metadata response
-        # matches the pattern, so a join in that window (a retry of a JoinGroup already
+        # Departure (k): kafka-python leaves the subscription empty until the next metadata
+        # response matches the pattern, so a join in that window (a retry of a JoinGroup already
         # in flight) advertised no topics. Java's subscribe(Pattern) matches the topics
         # already known at once (updatePatternSubscription(metadata.fetch())) and asks
         # for fresh metadata; the metadata listener adds topics seen later.
@@ -849,188 +783,3 @@ def subscribe(
 
 def existing_topics(consumer: KafkaConsumer) -> set[str]:
     return set(consumer.topics())
-
-
-# A burst larger than this is split over several records (brokers take 1 MB by default).
-TRACE_RECORD_MAX_BYTES = 256 * 1024
-
-
-class TracePublisher:
-    """Publishes events to a Kafka topic, keyed by group, as JSON lines.
-
-    Events are sent in bursts and a burst is one record whose value holds its events one
-    per line (docs/events.md). In kafka-python a produce request costs a member 1-3 ms of
-    CPU whatever it carries, so one record per event made a busy member (tens of events a
-    second) spend more on its trace than on consuming. Routine events (records consumed,
-    heartbeats, commits) wait for a burst at most `window_s` apart; the caller asks for
-    an urgent burst when a protocol step happened, so a watch sees rebalances at once.
-    `send_due` is called from the member's loop, at least once per poll timeout.
-    """
-
-    def __init__(
-        self,
-        kafka_config: dict[str, Any],
-        topic: str,
-        *,
-        window_s: float = 1.0,
-        clock: Callable[[], float] = time.monotonic,
-        principal: str | None = None,
-    ) -> None:
-        self.topic = topic
-        self._window_s = window_s
-        self._clock = clock
-        self._pending: dict[str, list[str]] = {}
-        self._last_burst = float("-inf")
-        _ensure_trace_topic(kafka_config, topic, principal)
-        with _client_errors(kafka_config, principal):
-            # A send that must wait for metadata blocks the member's loop: 5 s, not 60.
-            self._producer = KafkaProducer(**kafka_config, linger_ms=20, max_block_ms=5000)
-
-    def publish(self, key: str, value: str) -> None:
-        """Queue one event's JSON; `send_due` sends it."""
-        self._pending.setdefault(key, []).append(value)
-
-    def send_due(self, urgent: bool = False) -> None:
-        """Send the queued events if `urgent` or the window has passed since the last burst."""
-        if not self._pending:
-            return
-        now = self._clock()
-        if not urgent and now - self._last_burst < self._window_s:
-            return
-        pending, self._pending = self._pending, {}
-        self._last_burst = now
-        for key, lines in pending.items():
-            for chunk in json_line_chunks(lines, TRACE_RECORD_MAX_BYTES):
-                self._producer.send(self.topic, key=key.encode(), value=chunk)
-
-    def close(self, timeout_s: float = 5.0) -> None:
-        # One budget for the flush and the close: with the broker gone, each would
-        # otherwise wait it out in turn.
-        deadline = time.monotonic() + timeout_s
-        with contextlib.suppress(Errors.KafkaError):
-            self.send_due(urgent=True)
-        try:
-            self._producer.flush(timeout=max(deadline - time.monotonic(), 0.0))
-        except Errors.KafkaTimeoutError:
-            # Undeliverable (the broker is gone). kafka-python's close() raises while any
-            # record is undelivered and leaves the producer open, to fail again from its
-            # __del__ at exit; Java's close(timeout) drops them. Have the sender thread
-            # drop them (it owns the batches) and wait for it to finish.
-            sender = self._producer._sender
-            sender.force_close()
-            sender.join(max(deadline - time.monotonic(), 0.5))
-        self._producer.close(timeout=max(deadline - time.monotonic(), 0.0))
-
-
-def _ensure_trace_topic(kafka_config: dict[str, Any], topic: str, principal: str | None) -> None:
-    """Create the trace topic if it is missing.
-
-    The member is the trace topic's writer, and kgctl's own broker (like many clusters)
-    does not create topics on first use: without this a send waits for metadata that
-    never comes. One partition keeps a group's events in order for every reader.
-    """
-    from kafka.admin import KafkaAdminClient
-
-    # The member's first client when tracing: a wrong password shows up here first.
-    with _client_errors(kafka_config, principal):
-        admin = KafkaAdminClient(**kafka_config)
-    try:
-        if topic not in admin.list_topics():
-            # Replication -1: the cluster's default.replication.factor (brokers from 2.4).
-            admin.create_topics(
-                {topic: {"num_partitions": 1, "replication_factor": -1}}, wait_for_metadata=True
-            )
-    except Errors.TopicAlreadyExistsError:
-        pass  # another member created it first
-    except Errors.AuthorizationError:
-        raise NotAuthorizedError(
-            f"--trace-topic {topic} does not exist and this client may not create it: "
-            f"{grant_hint('Create', 'Topic', [topic], principal)}, or create it (1 partition)"
-        ) from None
-    except Errors.InvalidTopicError as exc:
-        raise UsageError(f"--trace-topic {topic!r} is not a valid topic name ({exc})") from None
-    finally:
-        admin.close()
-
-
-def json_line_chunks(lines: list[str], max_bytes: int) -> Iterator[bytes]:
-    """`lines` joined by newlines, cut into values of at most `max_bytes` (a longer
-    single line is its own value)."""
-    chunk: list[bytes] = []
-    size = 0
-    for line in lines:
-        data = line.encode()
-        if chunk and size + len(data) + 1 > max_bytes:
-            yield b"\n".join(chunk)
-            chunk, size = [], 0
-        chunk.append(data)
-        size += len(data) + 1
-    if chunk:
-        yield b"\n".join(chunk)
-
-
-class ControlTopicReader:
-    """Reads control commands from a topic on a daemon thread (from its end, no group)."""
-
-    def __init__(
-        self, kafka_config: dict[str, Any], topic: str, keys: set[str], feed: Callable[[str], None]
-    ) -> None:
-        self._stop = threading.Event()
-        self._keys = keys
-        self._feed = feed
-        try:
-            self._consumer = KafkaConsumer(
-                **kafka_config,
-                group_id=None,
-                auto_offset_reset="latest",
-                enable_auto_commit=False,
-            )
-        except (Errors.KafkaConnectionError, Errors.KafkaTimeoutError) as exc:
-            raise ConnectError(f"--control-topic: cannot reach Kafka ({error_name(exc)})") from None
-        partitions = self._consumer.partitions_for_topic(topic) or set()
-        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
-        if not tps:
-            self._consumer.close()
-            raise NotFoundError(f"--control-topic {topic!r} does not exist; create it first")
-        self._consumer.assign(tps)
-        self._consumer.seek_to_end(*tps)
-        for tp in tps:
-            self._consumer.position(tp)  # resolve now: commands sent from here on count
-        self._thread = threading.Thread(target=self._loop, name="kgctl-control-topic", daemon=True)
-        self._thread.start()
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                batches = self._consumer.poll(timeout_ms=300)
-            except Exception:
-                if self._stop.is_set():
-                    return
-                time.sleep(0.5)
-                continue
-            for records in batches.values():
-                for record in records:
-                    key = record.key.decode(errors="replace") if record.key else ""
-                    if key in self._keys and record.value:
-                        self._feed(record.value.decode(errors="replace"))
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
-        with contextlib.suppress(Exception):
-            self._consumer.close(autocommit=False, timeout_ms=2000)
-
-
-__all__ = [
-    "ASSIGNORS",
-    "ControlTopicReader",
-    "EventListener",
-    "Generation",
-    "TracePublisher",
-    "TracedCoordinator",
-    "build_consumer",
-    "error_name",
-    "existing_topics",
-    "subscribe",
-    "topics_of",
-]

@@ -30,6 +30,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import kafka.errors as Errors
+from kafka import TopicPartition
+
+from kgctl.adapters import clients
 from kgctl.adapters.group_records import (
     OFFSETS_TOPIC,
     GroupRecord,
@@ -37,6 +41,7 @@ from kgctl.adapters.group_records import (
     parse_record,
     partition_for,
 )
+from kgctl.errors import KgctlError
 from kgctl.settings import ClientSettings
 
 log = logging.getLogger(__name__)
@@ -116,20 +121,15 @@ class GroupLogReader(threading.Thread):
     # -- steps --------------------------------------------------------------------------
 
     def _consumer(self) -> Any:
-        from kafka import KafkaConsumer
-
-        from kgctl.adapters.sockets import close_abandoned_connects
-
-        close_abandoned_connects()
-        cfg = self.settings.kafka_config()
-        cfg.setdefault("client_id", "kgctl-watch-offsets")
-        return KafkaConsumer(
-            group_id=None, enable_auto_commit=False, auto_offset_reset="earliest", **cfg
+        return clients.consumer(
+            self.settings,
+            "kgctl-watch-offsets",
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
         )
 
     def _start(self, consumer: Any) -> tuple[Any, int, GroupRecord | None, int]:
-        from kafka import TopicPartition
-
         parts = consumer.partitions_for_topic(OFFSETS_TOPIC)
         if not parts:
             raise GroupLogUnavailable(
@@ -196,8 +196,8 @@ def _close(consumer: Any) -> None:
 
 
 def _why(exc: Exception) -> str:
-    import kafka.errors as Errors
-
+    if isinstance(exc, KgctlError):  # the client could not be built: its one line says why
+        return f"cannot read {OFFSETS_TOPIC}: {exc}"
     if isinstance(exc, Errors.TopicAuthorizationFailedError | Errors.AuthorizationError):
         return f"not authorized to read {OFFSETS_TOPIC} ({type(exc).__name__})"
     return f"cannot read {OFFSETS_TOPIC}: {type(exc).__name__}: {exc}"

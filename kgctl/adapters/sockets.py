@@ -7,7 +7,7 @@ steps, the coroutine is ended with GeneratorExit and the socket is dropped unclo
 failed TLS set-up or handshake drops it the same way. The file descriptor then lives
 until the garbage collector finds it, which warns (ResourceWarning). A client closed at
 the wrong moment leaks one; the real-broker tests, which treat every warning as an error,
-saw it (docs/member.md, the departures list).
+saw it (docs/member.md, departure (o)).
 
 `close_abandoned_connects()` wraps the three steps that hold the socket unowned (each
 inherited by the proxy connectors) so that it is closed whenever the step does not

@@ -1,10 +1,14 @@
-"""Pure decisions of the member: how a failed join is retried, which errors end it.
-No kafka import: the adapter passes error names (Kafka's protocol names, for example
-``FENCED_INSTANCE_ID``). Why a member rejoins is model vocabulary (`kgctl.model.reasons`).
+"""Pure decisions of the member: the one line a fatal protocol error ends it with.
+
+Why a member rejoins is model vocabulary (`kgctl.model.reasons`); which errors are fatal,
+and how a failed join is retried, is decided with the other error rules in
+`kgctl/adapters/clients.py`. The adapter passes error names (Kafka's protocol names, for
+example ``FENCED_INSTANCE_ID``).
 """
 
 from __future__ import annotations
 
+from kgctl.adapters.clients import FATAL_ERRORS, auth_error
 from kgctl.errors import (
     ExitStatus,
     FencedError,
@@ -13,25 +17,6 @@ from kgctl.errors import (
     NotAuthorizedError,
     grant_hint,
 )
-
-# AbstractCoordinator#joinGroupIfNeeded retries these at once, without backoff.
-IMMEDIATE_RETRY = frozenset(
-    {"UNKNOWN_MEMBER_ID", "REBALANCE_IN_PROGRESS", "ILLEGAL_GENERATION", "MEMBER_ID_REQUIRED"}
-)
-
-# Errors that end the member, with the exit status the CLI reports.
-FATAL_ERRORS: dict[str, ExitStatus] = {
-    "FENCED_INSTANCE_ID": ExitStatus.FENCED,
-    "GROUP_AUTHORIZATION_FAILED": ExitStatus.NOT_AUTHORIZED,
-    "TOPIC_AUTHORIZATION_FAILED": ExitStatus.NOT_AUTHORIZED,
-    "CLUSTER_AUTHORIZATION_FAILED": ExitStatus.NOT_AUTHORIZED,
-    "SASL_AUTHENTICATION_FAILED": ExitStatus.NOT_AUTHORIZED,
-    "INVALID_SESSION_TIMEOUT": ExitStatus.MEMBER_FAILED,
-    "INCONSISTENT_GROUP_PROTOCOL": ExitStatus.MEMBER_FAILED,
-    "INVALID_GROUP_ID": ExitStatus.MEMBER_FAILED,
-    "GROUP_MAX_SIZE_REACHED": ExitStatus.MEMBER_FAILED,
-    "UNSUPPORTED_VERSION": ExitStatus.MEMBER_FAILED,
-}
 
 _HINTS = {
     "FENCED_INSTANCE_ID": "another member joined with the same --instance-id",
@@ -43,15 +28,6 @@ _HINTS = {
     "INCONSISTENT_GROUP_PROTOCOL": "no --assignor in common with the group's other members",
     "GROUP_MAX_SIZE_REACHED": "the group is full (group.max.size)",
 }
-
-
-def join_retry(error: str, retriable: bool) -> str:
-    """How joinGroupIfNeeded continues after a failed JoinGroup/SyncGroup."""
-    if error in FATAL_ERRORS:
-        return "fatal"
-    if error in IMMEDIATE_RETRY:
-        return "immediate"
-    return "backoff" if retriable else "fatal"
 
 
 def fatal_error(
@@ -78,11 +54,7 @@ def fatal_error(
     elif error == "CLUSTER_AUTHORIZATION_FAILED":
         message = f"not authorized on the cluster: {error} ({detail or 'check the ACLs'})"
     elif error == "SASL_AUTHENTICATION_FAILED":
-        who = principal or "the configured user"
-        message = (
-            f"authentication failed for {who}: check the user and password in "
-            f"--command-config ({error})"
-        )
+        return auth_error(principal)
     if status is ExitStatus.FENCED:
         return FencedError(message)
     if status is ExitStatus.NOT_AUTHORIZED:

@@ -18,10 +18,15 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import IO, Any
 
+from kgctl.adapters import clients
+from kgctl.adapters import consumer as adapter
+from kgctl.adapters.clients import FATAL_ERRORS
+from kgctl.adapters.control import ControlTopicReader
+from kgctl.adapters.trace import TracePublisher
 from kgctl.errors import ExitStatus, KgctlError, NotFoundError, UsageError
 from kgctl.member.control import Command, ControlQueue
 from kgctl.member.emitter import Emitter
-from kgctl.member.reasons import FATAL_ERRORS, fatal_error
+from kgctl.member.reasons import fatal_error
 from kgctl.member.stats import ConsumeStats
 from kgctl.model.events import Event
 from kgctl.settings import ClientSettings
@@ -181,8 +186,6 @@ class Member:
     # -- the member ---------------------------------------------------------------------
     def run(self) -> ExitStatus:
         """Join, consume until told to stop, leave; return the exit status."""
-        from kgctl.adapters import consumer as adapter
-
         previous = self._install_signals()
         _set_parent_death_signal()
         cfg = self.config
@@ -192,12 +195,9 @@ class Member:
             bootstrap=self.settings.bootstrap,
             client=self.settings.redacted()["properties"],
         )
-        kafka_config = self.settings.kafka_config()
         try:
             if cfg.trace_topic:
-                self._trace = adapter.TracePublisher(
-                    kafka_config, cfg.trace_topic, principal=self.settings.principal
-                )
+                self._trace = TracePublisher(self.settings, cfg.trace_topic)
             consumer_config: dict[str, Any] = {
                 "group_id": cfg.group,
                 "client_id": self.client_id,
@@ -213,10 +213,7 @@ class Member:
             if cfg.max_records is not None:
                 consumer_config["max_poll_records"] = max(1, min(500, cfg.max_records))
             consumer, coordinator = adapter.build_consumer(
-                kafka_config,
-                self.emitter.emit,
-                principal=self.settings.principal,
-                **consumer_config,
+                self.settings, self.emitter.emit, **consumer_config
             )
             self._consumer, self._coordinator = consumer, coordinator
             self.emitter.identity = coordinator.kg_identity
@@ -235,8 +232,8 @@ class Member:
                 self.control.read_stream(self.stdin, "stdin")
             if cfg.control_topic:
                 keys = {cfg.group, cfg.label}
-                self._control_reader = adapter.ControlTopicReader(
-                    kafka_config,
+                self._control_reader = ControlTopicReader(
+                    self.settings,
                     cfg.control_topic,
                     keys,
                     lambda line: self.control.feed(line, "topic"),
@@ -246,14 +243,14 @@ class Member:
             self._fail(type(exc).__name__, str(exc), exc.status, leave=False, previous=previous)
             raise
         except Exception as exc:
-            name = adapter.error_name(exc)
+            name = clients.error_name(exc)
             if name in FATAL_ERRORS or _is_kafka_error(exc):
                 err = fatal_error(
                     name,
                     cfg.group,
                     str(exc)[:160],
                     principal=self.settings.principal,
-                    topics=adapter.topics_of(exc),
+                    topics=clients.topics_of(exc),
                 )
                 leave = name != "FENCED_INSTANCE_ID"
                 self._fail(name, str(err), err.status, leave=leave, previous=previous)
@@ -309,9 +306,7 @@ class Member:
             try:
                 batches = consumer.poll(timeout_ms=POLL_MS, max_records=max_records)
             except Exception as exc:
-                from kgctl.adapters.consumer import error_name, is_retriable
-
-                if is_retriable(exc) and error_name(exc) not in FATAL_ERRORS:
+                if clients.retriable(exc) and clients.error_name(exc) not in FATAL_ERRORS:
                     time.sleep(0.1)
                     continue
                 raise
@@ -350,8 +345,6 @@ class Member:
             self.flush()
 
     def _commit(self, mode: str, timeout_s: float | None = None) -> None:
-        from kgctl.adapters.consumer import error_name
-
         try:
             if mode == "sync":
                 timeout_s = self.settings.timeout_s if timeout_s is None else timeout_s
@@ -360,12 +353,10 @@ class Member:
                 self._consumer.commit_async()
         except Exception as exc:
             # The coordinator already emitted OffsetCommitFailed; only fencing is fatal.
-            if error_name(exc) in FATAL_ERRORS:
+            if clients.error_name(exc) in FATAL_ERRORS:
                 raise
 
     def _apply(self, command: Command) -> None:
-        from kgctl.adapters import consumer as adapter
-
         info: dict[str, Any] = {"op": command.op, "source": command.source, "args": command.raw}
         if command.error:
             self.emit("ControlReceived", **info, applied=False, error=command.error)
@@ -395,7 +386,7 @@ class Member:
         except (ValueError, TypeError) as exc:
             applied, error = False, str(exc)
         except Exception as exc:
-            applied, error = False, f"{adapter.error_name(exc)}: {exc}"
+            applied, error = False, f"{clients.error_name(exc)}: {exc}"
         self.emit("ControlReceived", **info, applied=applied, **({"error": error} if error else {}))
 
     def _close(self, leave: bool) -> None:

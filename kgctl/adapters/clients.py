@@ -1,0 +1,314 @@
+"""Every kafka-python client kgctl builds, and what kafka-python's exceptions mean to kgctl.
+
+A new Kafka client goes through `admin()`, `consumer()` or `producer()`. Each one:
+
+- installs the fix for the sockets kafka-python leaves open (`sockets.py`) before it
+  builds anything;
+- names the client (`name` is its client id, unless --command-config sets `client.id`;
+  a `client_id` in the overrides wins over both, as the member's --client-id does);
+- watches the bootstrap for a failed login: kafka-python retries a bootstrap whose SASL
+  handshake failed until its timeout and then only says it could not bootstrap, the
+  failure itself being logged (`AuthFailureWatch`);
+- turns a failed construction into the one-line kgctl error (`translate`).
+
+`translate` is the one mapping from a kafka-python exception to a kgctl error, and
+`retriable` the one decision whether an error is worth another attempt; `join_retry` is
+how the member's join loop goes on after a failed JoinGroup/SyncGroup, as Java's
+joinGroupIfNeeded does. So a wrong password, an unreachable bootstrap or a refused ACL
+reads the same whichever command met it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import kafka.consumer.group as _group_module
+import kafka.errors as Errors
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+
+from kgctl.adapters.sockets import close_abandoned_connects
+from kgctl.errors import (
+    ConnectError,
+    ExitStatus,
+    KgctlError,
+    NotAuthorizedError,
+    UsageError,
+    grant_hint,
+)
+from kgctl.settings import ClientSettings
+
+# -- building clients --------------------------------------------------------------------
+
+
+def admin(settings: ClientSettings, name: str, **overrides: Any) -> Any:
+    """A KafkaAdminClient, bootstrapped (or a kgctl error)."""
+    return _build(KafkaAdminClient, settings, name, overrides)
+
+
+def consumer(
+    settings: ClientSettings, name: str, *, coordinator: type | None = None, **overrides: Any
+) -> Any:
+    """A KafkaConsumer, bootstrapped (or a kgctl error); `overrides` are kafka-python's
+    consumer settings (group_id=None for a reader that joins no group). `coordinator`
+    replaces kafka-python's ConsumerCoordinator (the member's TracedCoordinator)."""
+    if coordinator is None:
+        return _build(KafkaConsumer, settings, name, overrides)
+    with _coordinator_class(coordinator):
+        return _build(KafkaConsumer, settings, name, overrides)
+
+
+def producer(settings: ClientSettings, name: str, **overrides: Any) -> Any:
+    """A KafkaProducer, bootstrapped (or a kgctl error)."""
+    return _build(KafkaProducer, settings, name, overrides)
+
+
+def _build(cls: Any, settings: ClientSettings, name: str, overrides: dict[str, Any]) -> Any:
+    close_abandoned_connects()
+    config = settings.kafka_config()
+    config.setdefault("client_id", name)
+    config.update(overrides)
+    with construction(settings, config):
+        return cls(**config)
+
+
+_CONSTRUCT_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _coordinator_class(cls: type) -> Iterator[None]:
+    """Make KafkaConsumer's constructor build `cls` instead of ConsumerCoordinator: it
+    has no setting for that, and looks the name up in its module when it builds one."""
+    with _CONSTRUCT_LOCK:
+        original = _group_module.ConsumerCoordinator
+        _group_module.ConsumerCoordinator = cls
+        try:
+            yield
+        finally:
+            _group_module.ConsumerCoordinator = original
+
+
+@contextlib.contextmanager
+def construction(settings: ClientSettings, config: dict[str, Any]) -> Iterator[None]:
+    """Around a kafka-python client's constructor: the login watch, and its errors as
+    kgctl errors."""
+    close_abandoned_connects()
+    with AuthFailureWatch(config) as watch:
+        try:
+            yield
+        except Errors.KafkaError as exc:
+            if watch.failure is not None:
+                raise translate(watch.failure, settings) from None
+            raise translate(exc, settings) from None
+
+
+# -- what an error means -----------------------------------------------------------------
+
+
+def error_name(exc: BaseException | type) -> str:
+    """Kafka's protocol name for a broker error (FENCED_INSTANCE_ID), else the class name."""
+    cls = exc if isinstance(exc, type) else type(exc)
+    if cls is Errors.NoError:
+        return "NONE"
+    message = getattr(cls, "message", None)
+    if issubclass(cls, Errors.BrokerResponseError) and message:
+        return str(message)
+    return cls.__name__
+
+
+def retriable(exc: BaseException) -> bool:
+    """Whether another attempt may succeed: kafka-python marks such errors (a lost
+    connection, a coordinator loading, a timeout) `retriable`."""
+    return bool(getattr(exc, "retriable", False))
+
+
+def topics_of(exc: BaseException) -> list[str]:
+    """The topics a TopicAuthorizationFailedError names (kafka-python passes a set)."""
+    found: set[str] = set()
+    for arg in getattr(exc, "args", ()):
+        if isinstance(arg, set | frozenset | list | tuple):
+            found.update(str(t) for t in arg)
+    return sorted(found)
+
+
+def translate(
+    exc: BaseException,
+    settings: ClientSettings,
+    *,
+    doing: str = "",
+    group: str | None = None,
+    otherwise: ExitStatus = ExitStatus.CANNOT_CONNECT,
+) -> KgctlError:
+    """The kgctl error for a kafka-python exception met while `doing` something.
+
+    `group` names the group a GROUP_AUTHORIZATION_FAILED was about (the grant to ask
+    for is Describe on it); `otherwise` is the exit status of a Kafka error none of the
+    cases below covers (a broker's answer to a chaos action is a set-up failure, not a
+    connection failure).
+    """
+    prefix = f"{doing}: " if doing else ""
+    if isinstance(exc, KgctlError):
+        return exc
+    if isinstance(exc, Errors.KafkaConfigurationError):
+        return UsageError(f"invalid client settings: {exc}")
+    if isinstance(exc, Errors.SaslAuthenticationFailedError):
+        return auth_error(settings.principal)
+    if isinstance(exc, Errors.GroupAuthorizationFailedError) and group:
+        grant = grant_hint("Describe", "Group", [group], settings.principal)
+        return NotAuthorizedError(
+            f"not authorized to describe group {group}: {grant} (GROUP_AUTHORIZATION_FAILED)"
+        )
+    if isinstance(exc, Errors.AuthorizationError):
+        who = settings.principal or "the principal in --command-config"
+        return NotAuthorizedError(
+            f"{prefix}the cluster refused {who} ({error_name(exc)}); ask for the ACLs it "
+            "needs (Describe on the group and its topics to watch, Read to join)"
+        )
+    if isinstance(exc, Errors.KafkaTimeoutError | Errors.KafkaConnectionError):
+        return unreachable(settings.bootstrap, prefix)
+    return KgctlError(
+        f"{prefix}Kafka at {settings.bootstrap} failed: {error_name(exc)}: {exc}", otherwise
+    )
+
+
+def unreachable(bootstrap: str, prefix: str = "") -> ConnectError:
+    return ConnectError(
+        f"{prefix}cannot reach Kafka at {bootstrap} ({why_unreachable(bootstrap)}); check "
+        "--bootstrap-server (-b), the security settings and that the broker is up"
+    )
+
+
+def auth_error(principal: str | None) -> NotAuthorizedError:
+    """The one line for a failed login, whichever client met it and however the broker
+    said it (an answer, or a closed connection): the same on every command."""
+    who = principal or "the configured user"
+    return NotAuthorizedError(
+        f"authentication failed for {who}: the broker rejected the login; check the user "
+        "and password in --command-config (SASL_AUTHENTICATION_FAILED)"
+    )
+
+
+def why_unreachable(bootstrap: str) -> str:
+    """A short diagnosis of a bootstrap that never answered: DNS, refused, or not Kafka."""
+    reasons = []
+    for server in bootstrap.split(","):
+        host, _, port = server.strip().rpartition(":")
+        try:
+            socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
+        except (OSError, ValueError):
+            reasons.append(f"{host}: unknown host")
+            continue
+        try:
+            socket.create_connection((host, int(port)), timeout=1).close()
+        except OSError as exc:
+            reasons.append(f"{server}: {exc.strerror or type(exc).__name__}".lower())
+            continue
+        reasons.append(f"{server} accepts connections but did not answer as Kafka")
+    return "; ".join(reasons)
+
+
+# AbstractCoordinator#joinGroupIfNeeded retries these at once, without backoff.
+IMMEDIATE_RETRY = frozenset(
+    {"UNKNOWN_MEMBER_ID", "REBALANCE_IN_PROGRESS", "ILLEGAL_GENERATION", "MEMBER_ID_REQUIRED"}
+)
+
+# Errors that end a member, with the exit status the CLI reports.
+FATAL_ERRORS: dict[str, ExitStatus] = {
+    "FENCED_INSTANCE_ID": ExitStatus.FENCED,
+    "GROUP_AUTHORIZATION_FAILED": ExitStatus.NOT_AUTHORIZED,
+    "TOPIC_AUTHORIZATION_FAILED": ExitStatus.NOT_AUTHORIZED,
+    "CLUSTER_AUTHORIZATION_FAILED": ExitStatus.NOT_AUTHORIZED,
+    "SASL_AUTHENTICATION_FAILED": ExitStatus.NOT_AUTHORIZED,
+    "INVALID_SESSION_TIMEOUT": ExitStatus.MEMBER_FAILED,
+    "INCONSISTENT_GROUP_PROTOCOL": ExitStatus.MEMBER_FAILED,
+    "INVALID_GROUP_ID": ExitStatus.MEMBER_FAILED,
+    "GROUP_MAX_SIZE_REACHED": ExitStatus.MEMBER_FAILED,
+    "UNSUPPORTED_VERSION": ExitStatus.MEMBER_FAILED,
+}
+
+
+def join_retry(error: str, retriable: bool) -> str:
+    """How joinGroupIfNeeded continues after a failed JoinGroup/SyncGroup."""
+    if error in FATAL_ERRORS:
+        return "fatal"
+    if error in IMMEDIATE_RETRY:
+        return "immediate"
+    return "backoff" if retriable else "fatal"
+
+
+# -- the login watch ---------------------------------------------------------------------
+
+
+class AuthFailureWatch(logging.Handler):
+    """Catches a SASL authentication failure while a kafka-python client bootstraps.
+
+    kafka-python retries a bootstrap whose SASL handshake failed until its timeout and
+    then reports only "Unable to bootstrap"; the failure itself is only logged (with the
+    exception as the log record's argument). Used as a context manager around a client's
+    constructor: `failure` holds the exception seen, if any.
+    """
+
+    LOGGERS = ("kafka.net.manager", "kafka.net.connection")
+
+    def __init__(self, config: dict[str, Any] | None = None) -> None:
+        super().__init__(logging.DEBUG)
+        protocol = str((config or {}).get("security_protocol", "PLAINTEXT")).upper()
+        self.sasl = protocol.startswith("SASL")
+        self.failure: BaseException | None = None
+        self._saved: list[tuple[logging.Logger, int, bool]] = []
+        self._shown: dict[str, int] = {}  # logger -> the level it propagated before
+
+    def emit(self, record: logging.LogRecord) -> None:
+        shown = self._shown.get(record.name)
+        if shown is not None and record.levelno >= shown:
+            parent = logging.getLogger(record.name).parent
+            if parent is not None:
+                parent.handle(record)  # what propagated before still does
+
+        args = record.args if isinstance(record.args, tuple) else ()
+        for arg in args:
+            if isinstance(arg, Errors.SaslAuthenticationFailedError):
+                self.failure = arg
+        # A broker rejecting SCRAM credentials closes the connection without an answer:
+        # lost while initializing, after ApiVersions, with SASL on = authentication.
+        # The close is seen as a reset or an EOF ("Connection lost: ..." with whatever the
+        # socket said, or "Connection closed"), whichever the socket reports first.
+        conn = args[0] if args else None
+        init = getattr(conn, "_init_future", None)
+        message = record.getMessage()
+        lost_in_init = init is not None and init.failed()
+        if (
+            self.sasl
+            and any(word in message for word in ("Connection lost", "Connection closed"))
+            and (lost_in_init or "Connection lost" in message)
+            and getattr(conn, "broker_version_data", None) is not None
+        ):
+            self.failure = Errors.SaslAuthenticationFailedError(
+                "the broker closed the connection during SASL authentication"
+            )
+
+    def __enter__(self) -> AuthFailureWatch:
+        for name in self.LOGGERS:
+            logger = logging.getLogger(name)
+            self._saved.append((logger, logger.level, logger.propagate))
+            shown = logger.getEffectiveLevel()
+            # INFO is needed to see a clean close ("Connection closed"). What was not shown
+            # before stays unshown: records below the old level go to this watch only.
+            logger.setLevel(min(shown, logging.INFO))
+            if shown > logging.INFO:
+                self._shown[name] = shown if logger.propagate else logging.CRITICAL + 1
+                logger.propagate = False
+            logger.addHandler(self)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for logger, level, propagate in self._saved:
+            logger.removeHandler(self)
+            logger.setLevel(level)
+            logger.propagate = propagate
+        self._saved.clear()
+        self._shown.clear()
