@@ -357,6 +357,7 @@ def test_a_member_that_fails_unexpectedly_says_so_and_leaves(bootstrap: str, top
     loop's, raised by the next poll) ends the member with MemberFailed and a LeaveGroup."""
     from kgctl.member.runner import Member, MemberConfig
     from kgctl.model.events import Event
+
     events: list[Event] = []
     config = MemberConfig(
         group=f"departure-fail-{uuid.uuid4().hex[:8]}",

@@ -1,10 +1,16 @@
-"""The typer application: one thin module per command, registered here."""
+"""The typer application: one thin module per command, registered here.
+
+Command modules define their commands and know nothing of `app`; this module imports
+them and registers each one, in the order `--help` and docs/cli.md list them.
+"""
 
 from __future__ import annotations
 
 import typer
 
 from kgctl import __version__
+from kgctl.cli import broker, chaos, demo, join, report, watch
+from kgctl.cli.common import Env, given_env
 
 app = typer.Typer(
     name="kgctl",
@@ -31,13 +37,23 @@ def _root(
     """Diagnose and provoke Apache Kafka consumer-group rebalances with real members."""
 
 
-def _register() -> None:
-    # Each command module adds itself to `app`; imported here so the order is fixed.
-    from kgctl.cli import broker, chaos, demo, join, report, watch  # noqa: F401
+app.add_typer(broker.broker_app, name="broker")
+app.add_typer(chaos.chaos_app, name="chaos")
+app.command("demo")(demo.demo_command)
+app.command("join")(join.join_command)
+app.command("report")(report.report_command)
+app.command("watch")(watch.watch_command)
 
 
-_register()
-
-
-def main() -> None:
-    app()
+def main(argv: list[str] | None = None, env: Env | None = None) -> int:
+    """Run kgctl. With `env` (in-process, tests) its output goes to env's streams and the
+    exit status is returned; without, the process exits with it."""
+    with given_env(env):
+        try:
+            app(args=argv, prog_name="kgctl")
+        except SystemExit as exc:
+            if env is None:
+                raise
+            code = exc.code
+            return code if isinstance(code, int) else (0 if code is None else 1)
+    return 0

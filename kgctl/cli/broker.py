@@ -11,7 +11,6 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TransferS
 
 from kgctl.broker.local import BrokerState, LocalBroker, tail
 from kgctl.broker.provision import DEFAULT_KAFKA_VERSION
-from kgctl.cli.app import app
 from kgctl.cli.common import (
     Bootstrap,
     CommandConfig,
@@ -19,7 +18,6 @@ from kgctl.cli.common import (
     OutputFormat,
     Overrides,
     Quiet,
-    Timeout,
     Verbose,
     emit_json,
     make_env,
@@ -33,7 +31,6 @@ broker_app = typer.Typer(
     help="Run a real local Apache Kafka (KRaft) for trying kgctl without a cluster.",
     no_args_is_help=True,
 )
-app.add_typer(broker_app, name="broker")
 
 KafkaHome = Annotated[
     Path | None,
@@ -178,18 +175,20 @@ def up(
             )
             if state.client_config:
                 env.say(_security_note(state))
-            print(state.bootstrap)
+            env.line(state.bootstrap)
 
     run(env, body)
 
 
 @broker_app.command("down")
 def down(
-    bootstrap: Bootstrap = None,
-    command_config: CommandConfig = None,
-    x: Overrides = None,
     output: Output = OutputFormat.text,
-    timeout: Timeout = 30.0,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            "--timeout", help="Seconds the nodes get to stop cleanly before they are killed."
+        ),
+    ] = 30.0,
     verbose: Verbose = False,
     quiet: Quiet = False,
 ) -> None:
@@ -210,11 +209,7 @@ def down(
 
 @broker_app.command("status")
 def status(
-    bootstrap: Bootstrap = None,
-    command_config: CommandConfig = None,
-    x: Overrides = None,
     output: Output = OutputFormat.text,
-    timeout: Timeout = 30.0,
     verbose: Verbose = False,
     quiet: Quiet = False,
 ) -> None:
@@ -226,18 +221,18 @@ def status(
         if env.json:
             emit_json(env, info)
         elif not info["nodes"]:
-            print("not running (start it with: kgctl broker up)")
+            env.line("not running (start it with: kgctl broker up)")
         else:
             for node in info["nodes"]:  # type: ignore[attr-defined]
                 word = "running" if node["running"] else "DEAD (restart with: kgctl broker up)"
-                print(
+                env.line(
                     f"node {node['node_id']}  127.0.0.1:{node['port']}  pid {node['pid']}  {word}"
                 )
-            print(
+            env.line(
                 f"bootstrap {info['bootstrap']}  version {info['version']}  data {info['data_dir']}"
             )
             if info.get("client_config"):
-                print(
+                env.line(
                     f"security {info['security']}{'  acls' if info['acls'] else ''}  "
                     f"--command-config {info['client_config']}"
                 )
@@ -251,11 +246,7 @@ def status(
 def logs(
     lines: Annotated[int, typer.Option("--lines", "-n", help="How many last lines.")] = 50,
     node: Annotated[int | None, typer.Option(help="Only this node id.")] = None,
-    bootstrap: Bootstrap = None,
-    command_config: CommandConfig = None,
-    x: Overrides = None,
     output: Output = OutputFormat.text,
-    timeout: Timeout = 30.0,
     verbose: Verbose = False,
     quiet: Quiet = False,
 ) -> None:
@@ -274,7 +265,7 @@ def logs(
                 emit_json(env, {"node_id": n.node_id, "log": n.log, "lines": text})
             else:
                 if len(state.nodes) > 1:
-                    print(f"==> node {n.node_id}: {n.log} <==")
-                print("\n".join(text))
+                    env.line(f"==> node {n.node_id}: {n.log} <==")
+                env.line("\n".join(text))
 
     run(env, body)

@@ -7,13 +7,13 @@ from typing import Annotated, Any
 
 import typer
 
-from kgctl.cli.app import app
 from kgctl.cli.common import (
     Bootstrap,
     CommandConfig,
     HeartbeatInterval,
     MaxPollInterval,
     Output,
+    OutputFormat,
     Overrides,
     Quiet,
     SessionTimeout,
@@ -24,13 +24,13 @@ from kgctl.cli.common import (
     make_settings,
     run,
 )
+from kgctl.model.events import Event
 
 chaos_app = typer.Typer(
     name="chaos",
     help="Provoke rebalances with a fleet of real members; check invariants; report.",
     no_args_is_help=True,
 )
-app.add_typer(chaos_app, name="chaos")
 
 
 def _complete_scenario(incomplete: str) -> list[str]:
@@ -41,7 +41,7 @@ def _complete_scenario(incomplete: str) -> list[str]:
 
 @chaos_app.command("list")
 def list_command(
-    output: Output = "text",  # type: ignore[assignment]
+    output: Output = OutputFormat.text,
     verbose: Verbose = False,
     quiet: Quiet = False,
 ) -> None:
@@ -86,14 +86,13 @@ def show_command(
     verbose: Verbose = False,
 ) -> None:
     """Print a built-in scenario's YAML (a starting point for your own)."""
-    env = make_env("text", verbose, False)  # type: ignore[arg-type]
+    env = make_env(OutputFormat.text, verbose, False)
 
     def body() -> None:
-        import sys
 
         from kgctl.chaos.scenarios import builtin_text
 
-        sys.stdout.write(builtin_text(name))
+        env.stdout_stream.write(builtin_text(name))
 
     run(env, body)
 
@@ -145,7 +144,7 @@ def run_command(
     bootstrap: Bootstrap = None,
     command_config: CommandConfig = None,
     x: Overrides = None,
-    output: Output = "text",  # type: ignore[assignment]
+    output: Output = OutputFormat.text,
     timeout: Timeout = 30.0,
     verbose: Verbose = False,
     quiet: Quiet = False,
@@ -174,11 +173,9 @@ def run_command(
         )
         on_event = None
         if env.json and follow:
-            import sys
 
-            def on_event(event):  # type: ignore[no-untyped-def]
-                sys.stdout.write(event.to_json() + "\n")
-                sys.stdout.flush()
+            def on_event(event: Event) -> None:
+                env.line(event.to_json())
 
         view = "none" if env.json or quiet else "auto"
         journal = run_scenario(

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import enum
+import json
 import logging
 import sys
-from collections.abc import Callable
+import time
+import traceback
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TextIO, TypeVar
 
 import typer
 from rich.console import Console
 
-from kgctl.errors import ExitStatus, KgctlError
+from kgctl.errors import ExitStatus, KgctlError, SetupError
 from kgctl.settings import ClientSettings
 
 
@@ -91,27 +96,62 @@ Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print only results a
 
 @dataclass
 class Env:
-    """Everything a command needs from its surroundings, handed down from the CLI."""
+    """Everything a command needs from its surroundings, handed down from the CLI.
+
+    Every byte a command writes goes through it: `stdout`/`stderr` (text streams) and the
+    rich consoles on them, `out` and `err`. A test runs a command in-process with its own
+    streams: `kgctl.cli.app.main([...], env=Env(stdout=io.StringIO(), ...))`.
+    """
 
     output: OutputFormat = OutputFormat.text
     verbose: bool = False
     quiet: bool = False
+    stdout: TextIO | None = None  # None: the process's (looked up when written to)
+    stderr: TextIO | None = None
     out: Console | None = None
     err: Console | None = None
 
     def __post_init__(self) -> None:
-        self.out = self.out or Console(soft_wrap=True)
-        self.err = self.err or Console(stderr=True, soft_wrap=True)
+        self.out = self.out or Console(file=self.stdout, soft_wrap=True)
+        self.err = self.err or (
+            Console(file=self.stderr, soft_wrap=True)
+            if self.stderr is not None
+            else Console(stderr=True, soft_wrap=True)
+        )
 
     @property
     def json(self) -> bool:
         return self.output is OutputFormat.json
+
+    @property
+    def stdout_stream(self) -> TextIO:
+        return self.stdout if self.stdout is not None else sys.stdout
+
+    @property
+    def stderr_stream(self) -> TextIO:
+        return self.stderr if self.stderr is not None else sys.stderr
+
+    def line(self, text: str) -> None:
+        """A result line on stdout, as is (no markup)."""
+        stream = self.stdout_stream
+        stream.write(text + "\n")
+        stream.flush()
+
+    def error_line(self, text: str) -> None:
+        """A line on stderr, as is: errors, and what must show even with --quiet."""
+        stream = self.stderr_stream
+        stream.write(text + "\n")
+        stream.flush()
 
     def say(self, message: str) -> None:
         """A human note: on stderr, so stdout stays clean for results."""
         if not self.quiet:
             assert self.err is not None
             self.err.print(message, highlight=False)
+
+
+# The streams `main(env=...)` was given, for the command it runs (in-process tests).
+_given_env: contextvars.ContextVar[Env | None] = contextvars.ContextVar("kgctl_env", default=None)
 
 
 def make_env(output: OutputFormat, verbose: bool, quiet: bool) -> Env:
@@ -123,7 +163,12 @@ def make_env(output: OutputFormat, verbose: bool, quiet: bool) -> Env:
     if not verbose:
         # kafka-python logs retries at WARNING/ERROR that kgctl reports itself.
         logging.getLogger("kafka").setLevel(logging.CRITICAL)
-    return Env(output=output, verbose=verbose, quiet=quiet)
+    given = _given_env.get()
+    if given is None:
+        return Env(output=output, verbose=verbose, quiet=quiet)
+    return Env(
+        output=output, verbose=verbose, quiet=quiet, stdout=given.stdout, stderr=given.stderr
+    )
 
 
 def make_settings(
@@ -144,23 +189,20 @@ def run(env: Env, action: Callable[[], T]) -> T:
         return action()
     except KgctlError as exc:
         if env.verbose:
-            import traceback
-
-            traceback.print_exc()
-        print(f"kgctl: error: {exc}", file=sys.stderr)
+            traceback.print_exc(file=env.stderr_stream)
+        env.error_line(f"kgctl: error: {exc}")
         raise typer.Exit(int(exc.status)) from None
     except KeyboardInterrupt:
-        print("kgctl: interrupted", file=sys.stderr)
+        env.error_line("kgctl: interrupted")
         raise typer.Exit(int(ExitStatus.INTERRUPTED)) from None
     except typer.Exit:
         raise
     except Exception as exc:  # a bug: say so in one line unless asked for the trace
         if env.verbose:
             raise
-        print(
+        env.error_line(
             f"kgctl: error: unexpected {type(exc).__name__}: {exc} (rerun with --verbose "
-            "for the traceback)",
-            file=sys.stderr,
+            "for the traceback)"
         )
         raise typer.Exit(int(ExitStatus.ERROR)) from None
 
@@ -169,11 +211,6 @@ def spinner(env: Env) -> Callable[[str, Callable[[], bool], float], None]:
     """A `wait(label, ready, timeout_s)` that shows a spinner on stderr while it polls."""
 
     def wait(label: str, ready: Callable[[], bool], timeout_s: float) -> None:
-        import contextlib
-        import time
-
-        from kgctl.errors import SetupError
-
         deadline = time.monotonic() + timeout_s
         assert env.err is not None
         status = env.err.status(label, spinner="dots") if not env.quiet else None
@@ -190,7 +227,14 @@ def spinner(env: Env) -> Callable[[str, Callable[[], bool], float], None]:
 
 
 def emit_json(env: Env, document: Any) -> None:
-    import json
+    env.line(json.dumps(document, sort_keys=True))
 
-    sys.stdout.write(json.dumps(document, sort_keys=True) + "\n")
-    sys.stdout.flush()
+
+@contextlib.contextmanager
+def given_env(env: Env | None) -> Iterator[None]:
+    """Commands run within write to `env`'s streams (None: the process's)."""
+    token = _given_env.set(env)
+    try:
+        yield
+    finally:
+        _given_env.reset(token)

@@ -9,7 +9,6 @@ from typing import Annotated
 
 import typer
 
-from kgctl.cli.app import app
 from kgctl.cli.common import (
     Bootstrap,
     CommandConfig,
@@ -30,7 +29,6 @@ from kgctl.cli.common import (
 )
 
 
-@app.command("demo")
 def demo_command(
     scenario: Annotated[
         str, typer.Option("--scenario", help="The built-in scenario (or YAML file) to run.")

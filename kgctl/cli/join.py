@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
-import sys
+import io
+import os
 from typing import Annotated
 
 import typer
 
-from kgctl.cli.app import app
 from kgctl.cli.common import (
     Bootstrap,
     CommandConfig,
     Env,
     Output,
+    OutputFormat,
     Overrides,
     Quiet,
     Timeout,
@@ -82,7 +84,7 @@ class TextSink:
             # (stderr keeps to that one line).
             if (not self.env.quiet or event.data.get("exit_status")) and (did_work or not failed):
                 for summary in summary_lines(event):
-                    print(summary, file=sys.stderr, flush=True)
+                    self.env.error_line(summary)
             return
         if self.env.quiet and event.type not in ("MemberFailed",):
             return
@@ -99,20 +101,24 @@ class TextSink:
             self.live = None
 
 
-def json_sink(event: Event) -> None:
-    try:
-        sys.stdout.write(event.to_json() + "\n")
-        sys.stdout.flush()
-    except (BrokenPipeError, ValueError):
-        # The reader went away (kgctl chaos died?): keep the member's own shutdown path
-        # (SIGTERM from the parent-death signal) rather than dying here mid-protocol.
-        import os
+class JsonSink:
+    """Events as JSON lines on stdout, nothing else."""
 
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+    def __init__(self, env: Env) -> None:
+        self.env = env
+
+    def __call__(self, event: Event) -> None:
+        try:
+            self.env.line(event.to_json())
+        except (BrokenPipeError, ValueError):
+            # The reader went away (kgctl chaos died?): keep the member's own shutdown path
+            # (SIGTERM from the parent-death signal) rather than dying here mid-protocol.
+            stream = self.env.stdout_stream
+            with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, stream.fileno())
 
 
-@app.command("join")
 def join_command(
     topics: Annotated[
         list[str] | None,
@@ -171,7 +177,7 @@ def join_command(
     bootstrap: Bootstrap = None,
     command_config: CommandConfig = None,
     x: Overrides = None,
-    output: Output = "text",  # type: ignore[assignment]
+    output: Output = OutputFormat.text,
     timeout: Timeout = 30.0,
     verbose: Verbose = False,
     quiet: Quiet = False,
@@ -211,7 +217,7 @@ def join_command(
             trace_topic=trace_topic,
             fail_on_missing=fail_on_missing,
         )
-        sink = json_sink if env.json else TextSink(env)
+        sink = JsonSink(env) if env.json else TextSink(env)
         try:
             return Member(config, settings, [sink]).run()
         finally:

@@ -7,15 +7,10 @@ from typing import Annotated
 
 import typer
 
-from kgctl.cli.app import app
 from kgctl.cli.common import (
-    Bootstrap,
-    CommandConfig,
     Output,
     OutputFormat,
-    Overrides,
     Quiet,
-    Timeout,
     Verbose,
     emit_json,
     make_env,
@@ -24,7 +19,6 @@ from kgctl.cli.common import (
 from kgctl.cli.completers import complete_file_groups
 
 
-@app.command("report")
 def report_command(
     file: Annotated[
         Path,
@@ -50,11 +44,7 @@ def report_command(
             show_default=False,
         ),
     ] = None,
-    bootstrap: Bootstrap = None,
-    command_config: CommandConfig = None,
-    x: Overrides = None,
     output: Output = OutputFormat.text,
-    timeout: Timeout = 30.0,
     verbose: Verbose = False,
     quiet: Quiet = False,
 ) -> None:
@@ -62,8 +52,6 @@ def report_command(
 
     For each rebalance: its cause, generations, duration, each member's time without
     partitions, partitions moved and errors; then the invariants. --html adds a timeline.
-
-    Reads a file only; the connection options are accepted for symmetry and unused.
     """
     env = make_env(output, verbose, quiet)
 

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from kgctl.cli.app import app
 from kgctl.cli.common import (
     Bootstrap,
     CommandConfig,
@@ -31,7 +29,6 @@ from kgctl.observe.watch import Watch, event_line, list_groups, listing_json
 from kgctl.settings import ClientSettings
 
 
-@app.command("watch")
 def watch_command(
     group: Annotated[
         str | None,
@@ -174,8 +171,8 @@ def _watch(
             watch.start()
         if once:
             events = watch.drain()
-            if env.json or not sys.stdout.isatty():
-                _write_lines(events)
+            if env.json or not env.stdout_stream.isatty():
+                _write_lines(env, events)
             else:
                 from kgctl.render.group_view import render_group
 
@@ -184,8 +181,8 @@ def _watch(
             return
         if replay is None:
             watch.start()
-        if env.json or not sys.stdout.isatty():
-            _stream_json(watch, until_drained=replay is not None)
+        if env.json or not env.stdout_stream.isatty():
+            _stream_json(env, watch, until_drained=replay is not None)
             return
         from kgctl.render.live import run_live
 
@@ -198,18 +195,17 @@ def _now() -> int:
     return now_ms()
 
 
-def _write_lines(events: list[Event]) -> None:
+def _write_lines(env: Env, events: list[Event]) -> None:
     for ev in events:
         if ev.type == "GroupObserved" and not ev.data.get("changed", True):
             continue  # only its lag moved: not worth a line
-        sys.stdout.write(event_line(ev) + "\n")
-    sys.stdout.flush()
+        env.line(event_line(ev))
 
 
-def _stream_json(watch: Watch, until_drained: bool) -> None:
+def _stream_json(env: Env, watch: Watch, until_drained: bool) -> None:
     while True:
         events = watch.drain(wait_s=0.25)
-        _write_lines(events)
+        _write_lines(env, events)
         if watch.fatal is not None:
             raise watch.fatal
         if until_drained and not events and watch.queue.empty() and not watch.replaying.is_set():

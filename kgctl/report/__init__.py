@@ -39,7 +39,9 @@ __all__ = [
 def load_report(path: Path, group: str | None = None) -> Report:
     """Read a JSON-lines events file (`--record`, `--output json`) and build its report."""
     try:
-        text = path.read_text(encoding="utf-8")
+        # Undecodable bytes do not end the read: a recording with a damaged line still
+        # reports its other events, and a file of something else has no events at all.
+        text = path.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         raise NotFoundError(f"{path}: no such file") from None
     except OSError as exc:
@@ -47,7 +49,8 @@ def load_report(path: Path, group: str | None = None) -> Report:
     events, skipped = parse_lines(text.splitlines())
     if not events:
         raise UsageError(
-            f"{path}: no kgctl events in it; pass a file written by --record or --output json"
+            f"{path}: not a kgctl recording (no kgctl events in it); pass a file written by "
+            "--record or --output json"
         )
     names = groups_in(events)
     if group is not None and group not in names:

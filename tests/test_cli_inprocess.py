@@ -1,0 +1,67 @@
+"""Commands run in-process with their own streams (`main(argv, env=Env(...))`): every byte
+a command writes goes through its environment object, so nothing here touches the
+process's stdout or stderr."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from kgctl.cli.app import main
+from kgctl.cli.common import Env
+from kgctl.errors import ExitStatus
+
+RUN = Path(__file__).parent / "data" / "two_members_growth.jsonl"
+
+
+def kgctl(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    status = main(list(argv), env=Env(stdout=out, stderr=err))
+    return status, out.getvalue(), err.getvalue()
+
+
+def test_report_writes_text_and_json_to_the_given_streams(
+    capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "160")  # the width of a console that is not a terminal
+    status, out, err = kgctl("report", str(RUN))
+    assert status == 0, err
+    assert "partitions changed" in out and "invariants: all" in out
+    assert err == ""
+    status, out, err = kgctl("report", str(RUN), "--output", "json")
+    assert status == 0, err
+    assert json.loads(out)["generations"] == [1, 2, 3, 4]
+    # Nothing reached the process's own streams.
+    assert capfd.readouterr() == ("", "")
+
+
+def test_a_file_of_random_bytes_is_not_a_recording(tmp_path: Path) -> None:
+    junk = tmp_path / "random.bin"
+    junk.write_bytes(os.urandom(4096) + b"\xff\xfe\x00")
+    status, out, err = kgctl("report", str(junk))
+    assert status == int(ExitStatus.USAGE)
+    assert out == ""
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"kgctl: error: {junk}: not a kgctl recording")
+
+
+def test_report_has_no_connection_options() -> None:
+    # It reads a file: the options it used to accept "for symmetry" are gone.
+    status, _out, _err = kgctl("report", str(RUN), "-b", "127.0.0.1:9092")
+    assert status == int(ExitStatus.USAGE)
+
+
+def test_broker_status_without_a_broker_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KGCTL_STATE_DIR", str(tmp_path / "state"))
+    status, out, err = kgctl("broker", "status")
+    assert status == int(ExitStatus.ERROR)
+    assert out == "not running (start it with: kgctl broker up)\n"
+    assert err == ""
+    status, out, _err = kgctl("broker", "status", "--output", "json")
+    assert status == int(ExitStatus.ERROR) and json.loads(out)["running"] is False
