@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -159,93 +160,19 @@ class ClientSettings:
             "bootstrap_timeout_ms": max(timeout_ms, 1000),
         }
         props = self.properties
-        for kind in ("ssl.truststore.type", "ssl.keystore.type"):
-            if props.get(kind, "PEM").strip().upper() != "PEM":
-                raise UsageError(
-                    f"{kind}={props[kind].strip()}: kgctl (kafka-python) reads PEM files only; "
-                    "convert the store (keytool -importkeystore -deststoretype PKCS12, then "
-                    "openssl pkcs12 -nodes) and set "
-                    f"{kind}=PEM"
-                )
+        _check_store_types(props)
         for key, value in props.items():
-            value = value.strip()
-            if key == "sasl.jaas.config":
-                fields = dict(_JAAS.findall(value))
-                module = value.split(None, 1)[0] if value else ""
-                if not module.endswith(("ScramLoginModule", "PlainLoginModule")):
-                    raise UsageError(
-                        f"sasl.jaas.config: login module {module[:80]!r} is not supported; "
-                        "use org.apache.kafka.common.security.scram.ScramLoginModule or "
-                        '...plain.PlainLoginModule with username="..." password="..."'
-                    )
-                if "username" in fields:
-                    cfg["sasl_plain_username"] = fields["username"]
-                if "password" in fields:
-                    cfg["sasl_plain_password"] = fields["password"]
-            elif key == "ssl.endpoint.identification.algorithm":
-                cfg["ssl_check_hostname"] = value.lower() == "https"
-            elif key == "security.protocol":
-                if value.upper() not in _PROTOCOLS:
-                    raise UsageError(
-                        f"security.protocol={value[:40]}: expected one of {', '.join(_PROTOCOLS)}"
-                    )
-                cfg["security_protocol"] = value.upper()
-            elif key == "sasl.mechanism":
-                if value.upper() not in _MECHANISMS:
-                    raise UsageError(
-                        f"sasl.mechanism={value[:40]}: kgctl supports {', '.join(_MECHANISMS)}"
-                    )
-                cfg["sasl_mechanism"] = value.upper()
-            elif key == "ssl.truststore.certificates":
-                cfg["ssl_context"] = _inline_trust(value)
-            elif key in _DIRECT:
-                target = _DIRECT[key]
-                if target.endswith("_ms"):
-                    if not value.isdigit():
-                        raise UsageError(
-                            f"{key}={value[:20]}: expected a whole number of milliseconds"
-                        )
-                    cfg[target] = int(value)
-                else:
-                    cfg[target] = value
-            elif key in ("bootstrap.servers", *_CHECKED):
-                continue
-            else:
-                raise UsageError(
-                    f"client setting {key!r} is not supported by kgctl; "
-                    f"supported: {', '.join(sorted([*_DIRECT, *_CHECKED, 'sasl.jaas.config']))}"
-                )
+            _apply_property(cfg, key, value.strip())
         protocol = cfg.get("security_protocol", "PLAINTEXT")
         if protocol.startswith("SASL_"):
-            cfg.setdefault("sasl_mechanism", "GSSAPI")
-            if cfg["sasl_mechanism"] not in _MECHANISMS:
-                raise UsageError(
-                    f"security.protocol={protocol} needs sasl.mechanism (one of "
-                    f"{', '.join(_MECHANISMS)}); GSSAPI/Kerberos is not supported"
-                )
-            if "sasl_plain_username" not in cfg or "sasl_plain_password" not in cfg:
-                raise UsageError(
-                    f"sasl.mechanism={cfg['sasl_mechanism']} needs a user and password: set "
-                    'sasl.jaas.config=... required username="..." password="...";'
-                )
+            _check_sasl(cfg, protocol)
         elif "sasl_mechanism" in cfg:
             raise UsageError(
                 f"sasl.mechanism is set but security.protocol is {protocol}; "
                 "set security.protocol=SASL_SSL or SASL_PLAINTEXT"
             )
         if protocol.endswith("SSL"):
-            # Java's default ssl.endpoint.identification.algorithm is https.
-            cfg.setdefault("ssl_check_hostname", True)
-            for target in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
-                path = cfg.get(target)
-                if path and not _is_pem(path):
-                    java = next(k for k, v in _DIRECT.items() if v == target and k in props)
-                    raise UsageError(
-                        f"{java}={path}: not a readable PEM file; kgctl reads PEM only "
-                        "(with ssl.truststore.type=PEM), fix the path or convert the file"
-                    )
-            if "ssl_context" in cfg:
-                cfg["ssl_context"].check_hostname = cfg["ssl_check_hostname"]
+            _check_ssl(cfg, props)
         return cfg
 
     @property
@@ -262,6 +189,89 @@ class ClientSettings:
         return {"bootstrap": self.bootstrap, "properties": redact(self.properties)}
 
 
+def _check_store_types(props: dict[str, str]) -> None:
+    for kind in ("ssl.truststore.type", "ssl.keystore.type"):
+        if props.get(kind, "PEM").strip().upper() != "PEM":
+            raise UsageError(
+                f"{kind}={props[kind].strip()}: kgctl (kafka-python) reads PEM files only; "
+                "convert the store (keytool -importkeystore -deststoretype PKCS12, then "
+                "openssl pkcs12 -nodes) and set "
+                f"{kind}=PEM"
+            )
+
+
+def _apply_property(cfg: dict[str, Any], key: str, value: str) -> None:
+    """One Java client property into kafka-python's `cfg` (or a UsageError naming it)."""
+    if key == "sasl.jaas.config":
+        fields = dict(_JAAS.findall(value))
+        module = value.split(None, 1)[0] if value else ""
+        if not module.endswith(("ScramLoginModule", "PlainLoginModule")):
+            raise UsageError(
+                f"sasl.jaas.config: login module {module[:80]!r} is not supported; "
+                "use org.apache.kafka.common.security.scram.ScramLoginModule or "
+                '...plain.PlainLoginModule with username="..." password="..."'
+            )
+        if "username" in fields:
+            cfg["sasl_plain_username"] = fields["username"]
+        if "password" in fields:
+            cfg["sasl_plain_password"] = fields["password"]
+    elif key == "ssl.endpoint.identification.algorithm":
+        cfg["ssl_check_hostname"] = value.lower() == "https"
+    elif key == "security.protocol":
+        if value.upper() not in _PROTOCOLS:
+            raise UsageError(
+                f"security.protocol={value[:40]}: expected one of {', '.join(_PROTOCOLS)}"
+            )
+        cfg["security_protocol"] = value.upper()
+    elif key == "sasl.mechanism":
+        if value.upper() not in _MECHANISMS:
+            raise UsageError(
+                f"sasl.mechanism={value[:40]}: kgctl supports {', '.join(_MECHANISMS)}"
+            )
+        cfg["sasl_mechanism"] = value.upper()
+    elif key == "ssl.truststore.certificates":
+        cfg["ssl_context"] = _inline_trust(value)
+    elif key in _DIRECT:
+        target = _DIRECT[key]
+        if target.endswith("_ms") and not value.isdigit():
+            raise UsageError(f"{key}={value[:20]}: expected a whole number of milliseconds")
+        cfg[target] = int(value) if target.endswith("_ms") else value
+    elif key not in ("bootstrap.servers", *_CHECKED):
+        raise UsageError(
+            f"client setting {key!r} is not supported by kgctl; "
+            f"supported: {', '.join(sorted([*_DIRECT, *_CHECKED, 'sasl.jaas.config']))}"
+        )
+
+
+def _check_sasl(cfg: dict[str, Any], protocol: str) -> None:
+    cfg.setdefault("sasl_mechanism", "GSSAPI")
+    if cfg["sasl_mechanism"] not in _MECHANISMS:
+        raise UsageError(
+            f"security.protocol={protocol} needs sasl.mechanism (one of "
+            f"{', '.join(_MECHANISMS)}); GSSAPI/Kerberos is not supported"
+        )
+    if "sasl_plain_username" not in cfg or "sasl_plain_password" not in cfg:
+        raise UsageError(
+            f"sasl.mechanism={cfg['sasl_mechanism']} needs a user and password: set "
+            'sasl.jaas.config=... required username="..." password="...";'
+        )
+
+
+def _check_ssl(cfg: dict[str, Any], props: dict[str, str]) -> None:
+    # Java's default ssl.endpoint.identification.algorithm is https.
+    cfg.setdefault("ssl_check_hostname", True)
+    for target in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+        path = cfg.get(target)
+        if path and not _is_pem(path):
+            java = next(k for k, v in _DIRECT.items() if v == target and k in props)
+            raise UsageError(
+                f"{java}={path}: not a readable PEM file; kgctl reads PEM only "
+                "(with ssl.truststore.type=PEM), fix the path or convert the file"
+            )
+    if "ssl_context" in cfg:
+        cfg["ssl_context"].check_hostname = cfg["ssl_check_hostname"]
+
+
 def _is_pem(path: str) -> bool:
     try:
         with open(path, "rb") as handle:
@@ -271,8 +281,6 @@ def _is_pem(path: str) -> bool:
 
 
 def _inline_trust(value: str) -> Any:
-    import ssl
-
     try:
         context = ssl.create_default_context(cadata=value.replace("\\n", "\n"))
     except (ssl.SSLError, ValueError):

@@ -20,6 +20,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import kafka.errors as Errors
+from kafka import TopicPartition
+from kafka.admin import OffsetSpec
+from kafka.protocol.admin import DescribeGroupsRequest
+from kafka.protocol.consumer.metadata import (
+    ConsumerProtocolAssignment,
+    ConsumerProtocolSubscription,
+)
 from tenacity import (
     retry,
     retry_if_exception,
@@ -29,6 +37,7 @@ from tenacity import (
 )
 
 from kgctl.adapters import clients
+from kgctl.adapters.kip848 import Unsupported, request, snapshot
 from kgctl.errors import KgctlError
 from kgctl.model.snapshot import GroupListing, GroupSnapshot, MemberSnapshot
 from kgctl.settings import ClientSettings
@@ -46,8 +55,6 @@ _retry = retry(
 
 
 def _decode_subscription(raw: Any) -> tuple[str, ...] | None:
-    from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
-
     if not raw:
         return None
     try:
@@ -58,8 +65,6 @@ def _decode_subscription(raw: Any) -> tuple[str, ...] | None:
 
 
 def _decode_assignment(raw: Any) -> dict[str, list[int]] | None:
-    from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
-
     if raw is None:
         return None
     if not raw:
@@ -100,8 +105,6 @@ class GroupAdmin:
                 log.debug("admin close failed", exc_info=True)
 
     def _call(self, fn: Any, *args: Any) -> Any:
-        from kgctl.adapters.kip848 import Unsupported
-
         @_retry
         def attempt() -> Any:
             try:
@@ -155,8 +158,6 @@ class GroupAdmin:
     def _describe_consumer(self, group: str) -> GroupSnapshot | None:
         """ConsumerGroupDescribe; None when the group is not a consumer group (or the
         broker cannot say), so the caller uses DescribeGroups."""
-        from kgctl.adapters.kip848 import Unsupported
-
         try:
             snap: GroupSnapshot | None = self._call(_describe_consumer, group)
         except Unsupported:
@@ -177,8 +178,6 @@ class GroupAdmin:
 
 
 async def _describe_async(admin: Any, group: str) -> tuple[int, Any]:
-    from kafka.protocol.admin import DescribeGroupsRequest
-
     coordinator = await admin._find_coordinator_id(group)
     request = DescribeGroupsRequest(groups=[group], include_authorized_operations=False)
     response = await admin._manager.send(request, node_id=coordinator)
@@ -186,8 +185,6 @@ async def _describe_async(admin: Any, group: str) -> tuple[int, Any]:
 
 
 def _describe(admin: Any, group: str) -> GroupSnapshot:
-    import kafka.errors as Errors
-
     coordinator, response = admin._manager.run(_describe_async, admin, group)
     described = response.groups[0]
     error = Errors.for_code(described.error_code)
@@ -225,10 +222,6 @@ def _describe(admin: Any, group: str) -> GroupSnapshot:
 
 
 async def _describe_consumer_async(admin: Any, group: str) -> tuple[int, Any]:
-    import kafka.errors as Errors
-
-    from kgctl.adapters.kip848 import Unsupported, request
-
     coordinator = await admin._find_coordinator_id(group)
     try:
         response = await admin._manager.send(request(group), node_id=coordinator)
@@ -238,10 +231,6 @@ async def _describe_consumer_async(admin: Any, group: str) -> tuple[int, Any]:
 
 
 def _describe_consumer(admin: Any, group: str) -> GroupSnapshot | None:
-    import kafka.errors as Errors
-
-    from kgctl.adapters.kip848 import snapshot
-
     coordinator, response = admin._manager.run(_describe_consumer_async, admin, group)
     described = response.groups[0]
     error = Errors.for_code(described.error_code)
@@ -255,9 +244,6 @@ def _describe_consumer(admin: Any, group: str) -> GroupSnapshot | None:
 
 
 def _lag(admin: Any, group: str, snap: GroupSnapshot) -> dict[str, dict[int, int]]:
-    from kafka import TopicPartition
-    from kafka.admin import OffsetSpec
-
     committed = admin.list_group_offsets(group).get(group, {})
     partitions = {tp for tp, om in committed.items() if om.offset >= 0}
     if not partitions:

@@ -25,6 +25,10 @@ import functools
 import weakref
 from typing import Any
 
+from kafka.net.inet import KafkaNetSocket
+from kafka.net.selector import NetworkSelector
+from kafka.net.transport import KafkaSSLTransport, KafkaTCPTransport
+
 _installed = False
 
 
@@ -33,10 +37,6 @@ def close_abandoned_connects() -> None:
     global _installed
     if _installed:
         return
-    from kafka.net.inet import KafkaNetSocket
-    from kafka.net.selector import NetworkSelector
-    from kafka.net.transport import KafkaSSLTransport, KafkaTCPTransport
-
     sock_connect = KafkaNetSocket.sock_connect
     ssl_init = KafkaSSLTransport.__init__
     handshake = KafkaSSLTransport.handshake

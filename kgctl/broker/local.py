@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import ctypes
+import hashlib
 import json
 import os
 import secrets
@@ -24,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kgctl.adapters.cluster import describe_cluster
 from kgctl.broker.provision import (
     DEFAULT_KAFKA_VERSION,
     KafkaDistribution,
@@ -32,7 +34,8 @@ from kgctl.broker.provision import (
     java_executable,
     resolve_kafka,
 )
-from kgctl.errors import SetupError, UsageError
+from kgctl.errors import MissingDependencyError, SetupError, UsageError
+from kgctl.settings import ClientSettings
 
 HEAP = ["-Xms128m", "-Xmx512m"]
 # Groups settle in a second and tests can use short session timeouts; Kafka's own
@@ -381,7 +384,6 @@ class LocalBroker:
 
     def client_settings(self, state: BrokerState | None = None, timeout_s: float = 30.0) -> Any:
         """ClientSettings that reach this cluster as its admin user (with --security)."""
-        from kgctl.settings import ClientSettings
 
         state = state or self.load()
         if state is None:
@@ -413,7 +415,6 @@ class LocalBroker:
         """A non-secret fingerprint of the password the storage was formatted with."""
         if security == "none":
             return ""
-        import hashlib
 
         return hashlib.sha256(self._password().encode()).hexdigest()[:12]
 
@@ -620,8 +621,6 @@ class LocalBroker:
         timeout_s: float,
         wait: Callable[[str, Callable[[], bool], float], None] | None,
     ) -> None:
-        from kgctl.adapters.cluster import describe_cluster
-
         settings = self.client_settings(state, timeout_s=5)
 
         last_error: list[str] = ["no answer yet"]
@@ -726,8 +725,6 @@ def _make_certificates(folder: Path) -> None:
         return
     openssl = shutil.which("openssl")
     if openssl is None:
-        from kgctl.errors import MissingDependencyError
-
         raise MissingDependencyError(
             "--security tls needs openssl to make the local CA and certificate; install it "
             "(Debian: apt-get install openssl)"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
+import queue as _queue
 import re
 import signal
 import socket
@@ -19,17 +20,19 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any, Protocol
 
+from kgctl.adapters.chaos import ChaosAdmin, NumberedProducer
 from kgctl.chaos import checks, verdict
 from kgctl.chaos.actions import ACTIONS, ActionOutcome
 from kgctl.chaos.fit import FittedScenario, TimingOverrides, fit_scenario
 from kgctl.chaos.fleet import Fleet, MemberLaunch, MemberProcess
 from kgctl.chaos.journal import Journal, StepReport, ViolationRecord
 from kgctl.chaos.scenario import MemberSpec, Scenario, Step, load_scenario
-from kgctl.errors import ExitStatus, KgctlError, SetupError, UsageError
+from kgctl.chaos.scenarios import builtin, builtin_names
+from kgctl.errors import ExitStatus, KgctlError, NotFoundError, SetupError, UsageError
 from kgctl.model.bounds import SOURCE_CLUSTER
 from kgctl.model.events import Event
 from kgctl.model.fold import fold
@@ -40,9 +43,6 @@ from kgctl.model.invariants import (
 )
 from kgctl.model.state import GroupState, TopicPartition
 from kgctl.settings import ClientSettings
-
-if TYPE_CHECKING:
-    from kgctl.adapters.chaos import ChaosAdmin, NumberedProducer
 
 Sink = Callable[[Event], None]
 
@@ -302,8 +302,6 @@ class ChaosRun:
     # -- the loop -----------------------------------------------------------------------
     def pump(self, timeout_s: float = 0.1) -> None:
         """Handle every queued item, waiting up to `timeout_s` for the first one."""
-        import queue as _queue
-
         deadline = time.monotonic() + timeout_s
         while True:
             left = deadline - time.monotonic()
@@ -412,8 +410,6 @@ class ChaosRun:
             )
 
     def setup(self) -> None:
-        from kgctl.adapters.chaos import ChaosAdmin, NumberedProducer
-
         self.check_safety()
         self.admin = admin = ChaosAdmin(self.settings)
         self.fitted = fit_scenario(self.scenario, admin.group_bounds(), self.options.timings)
@@ -763,8 +759,6 @@ class ChaosRun:
 
 
 def _report_data(report: StepReport) -> dict[str, Any]:
-    from dataclasses import asdict
-
     d = asdict(report)
     d["rebalances"] = report.rebalances
     return d
@@ -774,18 +768,27 @@ def resolve_scenario(scenario: Scenario | str | Path) -> Scenario:
     """A Scenario from itself, a built-in name, or a file path."""
     if isinstance(scenario, Scenario):
         return scenario
-    from kgctl.chaos.scenarios import builtin, builtin_names
-
     if isinstance(scenario, str) and scenario in builtin_names():
         return builtin(scenario)
     path = Path(scenario)
     if path.exists():
         return load_scenario(path)
-    from kgctl.errors import NotFoundError
-
     raise NotFoundError(
         f"{scenario}: no such scenario file or built-in ({', '.join(builtin_names())})"
     )
+
+
+class Display(Protocol):
+    """What shows a run as it goes (`kgctl/render/chaos_view.py: ChaosDisplay`); the
+    caller builds it, so chaos never imports render."""
+
+    def start(self, run: Any) -> None: ...
+
+    def on_event(self, event: Event) -> None: ...
+
+    def refresh(self, run: Any) -> None: ...
+
+    def stop(self, run: Any) -> None: ...
 
 
 def run_scenario(
@@ -793,24 +796,19 @@ def run_scenario(
     settings: ClientSettings,
     *,
     options: RunOptions | None = None,
-    console: Any = None,
-    view: str = "auto",
+    display: Display | None = None,
     record: str | Path | None = None,
     on_event: Sink | None = None,
 ) -> Journal:
     """Run a scenario (a Scenario, a built-in name or a YAML path) and return its journal.
 
-    `view`: "auto" (a rich Live view when `console` is a terminal, plain lines
-    otherwise), "live", "lines" or "none". `record`: write every event (members' and
-    chaos's) as JSON lines to this file. Ctrl-C stops the run; the journal returned is
-    then partial (verdict "interrupted"). Call it from a thread that lives for the run
-    (members get PR_SET_PDEATHSIG, which fires when the spawning thread ends).
+    `display` shows the run as it goes (None: nothing). `record`: write every event
+    (members' and chaos's) as JSON lines to this file. Ctrl-C stops the run; the journal
+    returned is then partial (verdict "interrupted"). Call it from a thread that lives
+    for the run (members get PR_SET_PDEATHSIG, which fires when the spawning thread ends).
     """
-    from kgctl.render.chaos_view import ChaosDisplay
-
     sc = resolve_scenario(scenario)
     sinks: list[Sink] = [on_event] if on_event is not None else []
-    display = ChaosDisplay.make(console, view)
     if display is not None:
         sinks.append(display.on_event)
     fh = open(record, "w", encoding="utf-8") if record is not None else None  # noqa: SIM115

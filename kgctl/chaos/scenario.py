@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -187,66 +188,72 @@ class _Checker:
     def typed(self, node: yaml.Node, path: str, kind: str) -> Any:
         """The value of a scalar or list node of `kind`, or None after reporting an error."""
         if kind in ("str_list", "topics"):
-            if isinstance(node, yaml.ScalarNode) and kind == "topics":
-                kind_value = self.value(node)
-                if isinstance(kind_value, str) and kind_value:
-                    return [kind_value]
-            if not isinstance(node, yaml.SequenceNode):
-                self.error(node, path, f"expected a list of names, got {_kind(node)}")
-                return None
-            out = []
-            for i, item in enumerate(node.value):
-                v = self.value(item) if isinstance(item, yaml.ScalarNode) else None
-                if not isinstance(v, str) or not v:
-                    self.error(item, f"{path}[{i}]", "expected a name")
-                else:
-                    out.append(v)
-            return out
+            return self._names(node, path, one_allowed=kind == "topics")
         if kind == "members":
             if isinstance(node, yaml.ScalarNode) and self.value(node) == "all":
                 return "all"
-            return self.typed(node, path, "str_list")
+            return self._names(node, path, one_allowed=False)
         if kind == "assignors":
-            names = self.typed(node, path, "topics")
-            if names is None:
-                return None
-            bad = [n for n in names if n not in ASSIGNORS]
-            for n in bad:
-                self.error(node, path, f"unknown assignor {n!r}; expected one of {ASSIGNORS}")
-            coop = {n == "cooperative-sticky" for n in names}
-            if len(coop) > 1:
-                self.error(node, path, "cooperative-sticky cannot be mixed with eager assignors")
-            return None if bad or len(coop) > 1 else names
+            return self._assignors(node, path)
         if not isinstance(node, yaml.ScalarNode):
             self.error(node, path, f"expected {_KIND_TEXT.get(kind, kind)}, got {_kind(node)}")
             return None
         v = self.value(node)
-        if kind in ("str", "member", "topic"):
+        valid, expected = _SCALARS[kind]
+        if not valid(v):
+            self.error(node, path, f"expected {expected}, got {v!r}")
+            return None
+        return v
+
+    def _names(self, node: yaml.Node, path: str, one_allowed: bool) -> list[str] | None:
+        """A list of names (or, `one_allowed`, a single name standing for a list of one)."""
+        if isinstance(node, yaml.ScalarNode) and one_allowed:
+            one = self.value(node)
+            if isinstance(one, str) and one:
+                return [one]
+        if not isinstance(node, yaml.SequenceNode):
+            self.error(node, path, f"expected a list of names, got {_kind(node)}")
+            return None
+        out = []
+        for i, item in enumerate(node.value):
+            v = self.value(item) if isinstance(item, yaml.ScalarNode) else None
             if not isinstance(v, str) or not v:
-                self.error(node, path, f"expected a name, got {v!r}")
-                return None
-            return v
-        if kind == "bool":
-            if not isinstance(v, bool):
-                self.error(node, path, f"expected true or false, got {v!r}")
-                return None
-            return v
-        if kind == "int":
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                self.error(node, path, f"expected a whole number >= 0, got {v!r}")
-                return None
-            return v
-        if kind == "num":
-            if not isinstance(v, int | float) or isinstance(v, bool) or v < 0:
-                self.error(node, path, f"expected a number >= 0, got {v!r}")
-                return None
-            return v
-        if kind == "commit":
-            if v not in COMMITS:
-                self.error(node, path, f"expected one of {COMMITS}, got {v!r}")
-                return None
-            return v
-        raise AssertionError(kind)
+                self.error(item, f"{path}[{i}]", "expected a name")
+            else:
+                out.append(v)
+        return out
+
+    def _assignors(self, node: yaml.Node, path: str) -> list[str] | None:
+        names = self._names(node, path, one_allowed=True)
+        if names is None:
+            return None
+        bad = [n for n in names if n not in ASSIGNORS]
+        for n in bad:
+            self.error(node, path, f"unknown assignor {n!r}; expected one of {ASSIGNORS}")
+        coop = {n == "cooperative-sticky" for n in names}
+        if len(coop) > 1:
+            self.error(node, path, "cooperative-sticky cannot be mixed with eager assignors")
+        return None if bad or len(coop) > 1 else names
+
+
+def _is_count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and v >= 0
+
+
+# A scalar kind: whether a value is one, and what was expected when it is not.
+_SCALARS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "str": (lambda v: isinstance(v, str) and bool(v), "a name"),
+    "member": (lambda v: isinstance(v, str) and bool(v), "a name"),
+    "topic": (lambda v: isinstance(v, str) and bool(v), "a name"),
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
+    "int": (_is_count, "a whole number >= 0"),
+    "num": (_is_number, "a number >= 0"),
+    "commit": (lambda v: v in COMMITS, f"one of {COMMITS}"),
+}
 
 
 _KIND_TEXT = {"int": "a whole number", "num": "a number", "bool": "true or false", "str": "a name"}
@@ -334,22 +341,7 @@ def _fleet(c: _Checker, entry: tuple[yaml.Node, yaml.Node] | None, root: yaml.No
         if key in ("members", "topics"):
             continue
         vals[key] = c.typed(v, f"fleet.{key}", FLEET_KEYS[key])
-    topics: dict[str, int] = {}
-    if "topics" not in keys:
-        c.error(node, "fleet", "missing key 'topics' ({name: partitions})")
-    else:
-        tnode = keys["topics"][1]
-        tmap = c.mapping(tnode, "fleet.topics", _AnyKeys())
-        if not tmap and isinstance(tnode, yaml.MappingNode):
-            c.error(tnode, "fleet.topics", "expected at least one topic")
-        for tname, (knode, vnode) in tmap.items():
-            n = c.typed(vnode, f"fleet.topics.{tname}", "int")
-            if not NAME.match(tname):
-                c.error(knode, "fleet.topics", f"topic name {tname!r}: use letters, digits, . _ -")
-            elif n is not None and n < 1:
-                c.error(vnode, f"fleet.topics.{tname}", "a topic needs at least 1 partition")
-            elif n is not None:
-                topics[tname] = n
+    topics = _fleet_topics(c, node, keys)
     static = bool(vals.get("static") or False)
     assignors = vals.get("assignors") or ["range"]
     subscribe = vals.get("subscribe")
@@ -365,60 +357,18 @@ def _fleet(c: _Checker, entry: tuple[yaml.Node, yaml.Node] | None, root: yaml.No
             )
     if pattern:
         _check_regex(c, keys["pattern"][1], "fleet.pattern", pattern)
-    default_sub = list(subscribe) if subscribe else ([] if pattern else sorted(topics))
+    default = MemberSpec(
+        "",
+        static,
+        list(assignors),
+        list(subscribe) if subscribe else ([] if pattern else sorted(topics)),
+        pattern,
+    )
     members: list[MemberSpec] = []
     if "members" not in keys:
         c.error(node, "fleet", "missing key 'members' (a count or a list)")
     else:
-        mnode = keys["members"][1]
-        if isinstance(mnode, yaml.ScalarNode):
-            n = c.typed(mnode, "fleet.members", "int")
-            if n is not None and not 1 <= n <= 20:
-                c.error(mnode, "fleet.members", "between 1 and 20 members")
-            elif n is not None:
-                members = [
-                    MemberSpec(f"m{i}", static, list(assignors), list(default_sub), pattern)
-                    for i in range(1, n + 1)
-                ]
-        elif isinstance(mnode, yaml.SequenceNode):
-            for i, item in enumerate(mnode.value):
-                mk = c.mapping(item, f"fleet.members[{i}]", list(MEMBER_KEYS))
-                mv = {
-                    k: c.typed(v, f"fleet.members[{i}].{k}", MEMBER_KEYS[k])
-                    for k, (_, v) in mk.items()
-                }
-                mname = mv.get("name") or f"m{i + 1}"
-                if not NAME.match(mname):
-                    c.error(
-                        item, f"fleet.members[{i}].name", f"{mname!r}: use letters, digits, . _ -"
-                    )
-                if any(m.name == mname for m in members):
-                    c.error(item, f"fleet.members[{i}].name", f"duplicate member name {mname!r}")
-                for t in mv.get("subscribe") or []:
-                    if t not in topics:
-                        c.error(
-                            mk["subscribe"][1],
-                            f"fleet.members[{i}].subscribe",
-                            f"unknown topic {t!r}",
-                        )
-                if mv.get("pattern"):
-                    _check_regex(c, mk["pattern"][1], f"fleet.members[{i}].pattern", mv["pattern"])
-                sub = mv.get("subscribe")
-                mpat = mv.get("pattern")
-                members.append(
-                    MemberSpec(
-                        name=mname,
-                        static=static if mv.get("static") is None else bool(mv["static"]),
-                        assignors=mv.get("assignors") or list(assignors),
-                        subscribe=list(sub) if sub else ([] if mpat else default_sub),
-                        pattern=mpat if mpat else (None if sub else pattern),
-                        processing_ms=mv.get("processing_ms") or 0,
-                    )
-                )
-            if not members:
-                c.error(mnode, "fleet.members", "expected at least one member")
-        else:
-            c.error(mnode, "fleet.members", "expected a count or a list of members")
+        members = _fleet_members(c, keys["members"][1], topics, default)
     session = vals.get("session_timeout_ms") or 6000
     heartbeat = vals.get("heartbeat_interval_ms") or 500
     if "heartbeat_interval_ms" in keys and heartbeat * 3 > session:
@@ -458,7 +408,92 @@ def _check_regex(c: _Checker, node: yaml.Node, path: str, pattern: str) -> None:
         c.error(node, path, f"not a regular expression ({exc})")
 
 
-def _step(
+def _fleet_topics(
+    c: _Checker, node: yaml.Node, keys: dict[str, tuple[yaml.Node, yaml.Node]]
+) -> dict[str, int]:
+    topics: dict[str, int] = {}
+    if "topics" not in keys:
+        c.error(node, "fleet", "missing key 'topics' ({name: partitions})")
+        return topics
+    tnode = keys["topics"][1]
+    tmap = c.mapping(tnode, "fleet.topics", _AnyKeys())
+    if not tmap and isinstance(tnode, yaml.MappingNode):
+        c.error(tnode, "fleet.topics", "expected at least one topic")
+    for tname, (knode, vnode) in tmap.items():
+        n = c.typed(vnode, f"fleet.topics.{tname}", "int")
+        if not NAME.match(tname):
+            c.error(knode, "fleet.topics", f"topic name {tname!r}: use letters, digits, . _ -")
+        elif n is not None and n < 1:
+            c.error(vnode, f"fleet.topics.{tname}", "a topic needs at least 1 partition")
+        elif n is not None:
+            topics[tname] = n
+    return topics
+
+
+def _fleet_members(
+    c: _Checker, mnode: yaml.Node, topics: dict[str, int], default: MemberSpec
+) -> list[MemberSpec]:
+    """`fleet.members`: a count of members like `default`, or a list of members whose
+    unset keys are `default`'s."""
+    members: list[MemberSpec] = []
+    if isinstance(mnode, yaml.ScalarNode):
+        n = c.typed(mnode, "fleet.members", "int")
+        if n is not None and not 1 <= n <= 20:
+            c.error(mnode, "fleet.members", "between 1 and 20 members")
+        elif n is not None:
+            members = [
+                MemberSpec(
+                    f"m{i}",
+                    default.static,
+                    list(default.assignors),
+                    list(default.subscribe),
+                    default.pattern,
+                )
+                for i in range(1, n + 1)
+            ]
+    elif isinstance(mnode, yaml.SequenceNode):
+        for i, item in enumerate(mnode.value):
+            members.append(_fleet_member(c, i, item, members, topics, default))
+        if not members:
+            c.error(mnode, "fleet.members", "expected at least one member")
+    else:
+        c.error(mnode, "fleet.members", "expected a count or a list of members")
+    return members
+
+
+def _fleet_member(
+    c: _Checker,
+    i: int,
+    item: yaml.Node,
+    before: list[MemberSpec],
+    topics: dict[str, int],
+    default: MemberSpec,
+) -> MemberSpec:
+    mk = c.mapping(item, f"fleet.members[{i}]", list(MEMBER_KEYS))
+    mv = {k: c.typed(v, f"fleet.members[{i}].{k}", MEMBER_KEYS[k]) for k, (_, v) in mk.items()}
+    mname = mv.get("name") or f"m{i + 1}"
+    if not NAME.match(mname):
+        c.error(item, f"fleet.members[{i}].name", f"{mname!r}: use letters, digits, . _ -")
+    if any(m.name == mname for m in before):
+        c.error(item, f"fleet.members[{i}].name", f"duplicate member name {mname!r}")
+    for t in mv.get("subscribe") or []:
+        if t not in topics:
+            c.error(mk["subscribe"][1], f"fleet.members[{i}].subscribe", f"unknown topic {t!r}")
+    if mv.get("pattern"):
+        _check_regex(c, mk["pattern"][1], f"fleet.members[{i}].pattern", mv["pattern"])
+    sub = mv.get("subscribe")
+    mpat = mv.get("pattern")
+    return MemberSpec(
+        name=mname,
+        static=default.static if mv.get("static") is None else bool(mv["static"]),
+        assignors=mv.get("assignors") or list(default.assignors),
+        subscribe=list(sub) if sub else ([] if mpat else default.subscribe),
+        pattern=mpat if mpat else (None if sub else default.pattern),
+        processing_ms=mv.get("processing_ms") or 0,
+    )
+
+
+def _step(  # noqa: C901 (each action's own checks move into one Action per kind)
     c: _Checker, node: yaml.Node, path: str, names: list[str], topics: dict[str, int]
 ) -> Step | None:
     """One step; `names` and `topics` are updated with what the step adds."""

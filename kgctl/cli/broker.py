@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TransferSpeedColumn
 
-from kgctl.broker.local import BrokerState, LocalBroker, tail
 from kgctl.broker.provision import DEFAULT_KAFKA_VERSION
 from kgctl.cli.common import (
     Bootstrap,
@@ -26,6 +25,9 @@ from kgctl.cli.common import (
     spinner,
 )
 from kgctl.errors import ExitStatus, SetupError, UsageError
+
+if TYPE_CHECKING:
+    from kgctl.broker.local import BrokerState
 
 broker_app = typer.Typer(
     help="Run a real local Apache Kafka (KRaft) for trying kgctl without a cluster.",
@@ -119,6 +121,8 @@ def up(
     env = make_env(output, verbose, quiet)
 
     def body() -> None:
+        from kgctl.broker.local import LocalBroker
+
         broker = LocalBroker()
         progress = Progress(
             "[progress.description]{task.description}",
@@ -196,6 +200,8 @@ def down(
     env = make_env(output, verbose, quiet)
 
     def body() -> None:
+        from kgctl.broker.local import LocalBroker
+
         stopped = LocalBroker().down(timeout_s=timeout)
         if env.json:
             emit_json(env, {"stopped_pids": stopped})
@@ -217,6 +223,8 @@ def status(
     env = make_env(output, verbose, quiet)
 
     def body() -> None:
+        from kgctl.broker.local import LocalBroker
+
         info = LocalBroker().status()
         if env.json:
             emit_json(env, info)
@@ -254,6 +262,8 @@ def logs(
     env = make_env(output, verbose, quiet)
 
     def body() -> None:
+        from kgctl.broker.local import LocalBroker, tail
+
         state = LocalBroker().load()
         if state is None:
             raise SetupError("no local Kafka was started; start one with: kgctl broker up")

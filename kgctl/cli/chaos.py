@@ -160,6 +160,7 @@ def run_command(
     def body() -> int:
         from kgctl.chaos.fit import TimingOverrides
         from kgctl.chaos.runner import RunOptions, resolve_scenario, run_scenario
+        from kgctl.render.chaos_view import ChaosDisplay
 
         sc = resolve_scenario(scenario)
         settings = make_settings(bootstrap, command_config, x, timeout)
@@ -179,8 +180,8 @@ def run_command(
 
         view = "none" if env.json or quiet else "auto"
         journal = run_scenario(
-            sc, settings, options=options, console=env.out, view=view, record=record,
-            on_event=on_event,
+            sc, settings, options=options, display=ChaosDisplay.make(env.out, view),
+            record=record, on_event=on_event,
         )  # fmt: skip
         if env.json:
             if not follow:

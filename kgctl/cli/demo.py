@@ -68,6 +68,7 @@ def demo_command(
         from kgctl.broker.local import LocalBroker
         from kgctl.chaos.fit import TimingOverrides
         from kgctl.chaos.runner import RunOptions, resolve_scenario, run_scenario
+        from kgctl.render.chaos_view import ChaosDisplay
         from kgctl.render.html_report import render_html
         from kgctl.render.report_text import render_report
         from kgctl.report import load_report
@@ -106,8 +107,9 @@ def demo_command(
                 options=RunOptions(
                     timings=TimingOverrides(session_timeout, heartbeat_interval, max_poll_interval)
                 ),
-                console=env.err if env.json else env.out,
-                view="none" if quiet else "auto",
+                display=ChaosDisplay.make(
+                    env.err if env.json else env.out, "none" if quiet else "auto"
+                ),
                 record=record,
             )
         finally:

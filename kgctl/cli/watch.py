@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -25,8 +25,10 @@ from kgctl.cli.common import (
 from kgctl.cli.completers import complete_groups
 from kgctl.errors import UsageError
 from kgctl.model.events import Event
-from kgctl.observe.watch import Watch, event_line, list_groups, listing_json
 from kgctl.settings import ClientSettings
+
+if TYPE_CHECKING:
+    from kgctl.observe.watch import Watch
 
 
 def watch_command(
@@ -126,6 +128,8 @@ def watch_command(
 
 
 def _list(env: Env, settings: ClientSettings) -> None:
+    from kgctl.observe.watch import list_groups, listing_json
+
     groups = list_groups(settings)
     if env.json:
         emit_json(env, listing_json(groups))
@@ -149,6 +153,8 @@ def _watch(
     speed: float = 1.0,
     offsets_topic: bool = True,
 ) -> None:
+    from kgctl.observe.watch import Watch
+
     watch = Watch(
         settings,
         group,
@@ -196,6 +202,8 @@ def _now() -> int:
 
 
 def _write_lines(env: Env, events: list[Event]) -> None:
+    from kgctl.observe.watch import event_line
+
     for ev in events:
         if ev.type == "GroupObserved" and not ev.data.get("changed", True):
             continue  # only its lag moved: not worth a line

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import re
 import signal
 import sys
 import threading
@@ -29,7 +30,7 @@ from kgctl.member.emitter import Emitter
 from kgctl.member.reasons import fatal_error
 from kgctl.member.stats import ConsumeStats
 from kgctl.model.events import Event
-from kgctl.settings import ClientSettings
+from kgctl.settings import ClientSettings, check_topic_name
 
 Sink = Callable[[Event], None]
 COMMIT_MODES = ("auto", "sync", "async", "none")
@@ -72,7 +73,6 @@ class MemberConfig:
             raise UsageError("give TOPICS... or --pattern REGEX (exactly one of them)")
         if not self.group:
             raise UsageError("--group is required")
-        from kgctl.settings import check_topic_name
 
         for topic in self.topics:
             check_topic_name(topic)
@@ -85,8 +85,6 @@ class MemberConfig:
         if self.commit not in COMMIT_MODES:
             raise UsageError(f"--commit {self.commit!r}: expected one of {COMMIT_MODES}")
         if self.pattern is not None:
-            import re
-
             try:
                 re.compile(self.pattern)
             except re.error as exc:

@@ -468,7 +468,7 @@ def _names(members: dict[str, MemberSnapshot]) -> str:
     return ", ".join(m.label for m in members.values())
 
 
-def attribute(
+def attribute(  # noqa: C901 (16; the cause vocabulary is being moved into kgctl/model)
     p: _Pending, base: GroupSnapshot | None, snap: GroupSnapshot, mid_rebalance: bool = False
 ) -> dict[str, Any]:
     """The most likely cause of the rebalance that just settled, and whether it is a guess.

@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from kgctl.adapters.admin import GroupAdmin
+from kgctl.adapters.group_log import GroupLogReader, GroupLogUnavailable
 from kgctl.adapters.group_records import GroupRecord
+from kgctl.adapters.trace import TraceTopicReader
 from kgctl.errors import ConnectError, KgctlError, NotFoundError, UsageError
 from kgctl.model.events import Event
 from kgctl.model.fold import fold
@@ -182,8 +184,6 @@ class Watch:
             self._spawn(self._observe_loop, "kgctl-observer")
             self._start_group_log()
         if self.trace_topic:
-            from kgctl.adapters.trace import TraceTopicReader
-
             reader = TraceTopicReader(
                 self.settings, self.trace_topic, self.group, self.queue.put, self.notes.put
             )
@@ -253,7 +253,6 @@ class Watch:
         first = observer.inferrer.prev if observer is not None else None
         if observer is None or first is None or first.missing or not self._reads_group_log():
             return
-        from kgctl.adapters.group_log import GroupLogReader, GroupLogUnavailable
 
         inferrer = observer.inferrer
         try:
@@ -272,7 +271,6 @@ class Watch:
         assert observer is not None
         if not self._reads_group_log():
             return
-        from kgctl.adapters.group_log import GroupLogReader
 
         inferrer, put = observer.inferrer, self.queue.put
 

@@ -10,7 +10,9 @@ import contextlib
 import os
 import select
 import sys
+import termios
 import time
+import tty
 from collections.abc import Iterator
 
 from rich.console import Console, Group
@@ -29,9 +31,6 @@ def _cbreak() -> Iterator[bool]:
     if not sys.stdin.isatty():
         yield False
         return
-    import termios
-    import tty
-
     fd = sys.stdin.fileno()
     saved = termios.tcgetattr(fd)
     try:

@@ -8,6 +8,7 @@ lines only when asked), so a quiet group does not flood the terminal.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
@@ -63,91 +64,129 @@ def fmt_offsets(offsets: dict[str, dict[str, int]] | None) -> str:
     )
 
 
+def _started(event: Event, d: dict[str, Any]) -> str:
+    cfg = d.get("config", {})
+    what = cfg.get("pattern") or ",".join(cfg.get("topics") or [])
+    static = f" instance={cfg['instance_id']}" if cfg.get("instance_id") else ""
+    assignors = ",".join(cfg.get("assignors") or [])
+    return f"group={event.group} subscribe={what} assignors={assignors}{static}"
+
+
+def _rejoin(d: dict[str, Any]) -> str:
+    extra = ""
+    if d.get("reason") == "subscription_changed":
+        extra = f" {d.get('joined_subscription')} -> {d.get('subscription')}"
+    elif d.get("reason") == "metadata_changed":
+        extra = f" partitions {d.get('assigned_with')} -> {d.get('partition_counts')}"
+    return f"reason={d.get('reason')}{extra}"
+
+
+def _join_prepared(d: dict[str, Any]) -> str:
+    lost = " (lost)" if d.get("lost") else ""
+    return f"{d.get('protocol')} prepare; owned {fmt_partitions(d.get('owned'))}{lost}"
+
+
+def _join_sent(d: dict[str, Any]) -> str:
+    # A cooperative member's claim is what the leader keeps it from losing.
+    claims = f" claims {fmt_partitions(d['owned'])}" if d.get("owned") else ""
+    return f"reason={d.get('reason')} protocols={','.join(d.get('protocols', []))}{claims}"
+
+
+def _join_received(d: dict[str, Any]) -> str:
+    if d.get("error") != "NONE":
+        return f"error={d.get('error')}"
+    role = "leader" if d.get("is_leader") else "follower"
+    members = f" members={len(d['members'])}" if "members" in d else ""
+    return f"generation={d.get('generation')} {role} protocol={d.get('protocol')}{members}"
+
+
+def _assignment(d: dict[str, Any]) -> str:
+    plan = d.get("plan", {})
+    parts = "; ".join(f"{mid[-8:]}: {fmt_partitions(p)}" for mid, p in plan.items())
+    return f"{d.get('assignor')} -> {parts}"
+
+
+def _sync_received(d: dict[str, Any]) -> str:
+    if d.get("error") != "NONE":
+        return f"error={d.get('error')}"
+    return f"assignment {fmt_partitions(d.get('assignment'))}"
+
+
+def _join_completed(d: dict[str, Any]) -> str:
+    role = "leader" if d.get("is_leader") else "follower"
+    took = f" rebalance took {d['rebalance_ms']:.0f}ms" if d.get("rebalance_ms") else ""
+    owns = fmt_partitions(d.get("assignment"))
+    return f"generation={d.get('generation')} {role} owns {owns}{took}"
+
+
+def _generation_reset(d: dict[str, Any]) -> str:
+    kept = "kept" if d.get("member_id_kept") else "dropped"
+    return f"was generation {d.get('previous_generation')}, member id {kept} ({d.get('cause')})"
+
+
+def _consumed(d: dict[str, Any]) -> str:
+    dup = f" ({d['duplicates']} duplicates)" if d.get("duplicates") else ""
+    parts = " ".join(
+        f"{b['topic']}-{b['partition']}:{b['first']}..{b['last']}" for b in d.get("batches", [])
+    )
+    return f"{d.get('count')} records{dup} {parts}"
+
+
+def _control(d: dict[str, Any]) -> str:
+    status = "applied" if d.get("applied") else f"rejected: {d.get('error')}"
+    return f"{d.get('op')} from {d.get('source')} ({status})"
+
+
+# Event type -> its few words, from the event's data.
+_DESCRIBE: dict[str, Callable[[dict[str, Any]], str]] = {
+    "TopicMissing": lambda d: (
+        f"waiting for topic(s) {', '.join(d.get('topics', []))} (they do not exist yet)"
+    ),
+    "RejoinRequested": _rejoin,
+    "CoordinatorLookupSent": lambda d: f"FindCoordinator -> node {d.get('node')}",
+    "CoordinatorFound": lambda d: (
+        f"coordinator {d.get('coordinator')} at {d.get('host')}:{d.get('port')}"
+    ),
+    "CoordinatorLost": lambda d: (
+        f"coordinator {d.get('coordinator')} marked dead: {d.get('error')}"
+    ),
+    "JoinPrepared": _join_prepared,
+    "PartitionsRevoked": lambda d: fmt_partitions(d.get("partitions")),
+    "PartitionsAssigned": lambda d: fmt_partitions(d.get("partitions")),
+    "PartitionsLost": lambda d: fmt_partitions(d.get("partitions")),
+    "JoinGroupSent": _join_sent,
+    "JoinGroupReceived": _join_received,
+    "AssignmentComputed": _assignment,
+    "SyncGroupSent": lambda d: "leader (with assignments)" if d.get("is_leader") else "follower",
+    "SyncGroupReceived": _sync_received,
+    "JoinCompleted": _join_completed,
+    "JoinFailed": lambda d: f"{d.get('error')} -> retry {d.get('retry')}",
+    "HeartbeatSucceeded": lambda d: f"rtt {d.get('rtt_ms')}ms",
+    "HeartbeatFailed": lambda d: f"{d.get('error')}",
+    "GenerationReset": _generation_reset,
+    "PollIntervalExceeded": lambda d: (
+        f"no poll for {d.get('max_poll_interval_ms')}ms: leaving the group"
+    ),
+    "RecordsConsumed": _consumed,
+    "OffsetsCommitted": lambda d: fmt_offsets(d.get("offsets")),
+    "OffsetCommitFailed": lambda d: f"{d.get('error')} {fmt_offsets(d.get('offsets'))}",
+    "ControlReceived": _control,
+    "LeaveGroupSent": lambda d: f"reason={d.get('reason')!r}",
+    "MemberFailed": lambda d: str(d.get("message")),
+    "MemberStopped": lambda d: (
+        f"{d.get('reason')}: {d.get('records')} records, {d.get('duplicates')} duplicates"
+    ),
+}
+
+
 def describe(event: Event) -> str:
     """What happened, in a few words (the type and timing are added by `render_line`)."""
     d: dict[str, Any] = event.data
-    t = event.type
-    if t == "MemberStarted":
-        cfg = d.get("config", {})
-        what = cfg.get("pattern") or ",".join(cfg.get("topics") or [])
-        static = f" instance={cfg['instance_id']}" if cfg.get("instance_id") else ""
-        assignors = ",".join(cfg.get("assignors") or [])
-        return f"group={event.group} subscribe={what} assignors={assignors}{static}"
-    if t == "TopicMissing":
-        return f"waiting for topic(s) {', '.join(d.get('topics', []))} (they do not exist yet)"
-    if t == "RejoinRequested":
-        extra = ""
-        if d.get("reason") == "subscription_changed":
-            extra = f" {d.get('joined_subscription')} -> {d.get('subscription')}"
-        elif d.get("reason") == "metadata_changed":
-            extra = f" partitions {d.get('assigned_with')} -> {d.get('partition_counts')}"
-        return f"reason={d.get('reason')}{extra}"
-    if t == "CoordinatorLookupSent":
-        return f"FindCoordinator -> node {d.get('node')}"
-    if t == "CoordinatorFound":
-        return f"coordinator {d.get('coordinator')} at {d.get('host')}:{d.get('port')}"
-    if t == "CoordinatorLost":
-        return f"coordinator {d.get('coordinator')} marked dead: {d.get('error')}"
-    if t == "JoinPrepared":
-        lost = " (lost)" if d.get("lost") else ""
-        return f"{d.get('protocol')} prepare; owned {fmt_partitions(d.get('owned'))}{lost}"
-    if t in ("PartitionsRevoked", "PartitionsAssigned", "PartitionsLost"):
-        return fmt_partitions(d.get("partitions"))
-    if t == "JoinGroupSent":
-        # A cooperative member's claim is what the leader keeps it from losing.
-        claims = f" claims {fmt_partitions(d['owned'])}" if d.get("owned") else ""
-        return f"reason={d.get('reason')} protocols={','.join(d.get('protocols', []))}{claims}"
-    if t == "JoinGroupReceived":
-        if d.get("error") != "NONE":
-            return f"error={d.get('error')}"
-        role = "leader" if d.get("is_leader") else "follower"
-        members = f" members={len(d['members'])}" if "members" in d else ""
-        return f"generation={d.get('generation')} {role} protocol={d.get('protocol')}{members}"
-    if t == "AssignmentComputed":
-        plan = d.get("plan", {})
-        parts = "; ".join(f"{mid[-8:]}: {fmt_partitions(p)}" for mid, p in plan.items())
-        return f"{d.get('assignor')} -> {parts}"
-    if t == "SyncGroupSent":
-        return "leader (with assignments)" if d.get("is_leader") else "follower"
-    if t == "SyncGroupReceived":
-        if d.get("error") != "NONE":
-            return f"error={d.get('error')}"
-        return f"assignment {fmt_partitions(d.get('assignment'))}"
-    if t == "JoinCompleted":
-        role = "leader" if d.get("is_leader") else "follower"
-        took = f" rebalance took {d['rebalance_ms']:.0f}ms" if d.get("rebalance_ms") else ""
-        owns = fmt_partitions(d.get("assignment"))
-        return f"generation={d.get('generation')} {role} owns {owns}{took}"
-    if t == "JoinFailed":
-        return f"{d.get('error')} -> retry {d.get('retry')}"
-    if t == "HeartbeatSucceeded":
-        return f"rtt {d.get('rtt_ms')}ms"
-    if t == "HeartbeatFailed":
-        return f"{d.get('error')}"
-    if t == "GenerationReset":
-        kept = "kept" if d.get("member_id_kept") else "dropped"
-        return f"was generation {d.get('previous_generation')}, member id {kept} ({d.get('cause')})"
-    if t == "PollIntervalExceeded":
-        return f"no poll for {d.get('max_poll_interval_ms')}ms: leaving the group"
-    if t == "RecordsConsumed":
-        dup = f" ({d['duplicates']} duplicates)" if d.get("duplicates") else ""
-        parts = " ".join(
-            f"{b['topic']}-{b['partition']}:{b['first']}..{b['last']}" for b in d.get("batches", [])
-        )
-        return f"{d.get('count')} records{dup} {parts}"
-    if t == "OffsetsCommitted":
-        return fmt_offsets(d.get("offsets"))
-    if t == "OffsetCommitFailed":
-        return f"{d.get('error')} {fmt_offsets(d.get('offsets'))}"
-    if t == "ControlReceived":
-        status = "applied" if d.get("applied") else f"rejected: {d.get('error')}"
-        return f"{d.get('op')} from {d.get('source')} ({status})"
-    if t == "LeaveGroupSent":
-        return f"reason={d.get('reason')!r}"
-    if t == "MemberFailed":
-        return str(d.get("message"))
-    if t == "MemberStopped":
-        return f"{d.get('reason')}: {d.get('records')} records, {d.get('duplicates')} duplicates"
+    if event.type == "MemberStarted":
+        return _started(event, d)
+    words = _DESCRIBE.get(event.type)
+    if words is not None:
+        return words(d)
     return " ".join(f"{k}={v}" for k, v in sorted(d.items()))
 
 
