@@ -311,3 +311,34 @@ def test_a_failed_start_names_its_own_error_not_an_older_runs(tmp_path: Path) ->
     with log.open("a") as out:
         out.write("[t2] ERROR this start's failure\n")
     assert local._last_error(log) == "[t2] ERROR this start's failure"
+
+
+def _processes_mentioning(needle: str) -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if needle in cmd and stat[0] != "Z":
+            found.append(f"{entry.name} {cmd[:120]}")
+    return found
+
+
+@pytest.mark.kafka
+def test_an_up_that_times_out_stops_the_node_it_started(
+    isolated: dict[str, str], bootstrap: str
+) -> None:
+    del bootstrap  # the session broker has fetched the jars into the cache already
+    state_dir = isolated["KGCTL_STATE_DIR"]
+    # A JVM takes seconds to answer: half a second is a node that does not answer in time.
+    up = kgctl("broker", "up", "--timeout", "0.5", env=isolated)
+    assert up.returncode == int(ExitStatus.SETUP_FAILED), up.stderr
+    lines = up.stderr.strip().splitlines()
+    assert len(lines) == 1 and "did not answer within" in lines[0], up.stderr
+    assert _processes_mentioning(state_dir) == []
+    status = kgctl("broker", "status", env=isolated)
+    assert status.stdout.startswith("not running"), status.stdout

@@ -9,6 +9,7 @@ so `down` never touches a process it did not start (pids get reused).
 from __future__ import annotations
 
 import base64
+import contextlib
 import ctypes
 import hashlib
 import json
@@ -306,12 +307,23 @@ class LocalBroker:
         state.version, state.origin = dist.version, dist.origin
         self._write_security(state)
         self._write_configs(state)
-        for node in state.nodes:
-            if not node_is_running(node):
-                node.pid = self._start_node(java, dist, state, node, tie_to_parent)
-        state.started_at = time.time()
-        self._save(state)
-        self._wait_ready(state, timeout_s, wait)
+        started: list[Node] = []
+        try:
+            for node in state.nodes:
+                if not node_is_running(node):
+                    node.pid = self._start_node(java, dist, state, node, tie_to_parent)
+                    started.append(node)
+            state.started_at = time.time()
+            self._save(state)
+            self._wait_ready(state, timeout_s, wait)
+        except BaseException:
+            # A failed start (a node not answering within the timeout, Ctrl-C while it
+            # starts) stops what this call started before it is reported: nothing is
+            # left running that no state describes. Nodes that were up before stay up.
+            self._stop(started, timeout_s=10.0)
+            if state is not existing:
+                self.state_path.unlink(missing_ok=True)
+            raise
         return state
 
     def _plan(
@@ -667,21 +679,27 @@ class LocalBroker:
         if state is None:
             return []
         stopped = [n for n in state.nodes if node_is_running(n)]
-        for node in stopped:
+        self._stop(stopped, timeout_s)
+        self.state_path.unlink(missing_ok=True)
+        return [n.pid for n in stopped]
+
+    @staticmethod
+    def _stop(nodes: list[Node], timeout_s: float) -> None:
+        """SIGTERM, then SIGKILL after `timeout_s` for the nodes that did not exit; reaped."""
+        for node in nodes:
             try:
                 os.kill(node.pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
         deadline = time.monotonic() + timeout_s
-        while any(node_is_running(n) for n in stopped) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        for node in stopped:
+        while any(node_is_running(n) for n in nodes) and time.monotonic() < deadline:
+            time.sleep(0.1)  # polled: a JVM's exit is not an event this process can wait on
+        for node in nodes:
             if node_is_running(node):
-                os.kill(node.pid, signal.SIGKILL)
-        for node in stopped:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(node.pid, signal.SIGKILL)
+        for node in nodes:
             _reap(node.pid)
-        self.state_path.unlink(missing_ok=True)
-        return [n.pid for n in stopped]
 
     def stop_node(self, node_id: int, sig: int = signal.SIGKILL) -> int:
         """Kill one node (coordinator failover); `up` starts it again."""
