@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None, env: Env | None = None) -> int:
     exit status is returned; without, the process exits with it."""
     with given_env(env):
         try:
-            app(args=argv, prog_name="kgctl")
+            app(args=argv)
         except SystemExit as exc:
             if env is None:
                 raise
