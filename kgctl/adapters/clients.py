@@ -72,8 +72,12 @@ def _build(cls: Any, settings: ClientSettings, name: str, overrides: dict[str, A
     config = settings.kafka_config()
     config.setdefault("client_id", name)
     config.update(overrides)
-    with construction(settings, config):
-        return cls(**config)
+    with AuthFailureWatch(config) as watch:
+        try:
+            return cls(**config)
+        except Errors.KafkaError as exc:
+            # A failed login is only logged; what the constructor raises is the timeout.
+            raise translate(watch.failure or exc, settings) from None
 
 
 _CONSTRUCT_LOCK = threading.Lock()
@@ -90,20 +94,6 @@ def _coordinator_class(cls: type) -> Iterator[None]:
             yield
         finally:
             _group_module.ConsumerCoordinator = original
-
-
-@contextlib.contextmanager
-def construction(settings: ClientSettings, config: dict[str, Any]) -> Iterator[None]:
-    """Around a kafka-python client's constructor: the login watch, and its errors as
-    kgctl errors."""
-    close_abandoned_connects()
-    with AuthFailureWatch(config) as watch:
-        try:
-            yield
-        except Errors.KafkaError as exc:
-            if watch.failure is not None:
-                raise translate(watch.failure, settings) from None
-            raise translate(exc, settings) from None
 
 
 # -- what an error means -----------------------------------------------------------------
