@@ -493,10 +493,60 @@ def _fleet_member(
     )
 
 
-def _step(  # noqa: C901 (each action's own checks move into one Action per kind)
+def _step(
     c: _Checker, node: yaml.Node, path: str, names: list[str], topics: dict[str, int]
 ) -> Step | None:
     """One step; `names` and `topics` are updated with what the step adds."""
+    action = _action_of(c, node, path)
+    if action is None:
+        return None
+    spec = ACTIONS[action].args
+    keys = c.mapping(node, path, [*STEP_KEYS, *spec])
+    args: dict[str, Any] = {}
+    for key, (kind, required) in spec.items():
+        if key not in keys:
+            if required:
+                c.error(node, path, f"{action} needs {key!r}")
+            continue
+        v = _step_arg(c, keys[key][1], f"{path}.{key}", kind, names, topics)
+        if v is not None:
+            args[key] = v
+
+    def error(key: str | None, message: str) -> None:
+        if key is None:
+            c.error(node, path, message)
+        else:
+            c.error(keys[key][1] if key in keys else node, f"{path}.{key}", message)
+
+    ACTIONS[action].validate(args, StepCheck(names, topics, error))
+    expect = Expect(line=node.start_mark.line + 1)
+    if "expect" in keys:
+        _expect(c, keys["expect"][1], f"{path}.expect", names, expect)
+    step_name = action
+    if "name" in keys:
+        step_name = c.typed(keys["name"][1], f"{path}.name", "str") or action
+    return Step(step_name, action, args, expect, line=node.start_mark.line + 1)
+
+
+def _expect(c: _Checker, enode: yaml.Node, path: str, names: list[str], expect: Expect) -> None:
+    """A step's `expect` mapping into `expect` (`path` is the step's `.expect`)."""
+    ekeys = c.mapping(enode, path, list(EXPECT_KEYS))
+    for key, (_k, v) in ekeys.items():
+        val = c.typed(v, f"{path}.{key}", EXPECT_KEYS[key])
+        if val is None:
+            continue
+        if key in ("no_revokes_for", "fenced"):
+            for m in val:
+                if m not in names:
+                    c.error(v, f"{path}.{key}", f"unknown member {m!r}")
+        setattr(expect, key, val)
+    lo, hi = expect.min_rebalances, expect.max_rebalances
+    if lo is not None and hi is not None and lo > hi:
+        c.error(enode, path, f"min_rebalances {lo} > max_rebalances {hi}")
+
+
+def _action_of(c: _Checker, node: yaml.Node, path: str) -> str | None:
+    """The step's action, or None after reporting why there is none."""
     if not isinstance(node, yaml.MappingNode):
         c.error(node, path, f"expected a mapping with 'action', got {_kind(node)}")
         return None
@@ -513,66 +563,29 @@ def _step(  # noqa: C901 (each action's own checks move into one Action per kind
         )
         c.error(action_entry[1], f"{path}.action", f"unknown action {action!r}{hint}")
         return None
-    spec = ACTIONS[action].args
-    keys = c.mapping(node, path, [*STEP_KEYS, *spec])
-    args: dict[str, Any] = {}
-    for key, (kind, required) in spec.items():
-        if key not in keys:
-            if required:
-                c.error(node, path, f"{action} needs {key!r}")
-            continue
-        vnode = keys[key][1]
-        v = c.typed(vnode, f"{path}.{key}", kind)
-        if v is None:
-            continue
-        if kind == "member" and v not in names:
-            c.error(vnode, f"{path}.{key}", f"unknown member {v!r}; members: {', '.join(names)}")
-            continue
-        if kind == "members" and v != "all":
-            for m in v:
-                if m not in names:
-                    c.error(
-                        vnode, f"{path}.{key}", f"unknown member {m!r}; members: {', '.join(names)}"
-                    )
-        if kind == "topic" and v not in topics:
-            c.error(
-                vnode,
-                f"{path}.{key}",
-                f"unknown topic {v!r}; topics: {', '.join(topics) or '(none)'}",
-            )
-            continue
-        if kind == "topics":
-            for t in v:
-                if t not in topics:
-                    c.error(
-                        vnode, f"{path}.{key}", f"unknown topic {t!r}; topics: {', '.join(topics)}"
-                    )
-        args[key] = v
+    return str(action)
 
-    def error(key: str | None, message: str) -> None:
-        if key is None:
-            c.error(node, path, message)
-        else:
-            c.error(keys[key][1] if key in keys else node, f"{path}.{key}", message)
 
-    ACTIONS[action].validate(args, StepCheck(names, topics, error))
-    expect = Expect(line=node.start_mark.line + 1)
-    if "expect" in keys:
-        enode = keys["expect"][1]
-        ekeys = c.mapping(enode, f"{path}.expect", list(EXPECT_KEYS))
-        for key, (_k, v) in ekeys.items():
-            val = c.typed(v, f"{path}.expect.{key}", EXPECT_KEYS[key])
-            if val is None:
-                continue
-            if key in ("no_revokes_for", "fenced"):
-                for m in val:
-                    if m not in names:
-                        c.error(v, f"{path}.expect.{key}", f"unknown member {m!r}")
-            setattr(expect, key, val)
-        lo, hi = expect.min_rebalances, expect.max_rebalances
-        if lo is not None and hi is not None and lo > hi:
-            c.error(enode, f"{path}.expect", f"min_rebalances {lo} > max_rebalances {hi}")
-    step_name = action
-    if "name" in keys:
-        step_name = c.typed(keys["name"][1], f"{path}.name", "str") or action
-    return Step(step_name, action, args, expect, line=node.start_mark.line + 1)
+def _step_arg(
+    c: _Checker, vnode: yaml.Node, path: str, kind: str, names: list[str], topics: dict[str, int]
+) -> Any:
+    """One argument's value, or None after reporting an error; members and topics must be
+    the fleet's (or added by an earlier step)."""
+    v = c.typed(vnode, path, kind)
+    if v is None:
+        return None
+    if kind == "member" and v not in names:
+        c.error(vnode, path, f"unknown member {v!r}; members: {', '.join(names)}")
+        return None
+    if kind == "members" and v != "all":
+        for m in v:
+            if m not in names:
+                c.error(vnode, path, f"unknown member {m!r}; members: {', '.join(names)}")
+    if kind == "topic" and v not in topics:
+        c.error(vnode, path, f"unknown topic {v!r}; topics: {', '.join(topics) or '(none)'}")
+        return None
+    if kind == "topics":
+        for t in v:
+            if t not in topics:
+                c.error(vnode, path, f"unknown topic {t!r}; topics: {', '.join(topics)}")
+    return v

@@ -468,7 +468,22 @@ def _names(members: dict[str, MemberSnapshot]) -> str:
     return ", ".join(m.label for m in members.values())
 
 
-def attribute(  # noqa: C901 (16; the cause vocabulary is being moved into kgctl/model)
+def _rejoins(left: dict[str, MemberSnapshot], joined: dict[str, MemberSnapshot]) -> list[str]:
+    """The same process (client id and host) leaving and joining again with a new member
+    id is a rejoin: kafka-python and Java dynamic members do that after
+    max.poll.interval.ms expires (LeaveGroup, reset, JoinGroup). Each pair found is taken
+    out of `left` and `joined`; what is returned says who rejoined as what."""
+    rejoined: list[str] = []
+    for lid, lm in list(left.items()):
+        for jid, jm in list(joined.items()):
+            if (lm.client_id, lm.host, lm.instance_id) == (jm.client_id, jm.host, jm.instance_id):
+                rejoined.append(f"{jm.label} left and rejoined as {jid}")
+                del left[lid], joined[jid]
+                break
+    return rejoined
+
+
+def attribute(
     p: _Pending, base: GroupSnapshot | None, snap: GroupSnapshot, mid_rebalance: bool = False
 ) -> dict[str, Any]:
     """The most likely cause of the rebalance that just settled, and whether it is a guess.
@@ -477,16 +492,7 @@ def attribute(  # noqa: C901 (16; the cause vocabulary is being moved into kgctl
     """
     found: list[tuple[str, str]] = []  # (cause, evidence), most likely first
     joined, left = dict(p.joined), dict(p.left)
-    # The same process (client id and host) leaving and joining again with a new member
-    # id is a rejoin: kafka-python and Java dynamic members do that after
-    # max.poll.interval.ms expires (LeaveGroup, reset, JoinGroup).
-    rejoined: list[str] = []
-    for lid, lm in list(left.items()):
-        for jid, jm in list(joined.items()):
-            if (lm.client_id, lm.host, lm.instance_id) == (jm.client_id, jm.host, jm.instance_id):
-                rejoined.append(f"{jm.label} left and rejoined as {jid}")
-                del left[lid], joined[jid]
-                break
+    rejoined = _rejoins(left, joined)
     dropped = {mid: m for mid, m in left.items() if mid in p.dropped_in_rebalance}
     if dropped:
         found.append(
