@@ -47,6 +47,7 @@ with warnings.catch_warnings():
         FindCoordinatorResponse,
     )
     from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
+    from kafka.protocol.producer import ProduceRequest
 
     class ConsumerGroupHeartbeatRequest(ApiMessage, load_json="kgctl.adapters.messages"):  # type: ignore[call-arg]
         """KIP-848 heartbeat: group, member id and epoch, subscription, owned partitions."""
@@ -254,9 +255,11 @@ def flexible(api_key: int, version: int) -> bool | None:
     """Whether this key's version uses flexible (v2 request / v1 response) headers;
     None when the key is not one this codec knows."""
     classes = _CLASSES.get(api_key)
-    if classes is None:
-        return None
-    return bool(classes[0].flexible_version_q(version))
+    if classes is not None:
+        return bool(classes[0].flexible_version_q(version))
+    if api_key == PRODUCE:  # only its acks are read (an acks=0 produce has no answer)
+        return bool(ProduceRequest.flexible_version_q(version))
+    return None
 
 
 def parse_request_header(frame: bytes | memoryview) -> RequestHeader:

@@ -33,7 +33,7 @@ def _root(
 
 def _register() -> None:
     # Each command module adds itself to `app`; imported here so the order is fixed.
-    from kgctl.cli import broker, chaos, demo, join, report, watch  # noqa: F401
+    from kgctl.cli import broker, chaos, demo, join, proxy, report, watch  # noqa: F401
 
 
 _register()

@@ -22,6 +22,7 @@ from kgctl.model.reasons import cause_text
 from kgctl.model.snapshot import GroupListing
 from kgctl.model.state import GenerationRecord, GroupState, MemberState, format_owned
 from kgctl.model.timeline import rebalance_unassigned
+from kgctl.render.proxy_lines import describe_wire
 
 STATE_STYLE = {
     "Stable": "bold green",
@@ -280,6 +281,8 @@ def describe_event(ev: Event) -> str:
         return f"broker unreachable, retrying: {d.get('error', '')}"
     if ev.type == "BrokerReconnected":
         return f"broker reachable again after {fmt_ms(int(d.get('down_ms', 0) or 0))}"
+    if ev.source == "wire":
+        return describe_wire(ev)
     extra = {k: v for k, v in d.items() if k in ("partitions", "reason", "error", "leader")}
     text = f"{who} {ev.type}"
     if ev.generation >= 0:
