@@ -1,0 +1,560 @@
+"""`kgctl proxy` against a real broker: clients of three implementations form one group
+through it, each fault effect changes what a client visibly does, and a bad peer costs
+only its own connection.
+
+One proxy serves the whole module (`ProxyThread`, in-process); every test has its own
+group, and fault rules are scoped to the test's own client ids, so the tests stay
+independent. Clients: `kgctl join` subprocesses, Apache Kafka's Java VerifiableConsumer
+(kafka-tools jars) and kcat (librdkafka) in balanced-consumer mode.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import uuid
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kgctl.broker.provision import java_executable, resolve_kafka_tools
+from kgctl.model.events import Event
+from kgctl.proxy.runner import ProxyConfig, ProxyThread
+from kgctl.settings import ClientSettings
+
+pytestmark = pytest.mark.kafka
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    from kgctl.adapters import wire
+    from kgctl.adapters.admin import GroupAdmin
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_member_kafka import MemberProc  # noqa: E402
+
+SESSION_MS = 6000
+
+
+def _die_with_parent() -> None:
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: no client outlives the tests
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(0.2)  # polling a condition, not waiting out a time
+    pytest.fail(f"no {what} within {timeout:.0f} s (last: {last!r})")
+
+
+@pytest.fixture(scope="module")
+def proxy(bootstrap: str) -> Iterator[ProxyThread]:
+    p = ProxyThread(ClientSettings.from_options(bootstrap, timeout_s=10))
+    p.start()
+    try:
+        yield p
+    finally:
+        p.close()
+
+
+@pytest.fixture
+def topic(bootstrap: str) -> Iterator[Callable[[int], str]]:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    made: list[str] = []
+
+    def create(partitions: int) -> str:
+        name = f"proxy-{uuid.uuid4().hex[:8]}"
+        admin.create_topics([NewTopic(name, partitions, 1)])
+        made.append(name)
+        return name
+
+    try:
+        yield create
+    finally:
+        if made:
+            admin.delete_topics(made)
+        admin.close()
+
+
+@pytest.fixture
+def members() -> Iterator[list[Any]]:
+    """Every client process a test starts; all are ended when it ends."""
+    procs: list[Any] = []
+    yield procs
+    for p in procs:
+        if isinstance(p, MemberProc):
+            p.kill()
+        else:
+            if p.poll() is None:
+                p.kill()
+            p.wait(10)
+
+
+def traced(proxy: ProxyThread, type_: str, client: str, since: int = 0) -> list[Event]:
+    return [
+        e for e in proxy.snapshot() if e.type == type_ and e.client_id == client and e.seq > since
+    ]
+
+
+def described(bootstrap: str, group: str) -> Any:
+    admin = GroupAdmin(ClientSettings.from_options(bootstrap))
+    try:
+        return admin.describe(group, with_lag=False)
+    finally:
+        admin.close()
+
+
+def join(bootstrap: str, group: str, topic: str, name: str, *args: str) -> MemberProc:
+    return MemberProc(bootstrap, group, topic, "--client-id", name, *args, name=name)
+
+
+# -- one group of three client implementations ---------------------------------------
+
+
+def test_kgctl_java_and_kcat_members_form_one_group_through_the_proxy(
+    proxy: ProxyThread, bootstrap: str, topic: Callable[[int], str], members: list[Any]
+) -> None:
+    name = topic(6)
+    group = f"proxy-mixed-{uuid.uuid4().hex[:8]}"
+    tag = uuid.uuid4().hex[:6]
+    kgctl_id, java_id, kcat_id = f"kgctl-{tag}", f"java-{tag}", f"kcat-{tag}"
+    kcat = shutil.which("kcat")
+    assert kcat is not None, "kcat is missing: make system-deps installs it"
+    members.append(join(proxy.bootstrap, group, name, kgctl_id))
+    libs = resolve_kafka_tools()
+    props = libs.parent / f"proxy-{tag}.properties"
+    props.write_text(f"client.id={java_id}\nsession.timeout.ms={SESSION_MS}\n")
+    members.append(
+        subprocess.Popen(
+            [
+                java_executable(),
+                "-cp",
+                f"{libs}/*",
+                "org.apache.kafka.tools.VerifiableConsumer",
+                "--bootstrap-server",
+                proxy.bootstrap,
+                "--group-id",
+                group,
+                "--topic",
+                name,
+                "--group-protocol",
+                "classic",
+                "--command-config",
+                str(props),
+            ],  # fmt: skip
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,  # noqa: PLW1509
+        )
+    )
+    members.append(
+        subprocess.Popen(
+            [
+                kcat,
+                "-b",
+                proxy.bootstrap,
+                "-G",
+                group,
+                name,
+                "-q",
+                "-o",
+                "beginning",
+                "-X",
+                f"client.id={kcat_id}",
+                "-X",
+                f"session.timeout.ms={SESSION_MS}",
+            ],  # fmt: skip
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,  # noqa: PLW1509
+        )
+    )
+    try:
+
+        def stable_with_three() -> Any:
+            snap = described(bootstrap, group)
+            clients = sorted(m.client_id for m in snap.members)
+            ok = snap.state == "Stable" and clients == sorted([kgctl_id, java_id, kcat_id])
+            return snap if ok and all(m.partitions for m in snap.members) else None
+
+        snap = wait_for("a Stable group of the three clients", stable_with_three, 90)
+    finally:
+        props.unlink(missing_ok=True)
+    owned = [(t, p) for m in snap.members for t, ps in (m.partitions or {}).items() for p in ps]
+    assert sorted(owned) == [(name, p) for p in range(6)], "each partition exactly once"
+    # Every member's connection goes through the proxy: the broker sees the proxy's
+    # address for all of them, and the proxy traced each one's protocol steps.
+    generation = wait_for(
+        "the broker's generation",
+        lambda: next(
+            (
+                e.generation
+                for e in reversed(proxy.snapshot())
+                if e.type == "JoinGroupTraced" and e.group == group and e.generation >= 0
+            ),
+            None,
+        ),
+    )
+    for client in (kgctl_id, java_id, kcat_id):
+        joins = [e for e in traced(proxy, "JoinGroupTraced", client) if e.group == group]
+        assert joins, f"no JoinGroup of {client} on the wire"
+        good = [e for e in joins if e.data["error"] == "NONE"]
+        assert good, f"{client}: no successful JoinGroup"
+        for e in joins:
+            # KIP-800: JoinGroup v8+ carries the client's reason; earlier versions cannot.
+            if e.data["api_version"] >= 8 and e.data["request"]["member_id"]:
+                assert e.data["request"]["reason"], f"{client} v{e.data['api_version']}: no reason"
+        syncs = [e for e in traced(proxy, "SyncGroupTraced", client) if e.data["error"] == "NONE"]
+        assert syncs, f"{client}: no successful SyncGroup"
+        # The SyncGroup carries the generation the broker's JoinGroup answer gave it.
+        join_gens = {e.data["response"]["generation"] for e in good}
+        assert syncs[-1].data["request"]["generation"] in join_gens
+        assert syncs[-1].data["response"]["assignment"], f"{client}: empty assignment"
+    last_syncs = {
+        c: traced(proxy, "SyncGroupTraced", c)[-1].data["request"]["generation"]
+        for c in (kgctl_id, java_id, kcat_id)
+    }
+    assert set(last_syncs.values()) == {generation}, last_syncs
+    # A kgctl member sends its own KIP-800 reason; the proxy shows it as sent.
+    first = traced(proxy, "JoinGroupTraced", kgctl_id)
+    assert any((e.data["request"]["reason"] or "").startswith("kgctl: first_join") for e in first)
+
+
+# -- one test per fault effect --------------------------------------------------------
+
+
+def test_error_injected_on_join_group_makes_the_member_look_up_the_coordinator_again(
+    proxy: ProxyThread, topic: Callable[[int], str], members: list[Any]
+) -> None:
+    name, group, client = (
+        topic(2),
+        f"proxy-error-{uuid.uuid4().hex[:8]}",
+        f"err-{uuid.uuid4().hex[:6]}",
+    )
+    rule = proxy.run_.add_rule(f"JoinGroup:error=NOT_COORDINATOR:count=1:client={client}")
+    member = join(proxy.bootstrap, group, name, client)
+    members.append(member)
+    member.wait_event("JoinCompleted", timeout=30)
+    failed = member.of("JoinFailed")
+    assert failed and failed[0]["data"]["error"] == "NOT_COORDINATOR"
+    injected = [e for e in traced(proxy, "FaultInjected", client) if e.data["rule"] == rule.id]
+    assert len(injected) == 1
+    lookups = traced(proxy, "FindCoordinatorTraced", client, since=injected[0].seq)
+    assert lookups, "no new FindCoordinator after NOT_COORDINATOR"
+    assert len(member.of("CoordinatorLookupSent")) >= 2
+
+
+def test_delayed_leader_sync_keeps_the_followers_in_the_generation(
+    proxy: ProxyThread, bootstrap: str, topic: Callable[[int], str], members: list[Any]
+) -> None:
+    name, group = topic(4), f"proxy-delay-{uuid.uuid4().hex[:8]}"
+    tag = uuid.uuid4().hex[:6]
+    leader = join(proxy.bootstrap, group, name, f"lead-{tag}", "--session-timeout", "20000")
+    members.append(leader)
+    leader.wait_event("JoinCompleted", timeout=30)
+    # Its next SyncGroup (as the leader of the round the follower starts) waits 8 s,
+    # longer than the follower's 6 s session.
+    proxy.run_.add_rule(f"SyncGroup:delay=8000:count=1:client=lead-{tag}")
+    follower = join(proxy.bootstrap, group, name, f"follow-{tag}")
+    members.append(follower)
+    done = follower.wait_event("JoinCompleted", timeout=40)
+    synced = follower.of("SyncGroupReceived")[-1]
+    assert synced["data"]["error"] == "NONE"
+    assert synced["data"]["duration_ms"] >= 7000, "the follower did not wait for the leader"
+    gen = done["data"]["generation"]
+    lead_done = leader.wait(
+        lambda: [e for e in leader.of("JoinCompleted") if e["data"]["generation"] == gen],
+        20,
+        "the leader's completion of the same generation",
+    )
+    assert lead_done
+    snap = described(bootstrap, group)
+    assert snap.state == "Stable" and len(snap.members) == 2
+
+
+def test_dropped_heartbeat_answer_makes_the_member_reconnect_without_rejoining(
+    proxy: ProxyThread, topic: Callable[[int], str], members: list[Any]
+) -> None:
+    name, group, client = (
+        topic(2),
+        f"proxy-drop-{uuid.uuid4().hex[:8]}",
+        f"drop-{uuid.uuid4().hex[:6]}",
+    )
+    member = join(proxy.bootstrap, group, name, client)
+    members.append(member)
+    done = member.wait_event("JoinCompleted", timeout=30)
+    rule = proxy.run_.add_rule(f"Heartbeat:drop:count=1:client={client}")
+    injected = wait_for(
+        "the dropped heartbeat",
+        lambda: [e for e in traced(proxy, "FaultInjected", client) if e.data["rule"] == rule.id],
+        20,
+    )
+    member.wait(lambda: member.of("CoordinatorLost"), 20, "CoordinatorLost")
+    wait_for(
+        "a heartbeat answered on a new connection",
+        lambda: [
+            e
+            for e in traced(proxy, "HeartbeatTraced", client, since=injected[0].seq)
+            if e.data["error"] == "NONE" and e.data["connection"] != injected[0].data["connection"]
+        ],
+        30,
+    )
+    assert [e["data"]["generation"] for e in member.of("JoinCompleted")] == [
+        done["data"]["generation"]
+    ], "the member rejoined instead of keeping its generation"
+
+
+def test_hung_heartbeat_times_out_and_the_member_finds_the_coordinator_again(
+    proxy: ProxyThread, topic: Callable[[int], str], members: list[Any]
+) -> None:
+    name, group, client = (
+        topic(2),
+        f"proxy-hang-{uuid.uuid4().hex[:8]}",
+        f"hang-{uuid.uuid4().hex[:6]}",
+    )
+    member = join(
+        proxy.bootstrap, group, name, client,
+        "--session-timeout", "15000", "-X", "request.timeout.ms=3000",
+    )  # fmt: skip
+    members.append(member)
+    member.wait_event("JoinCompleted", timeout=30)
+    rule = proxy.run_.add_rule(f"Heartbeat:hang:count=1:client={client}")
+    injected = wait_for(
+        "the hung heartbeat",
+        lambda: [e for e in traced(proxy, "FaultInjected", client) if e.data["rule"] == rule.id],
+        20,
+    )
+    failed = member.wait(
+        lambda: [e for e in member.of("HeartbeatFailed") if e["data"].get("transport")],
+        20,
+        "a heartbeat that failed for want of an answer",
+    )
+    assert failed
+    wait_for(
+        "a coordinator lookup after the hang",
+        lambda: traced(proxy, "FindCoordinatorTraced", client, since=injected[0].seq),
+        20,
+    )
+    # The broker saw the hung heartbeat (hang forwards it): the answer was withheld.
+    withheld = wait_for(
+        "the withheld answer in the trace",
+        lambda: [e for e in traced(proxy, "HeartbeatTraced", client) if e.data.get("withheld")],
+        20,
+    )
+    assert withheld[0].data["error"] == "NONE"
+
+
+def test_blackholed_heartbeats_get_the_member_removed_at_session_timeout(
+    proxy: ProxyThread, bootstrap: str, topic: Callable[[int], str], members: list[Any]
+) -> None:
+    name, group = topic(4), f"proxy-blackhole-{uuid.uuid4().hex[:8]}"
+    tag = uuid.uuid4().hex[:6]
+    cut, kept = f"cut-{tag}", f"kept-{tag}"
+    a = join(proxy.bootstrap, group, name, cut, "-X", "request.timeout.ms=30000")
+    members.append(a)
+    a.wait_event("JoinCompleted", timeout=30)
+    b = join(proxy.bootstrap, group, name, kept)
+    members.append(b)
+    wait_for(
+        "both members in one generation",
+        lambda: (s := described(bootstrap, group)).state == "Stable" and len(s.members) == 2,
+        40,
+    )
+    # Every request that keeps a classic member alive: an OffsetCommit counts as a
+    # heartbeat at the broker.
+    for api in ("Heartbeat", "JoinGroup", "SyncGroup", "OffsetCommit"):
+        proxy.run_.add_rule(f"{api}:blackhole:client={cut}")
+    t0 = time.monotonic()
+    # The broker never hears from `cut` again: after its session timeout it is removed
+    # and `kept` gets every partition in a new generation.
+    everything = b.wait(
+        lambda: [
+            e
+            for e in b.of("JoinCompleted")
+            if sorted(e["data"]["assignment"].get(name, [])) == [0, 1, 2, 3]
+            and e["data"]["generation"] > 1
+        ],
+        40,
+        "the remaining member taking every partition",
+    )
+    assert everything
+    took = time.monotonic() - t0
+    assert SESSION_MS / 1000 - 1.5 <= took <= SESSION_MS / 1000 + 8, took
+    snap = described(bootstrap, group)
+    assert [m.client_id for m in snap.members] == [kept]
+
+
+# -- robustness -----------------------------------------------------------------------
+
+
+def _api_versions_frame(corr: int = 1) -> bytes:
+    req = wire.ApiVersionsRequest(client_software_name="t", client_software_version="1")
+    req.with_header(correlation_id=corr, client_id="raw")
+    return bytes(req.encode(version=3, header=True, framed=True))
+
+
+def _closed_without_answer(sock: socket.socket) -> bytes:
+    sock.settimeout(10)
+    data = b""
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+
+
+def _still_serves(bootstrap: str) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+    try:
+        assert admin.describe_cluster()["brokers"]
+    finally:
+        admin.close()
+
+
+def aborted(proxy: ProxyThread, since: int) -> list[Event]:
+    return [e for e in proxy.snapshot() if e.type == "ProxyConnectionAborted" and e.seq > since]
+
+
+@pytest.mark.parametrize(
+    ("payload", "says"),
+    [
+        (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", "over the"),  # its first 4 bytes: a huge size
+        (struct.pack(">i", 200 * 1024 * 1024) + b"\x00" * 64, "over the"),
+        (struct.pack(">i", 12) + b"\xff\xff\x00\x00" + b"\x00" * 8, "not a Kafka request"),
+    ],
+    ids=["http", "oversize", "garbage-header"],
+)
+def test_a_client_sending_garbage_loses_only_its_own_connection(
+    proxy: ProxyThread, payload: bytes, says: str
+) -> None:
+    since = proxy.snapshot()[-1].seq
+    host, port = proxy.bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(payload)
+        assert _closed_without_answer(sock) == b""
+    found = wait_for("the abort event", lambda: aborted(proxy, since), 10)
+    assert len(found) == 1 and says in found[0].data["error"] and found[0].data["side"] == "client"
+    _still_serves(proxy.bootstrap)
+
+
+class BadUpstream:
+    """A TCP server that misbehaves on its first connection and relays every later one
+    to the real broker (so the same proxy keeps serving other clients)."""
+
+    def __init__(self, real: str, misbehave: Callable[[socket.socket], None]) -> None:
+        self.real = real.rsplit(":", 1)
+        self.misbehave = misbehave
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.address = f"127.0.0.1:{self.server.getsockname()[1]}"
+        self.first = True
+        self.socks: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            self.socks.append(conn)
+            if self.first:
+                self.first = False
+                threading.Thread(target=self.misbehave, args=(conn,), daemon=True).start()
+                continue
+            up = socket.create_connection((self.real[0], int(self.real[1])))
+            self.socks.append(up)
+            for a, b in ((conn, up), (up, conn)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while chunk := src.recv(65536):
+                dst.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.server.close()
+        for s in self.socks:
+            s.close()
+
+
+def _half_frame(conn: socket.socket) -> None:
+    conn.recv(65536)
+    conn.sendall(struct.pack(">i", 100) + b"\x00\x00\x00\x01" + b"x" * 10)
+    conn.close()
+
+
+def _not_kafka(conn: socket.socket) -> None:
+    conn.recv(65536)
+    conn.sendall(b"SSH-2.0-OpenSSH_9.2\r\nProtocol mismatch.\r\n")
+
+
+@pytest.mark.parametrize(
+    ("misbehave", "says"),
+    [(_half_frame, "closed after 14 of a 100-byte frame"), (_not_kafka, "over the")],
+    ids=["closes-mid-frame", "not-kafka"],
+)
+def test_a_bad_upstream_costs_only_its_own_connection(
+    bootstrap: str, misbehave: Callable[[socket.socket], None], says: str
+) -> None:
+    upstream = BadUpstream(bootstrap, misbehave)
+    p = ProxyThread(ClientSettings.from_options(upstream.address, timeout_s=10), ProxyConfig())
+    p.start()
+    try:
+        host, port = p.bootstrap.rsplit(":", 1)
+        with socket.create_connection((host, int(port))) as sock:
+            sock.sendall(_api_versions_frame())
+            assert _closed_without_answer(sock) == b"", "a half frame reached the client"
+        found = wait_for("the abort event", lambda: aborted(p, 0), 10)
+        assert len(found) == 1 and says in found[0].data["error"]
+        assert found[0].data["side"] == "upstream"
+        _still_serves(p.bootstrap)
+    finally:
+        p.close()
+        upstream.close()
+
+
+def test_sasl_frames_are_forwarded_but_never_traced(proxy: ProxyThread) -> None:
+    """A SaslHandshake/SaslAuthenticate exchange (PLAIN, a password inside) passes
+    through; no event carries any of its bytes."""
+    host, port = proxy.bootstrap.rsplit(":", 1)
+    secret = f"pw-{uuid.uuid4().hex}"
+    with socket.create_connection((host, int(port))) as sock:
+        head = struct.pack(">hhih", 17, 1, 5, 3) + b"raw"
+        body = struct.pack(">h", 5) + b"PLAIN"
+        sock.sendall(struct.pack(">i", len(head + body)) + head + body)
+        size = struct.unpack(">i", sock.recv(4))[0]
+        assert size > 0
+        token = b"\x00user\x00" + secret.encode()
+        head = struct.pack(">hhih", 36, 1, 6, 3) + b"raw"
+        body = struct.pack(">i", len(token)) + token
+        sock.sendall(struct.pack(">i", len(head + body)) + head + body)
+        sock.settimeout(10)
+        sock.recv(65536)  # the broker's answer (this listener has no SASL: an error)
+    assert all(secret not in e.to_json() for e in proxy.snapshot())
