@@ -558,3 +558,150 @@ def test_sasl_frames_are_forwarded_but_never_traced(proxy: ProxyThread) -> None:
         sock.settimeout(10)
         sock.recv(65536)  # the broker's answer (this listener has no SASL: an error)
     assert all(secret not in e.to_json() for e in proxy.snapshot())
+
+
+# -- the command ----------------------------------------------------------------------
+
+
+def test_proxy_command_json_record_control_lines_and_sigterm(
+    bootstrap: str, topic: Callable[[int], str], members: list[Any], tmp_path: Path
+) -> None:
+    import json
+
+    record = tmp_path / "proxy.jsonl"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kgctl",
+            "proxy",
+            "-b",
+            bootstrap,
+            "--record",
+            str(record),
+            "-o",
+            "json",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        bufsize=1,
+    )
+    events: list[dict[str, Any]] = []
+    reader = threading.Thread(
+        target=lambda: events.extend(json.loads(line) for line in proc.stdout or []), daemon=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        first = json.loads(proc.stdout.readline())
+        assert first["type"] == "ProxyStarted" and first["source"] == "wire"
+        reader.start()
+        client = f"cli-{uuid.uuid4().hex[:6]}"
+        proc.stdin.write('{"op": "add", "rule": "JoinGroup:error=NOPE"}\n')
+        proc.stdin.write(
+            json.dumps(
+                {
+                    "op": "add",
+                    "rule": f"JoinGroup:error=COORDINATOR_NOT_AVAILABLE:count=1:client={client}",
+                }
+            )
+            + "\n"
+        )
+        proc.stdin.flush()
+        wait_for(
+            "the rule in force", lambda: [e for e in events if e["type"] == "FaultRuleAdded"], 10
+        )
+        rejected = [e for e in events if e["type"] == "ControlRejected"]
+        assert rejected and "unknown error 'NOPE'" in rejected[0]["data"]["error"]
+        group = f"proxy-cli-{uuid.uuid4().hex[:8]}"
+        member = join(first["data"]["bootstrap"], group, topic(2), client)
+        members.append(member)
+        member.wait_event("JoinCompleted", timeout=30)
+        assert member.of("JoinFailed")[0]["data"]["error"] == "COORDINATOR_NOT_AVAILABLE"
+        member.stop()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0
+        reader.join(5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+    assert events[-1]["type"] == "ProxyStopped" and events[-1]["data"]["why"] == "SIGTERM"
+    recorded = [json.loads(line) for line in record.read_text().splitlines()]
+    assert [e["type"] for e in recorded] == [first["type"]] + [e["type"] for e in events]
+    done = subprocess.run(
+        [sys.executable, "-m", "kgctl", "report", str(record), "-g", group, "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["group"] == group
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (
+            ["--fault", "JoinGroup:error=OFFSET_OUT_OF_RANGE"],
+            "JoinGroup does not answer OFFSET_OUT_OF_RANGE",
+        ),
+        (["--fault", "Produce:error=NOT_COORDINATOR"], "error= applies only to"),
+        (["--listen", "nowhere"], "--listen 'nowhere': expected HOST:PORT"),
+    ],
+)
+def test_proxy_command_refuses_bad_options_in_one_line(args: list[str], says: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "kgctl", "proxy", "-b", "127.0.0.1:9", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0], done.stderr
+
+
+def test_trace_topic_carries_a_foreign_member_s_steps(
+    bootstrap: str, topic: Callable[[int], str], tmp_path: Path
+) -> None:
+    """What `kgctl watch G --trace-topic T` reads: a plain kafka-python consumer (not a
+    kgctl member, so it publishes nothing itself) joins through a publishing proxy."""
+    from kafka import KafkaConsumer
+
+    from kgctl.adapters.trace import TraceTopicReader
+    from kgctl.proxy.sinks import TopicSink
+
+    settings = ClientSettings.from_options(bootstrap)
+    trace = f"proxy-trace-{uuid.uuid4().hex[:8]}"
+    group = f"proxy-foreign-{uuid.uuid4().hex[:8]}"
+    sink = TopicSink(settings, trace)
+    p = ProxyThread(settings, sink=sink)
+    seen: list[Event] = []
+    reader = TraceTopicReader(settings, trace, group, seen.append, lambda _: None)
+    reader.start()
+    p.start()
+    consumer = KafkaConsumer(
+        topic(2), bootstrap_servers=p.bootstrap, group_id=group, client_id="foreign-app"
+    )
+    try:
+
+        def synced() -> list[Event]:
+            consumer.poll(timeout_ms=100)  # the consumer joins from its poll loop
+            return [e for e in seen if e.type == "SyncGroupTraced" and e.data["error"] == "NONE"]
+
+        wait_for("the join on the trace topic", synced, 30)
+    finally:
+        consumer.close()
+        p.close()
+        sink.close()
+        reader.stop()
+        reader.join(10)
+        KafkaAdminClient(bootstrap_servers=bootstrap).delete_topics([trace])
+    joins = [e for e in seen if e.type == "JoinGroupTraced"]
+    assert joins and all(e.client_id == "foreign-app" and e.source == "wire" for e in joins)

@@ -23,6 +23,7 @@ from kgctl.cli.common import (
     make_settings,
     run,
 )
+from kgctl.errors import ExitStatus
 from kgctl.model.events import Event
 
 
@@ -67,7 +68,7 @@ def proxy_command(
     """
     env = make_env(output, verbose, quiet)
 
-    def body() -> None:
+    def body() -> ExitStatus:
         from kgctl.proxy.faults import parse_rule
         from kgctl.proxy.runner import ProxyConfig, ProxyRun, parse_listen
         from kgctl.proxy.sinks import RecordSink, TopicSink
@@ -102,10 +103,15 @@ def proxy_command(
                 each(event)
             show(event)
 
+        proxy = ProxyRun(settings, config, sink, control=sys.stdin, handle_signals=True)
         try:
-            ProxyRun(settings, config, sink, control=sys.stdin, handle_signals=True).serve()
+            proxy.serve()
         finally:
             for close in reversed(closers):
                 close()
+        # Ctrl-C ends it as it ends every kgctl command; SIGTERM and SIGHUP are a stop.
+        return ExitStatus.INTERRUPTED if proxy.stopped_by == "SIGINT" else ExitStatus.OK
 
-    run(env, body)
+    status = run(env, body)
+    if status:
+        raise typer.Exit(int(status))

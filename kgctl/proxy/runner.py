@@ -202,8 +202,8 @@ class ProxyRun:
             connect_timeout_s=self.settings.timeout_s,
         )
         if self.handle_signals:
-            for sig, name in ((signal.SIGINT, "SIGINT"), (signal.SIGTERM, "SIGTERM")):
-                self._loop.add_signal_handler(sig, self.stop, name)
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                self._loop.add_signal_handler(sig, self.stop, sig.name)
         try:
             self.bootstrap = await self.proxy.start()
         except OSError as exc:
