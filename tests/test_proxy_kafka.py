@@ -439,8 +439,12 @@ def aborted(proxy: ProxyThread, since: int) -> list[Event]:
         (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", "over the"),  # its first 4 bytes: a huge size
         (struct.pack(">i", 200 * 1024 * 1024) + b"\x00" * 64, "over the"),
         (struct.pack(">i", 12) + b"\xff\xff\x00\x00" + b"\x00" * 8, "not a Kafka request"),
+        (
+            b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + b"\x00" * 32,
+            "TLS from the client is refused",
+        ),
     ],
-    ids=["http", "oversize", "garbage-header"],
+    ids=["http", "oversize", "garbage-header", "tls-client-hello"],
 )
 def test_a_client_sending_garbage_loses_only_its_own_connection(
     proxy: ProxyThread, payload: bytes, says: str

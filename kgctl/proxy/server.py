@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import socket
 import ssl
 import struct
 import time
@@ -40,7 +41,9 @@ class FrameError(Exception):
     """The peer broke framing: the connection cannot go on."""
 
 
-async def read_frame(reader: asyncio.StreamReader, limit: int) -> bytes | None:
+async def read_frame(
+    reader: asyncio.StreamReader, limit: int, *, client: bool = False
+) -> bytes | None:
     """One whole frame's payload; None at a clean end of stream (between frames)."""
     try:
         head = await reader.readexactly(4)
@@ -48,6 +51,12 @@ async def read_frame(reader: asyncio.StreamReader, limit: int) -> bytes | None:
         if exc.partial:
             raise FrameError("closed in the middle of a frame's size") from None
         return None
+    if client and head[0] == 0x16 and head[1] == 0x03:
+        # A TLS handshake record (ClientHello): the proxy listens in plaintext only.
+        raise FrameError(
+            "TLS from the client is refused: the proxy listens in plaintext; give the "
+            "client security.protocol=PLAINTEXT (or SASL_PLAINTEXT)"
+        )
     (size,) = struct.unpack(">i", head)
     if size < 0 or size > limit:
         raise FrameError(f"frame of {size} bytes is over the {limit}-byte limit")
@@ -153,7 +162,12 @@ class Proxy:
 
         listener.server = await asyncio.start_server(serve, host, port, reuse_address=True)
         sock = listener.server.sockets[0].getsockname()
-        listener.host, listener.port = str(sock[0]), int(sock[1])
+        # The address clients are told: a wildcard listen address is no address to
+        # connect to, so they get this host's name instead.
+        shown = str(sock[0])
+        if shown in ("0.0.0.0", "::", ""):
+            shown = socket.gethostname()
+        listener.host, listener.port = shown, int(sock[1])
         if node_id >= 0:
             self.emit.emit(
                 "ListenerOpened",
@@ -287,7 +301,7 @@ class _Session:
     async def _requests(self) -> None:
         proxy = self.proxy
         while True:
-            frame = await read_frame(self.c_reader, proxy.max_frame_bytes)
+            frame = await read_frame(self.c_reader, proxy.max_frame_bytes, client=True)
             if frame is None:
                 return
             header = wire.parse_request_header(frame)
