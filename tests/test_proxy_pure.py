@@ -328,3 +328,38 @@ def test_a_truncated_group_request_is_a_wire_error() -> None:
     header = wire.parse_request_header(frame)
     with pytest.raises(wire.WireError):
         wire.decode_request(header, frame[: header.body_offset + 3])
+
+
+def test_every_proxy_event_type_is_documented() -> None:
+    from pathlib import Path
+
+    from kgctl.model.events import EVENT_TYPES
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "events.md").read_text()
+    section = text[text.index("## Proxy events") :]
+    names = list(EVENT_TYPES)
+    proxy_types = names[names.index("ProxyStarted") : names.index("ProxyStopped") + 1]
+    assert len(proxy_types) == 16
+    for name in proxy_types:
+        assert f"| `{name}` |" in section, name
+
+
+def test_wire_lines_render_every_proxy_event() -> None:
+    from kgctl.model.events import Event
+    from kgctl.render.proxy_lines import describe_wire, render_line
+
+    join = Event(
+        type="JoinGroupTraced", ts_ms=1, mono_ms=0.0, seq=1, group="g", client_id="app-1",
+        member_id="m-1", source="wire",
+        data={
+            "api_version": 9, "connection": "c3", "latency_ms": 2.5, "error": "NONE",
+            "request": {"protocols": ["range"], "reason": "kgctl: first_join"},
+            "response": {"generation": 4, "is_leader": True}, "fault": "r1", "injected": False,
+        },
+    )  # fmt: skip
+    line = describe_wire(join)
+    assert "app-1 JoinGroup v9 group=g" in line and "reason='kgctl: first_join'" in line
+    assert "→ NONE gen 4 leader (2.5 ms, c3)" in line
+    quiet = Event(type="HeartbeatTraced", ts_ms=1, mono_ms=0.0, seq=2, group="g", source="wire",
+                  data={"error": "NONE"})  # fmt: skip
+    assert render_line(quiet) is None and render_line(quiet, heartbeats=True)
