@@ -295,7 +295,13 @@ def describe_event(ev: Event) -> str:
 def render_log(events: Sequence[Event], width: int, rows: int, scroll: int = 0) -> RenderableType:
     """The newest events last, one line each, as many as `rows` allows; `scroll` lines
     back from the newest (the arrow keys of the live view)."""
-    shown = [e for e in events if not (e.type == "GroupObserved" and not e.data.get("changed"))]
+    shown = [
+        e
+        for e in events
+        if not (e.type == "GroupObserved" and not e.data.get("changed"))
+        # A proxy's answered heartbeats: every few seconds per member, news only when failed.
+        and not (e.type == "HeartbeatTraced" and e.data.get("error") == "NONE")
+    ]
     scroll = max(0, min(scroll, len(shown) - rows)) if rows > 0 else 0
     end = len(shown) - scroll
     shown = shown[max(end - rows, 0) : end] if rows > 0 else []
