@@ -31,6 +31,7 @@ from kgctl.model.state import PHASE_STABLE, GroupState
 if TYPE_CHECKING:
     from kgctl.adapters.chaos import ChaosAdmin, NumberedProducer
     from kgctl.chaos.scenario import MemberSpec, Scenario
+    from kgctl.proxy.runner import ProxyThread
 
 Args = Mapping[str, Any]
 # A member or topic name a scenario may use.
@@ -94,6 +95,7 @@ class ActionContext(Protocol):
     subscriptions: dict[str, tuple[list[str], str | None]]
     excused: dict[str, list[tuple[int, int | None]]]  # members whose ownership is stale
     expected_fenced: set[str]
+    proxy: ProxyThread | None  # between the fleet and the cluster when the scenario has faults
 
     @property
     def bootstrap(self) -> str: ...
@@ -656,6 +658,100 @@ class Wait(Action):
         )
 
 
+SESSION_TERM = re.compile(r"\{session(?:\*([0-9.]+))?\}")
+
+
+def session_rule(text: str, session_ms: int) -> str:
+    """A scenario's fault rule with `{session}` / `{session*1.5}` replaced by that many
+    milliseconds of the fleet's session timeout (as fitted to the cluster)."""
+    return SESSION_TERM.sub(lambda m: str(round(session_ms * float(m.group(1) or 1))), text)
+
+
+def _proxy(ctx: ActionContext) -> ProxyThread:
+    if ctx.proxy is None:
+        raise SetupError("no proxy: the run did not start one (a scenario with faults does)")
+    return ctx.proxy
+
+
+class Fault(Action):
+    """Put a `kgctl proxy` fault rule in force between the fleet and the cluster
+    (docs/proxy.md): `rule` as `API:EFFECT[:SELECTOR]...`, optionally only for one
+    `member` (or the group's current `leader`), with an `id` for a later `heal`."""
+
+    name = "fault"
+    args = {
+        "rule": Arg("str", True),
+        "member": Arg("str"),
+        "id": Arg("str"),
+        "rebalance": Arg("bool"),
+    }
+
+    def validate(self, args: dict[str, Any], check: StepCheck) -> None:
+        from kgctl.proxy.faults import RuleError, parse_rule
+
+        if "rule" in args:
+            try:
+                parse_rule(session_rule(str(args["rule"]), 6000))
+            except RuleError as exc:
+                check.error("rule", str(exc).replace("fault rule ", "", 1))
+        member = args.get("member")
+        if member is not None and member != "leader" and member not in check.names:
+            check.error("member", f"unknown member {member!r} (or 'leader')")
+
+    def perform(self, ctx: ActionContext, args: Args) -> ActionOutcome:
+        from kgctl.proxy.faults import parse_rule
+
+        text = session_rule(str(args["rule"]), ctx.scenario.fleet.session_timeout_ms)
+        rule = parse_rule(text)
+        member = args.get("member")
+        if member == "leader":
+            member = ctx.state.leader
+            if not member or member not in ctx.fleet.members:
+                raise SetupError("fault: the group has no known leader to fault")
+        if member:
+            # Exactly this member's client id (kgctl join's default for --name).
+            rule.client, rule.client_exact = f"kgctl-{member}", True
+        if args.get("id"):
+            rule.id = str(args["id"])
+        wait_for = None
+        rebalance = bool(args.get("rebalance", False))
+        if member and rule.error == "FENCED_INSTANCE_ID":
+            # The member must end, fenced; the broker still holds its static identity
+            # until its session times out, then hands its partitions on.
+            ctx.expected_fenced.add(member)
+            fenced = ctx.fleet.members[member]
+            wait_for = lambda: not fenced.running  # noqa: E731
+            rebalance = True
+        _proxy(ctx).run_.add_rule(rule)
+        return ActionOutcome(
+            f"fault {rule.id} in force: {text}" + (f" on {member}" if member else ""),
+            expect_rebalance=rebalance,
+            members=[member] if member else [],
+            details={"rule": rule.to_dict(), "member": member},
+            wait_for=wait_for,
+        )
+
+
+class Heal(Action):
+    """Remove the fault rules with this `id` (every rule without one)."""
+
+    name = "heal"
+    args = {"id": Arg("str"), "rebalance": Arg("bool")}
+
+    def perform(self, ctx: ActionContext, args: Args) -> ActionOutcome:
+        run = _proxy(ctx).run_
+        which = args.get("id")
+        if which:
+            run.remove_rule(str(which))
+        else:
+            run.clear_rules()
+        return ActionOutcome(
+            f"fault {which} healed" if which else "every fault healed",
+            expect_rebalance=bool(args.get("rebalance", False)),
+            details={"name": which},
+        )
+
+
 ACTIONS: dict[str, Action] = {
     a.name: a
     for a in (
@@ -673,5 +769,7 @@ ACTIONS: dict[str, Action] = {
         StaticConflict(),
         Produce(),
         Wait(),
+        Fault(),
+        Heal(),
     )
 }

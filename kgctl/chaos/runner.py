@@ -19,7 +19,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -43,6 +43,7 @@ from kgctl.settings import ClientSettings
 
 if TYPE_CHECKING:
     from kgctl.adapters.chaos import ChaosAdmin, NumberedProducer
+    from kgctl.proxy.runner import ProxyThread
 
 Sink = Callable[[Event], None]
 
@@ -137,6 +138,8 @@ class ChaosRun:
         self._last_ts = 0
         self._step_events: list[Event] = []
         self.interrupted = False
+        # Started by setup when the scenario has fault rules; the fleet connects through it.
+        self.proxy: ProxyThread | None = None
         self.fitted: FittedScenario | None = None
         # A member the cluster refused for its timings: no point waiting for the group.
         self.refused: KgctlError | None = None
@@ -371,7 +374,7 @@ class ChaosRun:
             pattern=self.real_pattern(pattern) if pattern else None,
             instance_id=instance_id or (f"{spec.name}" if spec.static else None),
             assignors=list(spec.assignors),
-            session_timeout_ms=f.session_timeout_ms,
+            session_timeout_ms=spec.session_timeout_ms or f.session_timeout_ms,
             heartbeat_interval_ms=f.heartbeat_interval_ms,
             max_poll_interval_ms=f.max_poll_interval_ms,
             commit=f.commit,
@@ -447,6 +450,8 @@ class ChaosRun:
             {self.topics[t]: n for t, n in self.partitions.items()}, self.replication
         )
         self.producer = producer = NumberedProducer(self.settings, self.run_id)
+        if sc.uses_proxy:
+            self.start_proxy()
         self.emit(
             "ScenarioStarted",
             scenario=sc.name,
@@ -697,9 +702,23 @@ class ChaosRun:
             if m.stderr:
                 entry["stderr"] = list(m.stderr)[-5:]
 
+    def start_proxy(self) -> None:
+        """A `kgctl proxy` in this process between the fleet and the cluster (the admin
+        client and the producer stay direct); its events join the run's."""
+        from kgctl.proxy.runner import ProxyThread
+
+        def deliver(event: Event) -> None:
+            self.fleet.queue.put(("event", "proxy", event))
+
+        self.proxy = ProxyThread(self.settings, sink=deliver)
+        self.proxy.start()
+        self.fleet.settings = replace(self.settings, bootstrap=self.proxy.bootstrap)
+
     def cleanup(self) -> None:
         with contextlib.suppress(Exception):
             self.fleet.close(grace_s=10)
+        if self.proxy is not None:
+            self.proxy.close()
         if self.producer is not None:
             with contextlib.suppress(Exception):
                 self.producer.close()

@@ -44,6 +44,7 @@ class Rule:
     after: int = 0
     for_s: float | None = None
     id: str = ""
+    client_exact: bool = False  # client= names the whole client id (set by chaos)
     added_at: float = 0.0
     matched: int = 0  # requests that matched the API and selectors
     applied: int = 0  # of those, the ones the effect was applied to
@@ -51,8 +52,11 @@ class Rule:
     def selects(self, api_key: int, client_id: str, group: str | None) -> bool:
         if api_key != self.api_key:
             return False
-        if self.client is not None and self.client not in client_id:
-            return False
+        if self.client is not None:
+            if self.client_exact and client_id != self.client:
+                return False
+            if self.client not in client_id:
+                return False
         return self.group is None or self.group == group
 
     def active(self, now: float) -> bool:
@@ -174,12 +178,11 @@ class FaultBook:
         self.rules.append(rule)
         return rule
 
-    def remove(self, rule_id: str) -> Rule | None:
-        for rule in self.rules:
-            if rule.id == rule_id:
-                self.rules.remove(rule)
-                return rule
-        return None
+    def remove(self, rule_id: str) -> list[Rule]:
+        """Remove every rule with this id (chaos may give several the same); the removed."""
+        gone = [r for r in self.rules if r.id == rule_id]
+        self.rules = [r for r in self.rules if r.id != rule_id]
+        return gone
 
     def clear(self) -> list[Rule]:
         gone, self.rules = self.rules, []

@@ -99,11 +99,14 @@ class ProxyRun:
             with contextlib.suppress(RuntimeError):  # the loop already ended
                 loop.call_soon_threadsafe(stop.set)
 
-    def add_rule(self, text: str) -> Rule:
-        """Parse here (errors raise in the caller), apply on the loop; returns the rule."""
-        rule = parse_rule(text)
-        self._call(lambda: self._add(rule))
-        return rule
+    def add_rule(self, rule: Rule | str) -> Rule:
+        """Parse here (errors raise in the caller), apply on the loop; returns the rule
+        (its `id` set, unless it had one)."""
+        if isinstance(rule, str):
+            rule = parse_rule(rule)
+        added = rule
+        self._call(lambda: self._add(added))
+        return added
 
     def remove_rule(self, rule_id: str) -> None:
         self._call(lambda: self._remove(rule_id))
@@ -134,12 +137,12 @@ class ProxyRun:
 
     def _remove(self, rule_id: str) -> None:
         assert self.proxy is not None
-        rule = self.proxy.faults.remove(rule_id)
-        if rule is not None:
+        gone = self.proxy.faults.remove(rule_id)
+        for rule in gone:
             self.proxy.emit.emit(
                 "FaultRuleRemoved", id=rule.id, rule=rule.text, applied=rule.applied, why="removed"
             )
-        else:
+        if not gone:
             self.proxy.emit.emit("ControlRejected", error=f"no rule {rule_id!r}")
 
     def _clear(self) -> None:
