@@ -195,6 +195,15 @@ class TracedCoordinator(ConsumerCoordinator):
     def poll(self, timeout_ms: Any = None) -> Any:
         if self._kg_fatal is not None:
             raise self._kg_fatal
+        if (
+            self.state is MemberState.STABLE
+            and self._generation.generation_id != DEFAULT_GENERATION_ID
+            and self.heartbeat.session_timeout_expired()
+        ):
+            # kafka-python's heartbeat loop looks at the session only between heartbeats,
+            # and waits for an answer up to request.timeout.ms: a member cut off from its
+            # coordinator would go on consuming partitions given to others that long.
+            self.coordinator_dead(SESSION_EXPIRED)
         return super().poll(timeout_ms=timeout_ms)
 
     # -- metadata: Java's poll throws TopicAuthorizationException for subscribed topics;
@@ -305,6 +314,14 @@ class TracedCoordinator(ConsumerCoordinator):
             name = error_name(error) if isinstance(error, BaseException | type) else str(error)
             self._kg("CoordinatorLost", coordinator=str(self.coordinator_id), error=name)
         super().coordinator_dead(error)
+        if error == SESSION_EXPIRED and self._generation.generation_id != DEFAULT_GENERATION_ID:
+            # No heartbeat answered for a whole session: the coordinator has removed this
+            # member and handed its partitions on. Java's classic consumer only looks the
+            # coordinator up again and keeps consuming them until an answer says
+            # UNKNOWN_MEMBER_ID; librdkafka (and KIP-848 consumers) give them up at once,
+            # which kgctl follows: they are lost, not revoked, and the member rejoins.
+            self._kg_cause = "heartbeat:session_expired"
+            self.reset_generation()
 
     # -- onJoinPrepare (departure 4: no revoked(set()) on a join without generation) ----
     async def _on_join_prepare_async(
@@ -850,6 +867,10 @@ def subscribe(
 def existing_topics(consumer: KafkaConsumer) -> set[str]:
     return set(consumer.topics())
 
+
+# kafka-python's heartbeat loop marks the coordinator dead with this text when a whole
+# session passed without an answered heartbeat.
+SESSION_EXPIRED = "Heartbeat session expired"
 
 # A burst larger than this is split over several records (brokers take 1 MB by default).
 TRACE_RECORD_MAX_BYTES = 256 * 1024

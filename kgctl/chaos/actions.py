@@ -680,20 +680,26 @@ class Fault(Action):
 
     name = "fault"
     args = {
-        "rule": Arg("str", True),
+        "rule": Arg("str"),
+        "rules": Arg("str_list"),
         "member": Arg("str"),
         "id": Arg("str"),
         "rebalance": Arg("bool"),
+        "settle": Arg("bool"),
     }
 
     def validate(self, args: dict[str, Any], check: StepCheck) -> None:
         from kgctl.proxy.faults import RuleError, parse_rule
 
-        if "rule" in args:
-            try:
-                parse_rule(session_rule(str(args["rule"]), 6000))
-            except RuleError as exc:
-                check.error("rule", str(exc).replace("fault rule ", "", 1))
+        if ("rule" in args) == ("rules" in args):
+            check.error(None, "fault needs 'rule' or 'rules' (exactly one of them)")
+        for key in ("rule", "rules"):
+            texts = args.get(key)
+            for text in [texts] if isinstance(texts, str) else texts or []:
+                try:
+                    parse_rule(session_rule(str(text), 6000))
+                except RuleError as exc:
+                    check.error(key, str(exc).replace("fault rule ", "", 1))
         member = args.get("member")
         if member is not None and member != "leader" and member not in check.names:
             check.error("member", f"unknown member {member!r} (or 'leader')")
@@ -701,33 +707,41 @@ class Fault(Action):
     def perform(self, ctx: ActionContext, args: Args) -> ActionOutcome:
         from kgctl.proxy.faults import parse_rule
 
-        text = session_rule(str(args["rule"]), ctx.scenario.fleet.session_timeout_ms)
-        rule = parse_rule(text)
+        session = ctx.scenario.fleet.session_timeout_ms
+        texts = [session_rule(str(t), session) for t in args.get("rules") or [args["rule"]]]
+        rules = [parse_rule(t) for t in texts]
         member = args.get("member")
         if member == "leader":
             member = ctx.state.leader
             if not member or member not in ctx.fleet.members:
                 raise SetupError("fault: the group has no known leader to fault")
-        if member:
-            # Exactly this member's client id (kgctl join's default for --name).
-            rule.client, rule.client_exact = f"kgctl-{member}", True
-        if args.get("id"):
-            rule.id = str(args["id"])
+        for rule in rules:
+            if member:
+                # Exactly this member's client id (kgctl join's default for --name).
+                rule.client, rule.client_exact = f"kgctl-{member}", True
+            if args.get("id"):
+                rule.id = str(args["id"])
         wait_for = None
         rebalance = bool(args.get("rebalance", False))
-        if member and rule.error == "FENCED_INSTANCE_ID":
+        if member and any(r.error == "FENCED_INSTANCE_ID" for r in rules):
             # The member must end, fenced; the broker still holds its static identity
             # until its session times out, then hands its partitions on.
             ctx.expected_fenced.add(member)
             fenced = ctx.fleet.members[member]
             wait_for = lambda: not fenced.running  # noqa: E731
             rebalance = True
-        _proxy(ctx).run_.add_rule(rule)
+        proxy = _proxy(ctx)
+        for rule in rules:
+            proxy.run_.add_rule(rule)
+        shown = ", ".join(f"{r.id} {t}" for r, t in zip(rules, texts, strict=True))
         return ActionOutcome(
-            f"fault {rule.id} in force: {text}" + (f" on {member}" if member else ""),
+            f"fault in force: {shown}" + (f" on {member}" if member else ""),
             expect_rebalance=rebalance,
             members=[member] if member else [],
-            details={"rule": rule.to_dict(), "member": member},
+            details={"rules": [r.to_dict() for r in rules], "member": member},
+            # settle: false when the fault keeps a member out of any stable group (a
+            # blackhole) until a later heal.
+            settle=bool(args.get("settle", True)),
             wait_for=wait_for,
         )
 
