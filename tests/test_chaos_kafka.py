@@ -107,6 +107,7 @@ def _assert_green(
         assert "poll_interval_exceeded" in step["rejoin_reasons"]
     if name == "partition-growth":
         assert len(step["moved"]) >= 3  # the three new partitions got owners
+    _assert_fault_scenario(name, journal, events)
     if name == "subscription-change":
         # The last steps switch every member to a pattern, then create a topic it
         # matches: the new topic's partitions end up assigned.
@@ -317,6 +318,52 @@ def stock_runs(
 
 
 STOCK_SIDE_BY_SIDE = 4
+
+
+def _assert_fault_scenario(
+    name: str, journal: dict[str, Any], events: list[dict[str, Any]]
+) -> None:
+    """The fault scenarios: the proxy applied its rules, and each client did what the
+    scenario is about."""
+    injected = [e for e in events if e["type"] == "FaultInjected"]
+    steps = journal["steps"]
+
+    def of(type_: str, member: str | None = None) -> list[dict[str, Any]]:
+        return [
+            e
+            for e in events
+            if e["type"] == type_ and e["source"] == "member" and member in (None, e["member"])
+        ]
+
+    if name == "coordinator-flap":
+        assert len(injected) == 5
+        joined = steps[2]["errors"]
+        assert any("NOT_COORDINATOR" in per for per in joined.values()), joined
+        # NOT_COORDINATOR sends a member back to FindCoordinator.
+        lost = [e for e in of("CoordinatorLost") if e["data"]["error"] == "NOT_COORDINATOR"]
+        assert lost
+    elif name == "slow-sync":
+        (held,) = injected
+        assert held["data"]["effect"] == "delay" and held["client_id"] == "kgctl-m1"
+        assert len(steps[2]["generations"]) == 1  # nobody was removed while m1 synced
+        slow = [e for e in of("SyncGroupReceived", "m2") if e["ts_ms"] >= held["ts_ms"]]
+        assert slow[0]["data"]["duration_ms"] >= held["data"]["delay_ms"] * 0.8
+    elif name == "fenced-heartbeat":
+        assert steps[0]["fenced"] == ["m2"]
+        assert of("MemberFailed", "m2")[0]["data"]["error"] == "FENCED_INSTANCE_ID"
+    elif name == "commit-during-rebalance":
+        assert len(injected) == 4
+        refused = of("OffsetCommitFailed")
+        assert refused and journal["invariants"]["at-least-once"] == "held"
+    elif name == "coordinator-partition":
+        resets = [
+            e
+            for e in of("GenerationReset", "m3")
+            if e["data"]["cause"] == "heartbeat:session_expired"
+        ]
+        assert resets, "m3 kept its partitions after its session expired"
+        assert journal["invariants"]["consumed-outside-assignment"] == "held"
+        assert steps[-1]["generations"], "m3 did not rejoin after the heal"
 
 
 def _start_stock_run(name: str, bootstrap: str, out: Path) -> tuple[subprocess.Popen[str], Path]:
