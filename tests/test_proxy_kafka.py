@@ -709,3 +709,60 @@ def test_trace_topic_carries_a_foreign_member_s_steps(
         KafkaAdminClient(bootstrap_servers=bootstrap).delete_topics([trace])
     joins = [e for e in seen if e.type == "JoinGroupTraced"]
     assert joins and all(e.client_id == "foreign-app" and e.source == "wire" for e in joins)
+
+
+def test_a_kip848_java_member_s_heartbeats_are_traced_with_its_epochs(
+    proxy: ProxyThread, bootstrap: str, topic: Callable[[int], str], members: list[Any]
+) -> None:
+    """ConsumerGroupHeartbeat (kgctl's own schema, kafka-python has none) decoded at the
+    version the Java client speaks, both ways."""
+    name = topic(2)
+    group = f"proxy-848-{uuid.uuid4().hex[:8]}"
+    client = f"java848-{uuid.uuid4().hex[:6]}"
+    libs = resolve_kafka_tools()
+    props = libs.parent / f"proxy-{client}.properties"
+    props.write_text(f"client.id={client}\n")
+    members.append(
+        subprocess.Popen(
+            [
+                java_executable(),
+                "-cp",
+                f"{libs}/*",
+                "org.apache.kafka.tools.VerifiableConsumer",
+                "--bootstrap-server",
+                proxy.bootstrap,
+                "--group-id",
+                group,
+                "--topic",
+                name,
+                "--group-protocol",
+                "consumer",
+                "--command-config",
+                str(props),
+            ],  # fmt: skip
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,  # noqa: PLW1509
+        )
+    )
+    try:
+
+        def assigned() -> list[Event]:
+            return [
+                e
+                for e in traced(proxy, "ConsumerGroupHeartbeatTraced", client)
+                if e.data["error"] == "NONE" and e.data["response"]["assignment"]
+            ]
+
+        got = wait_for("a heartbeat answer with an assignment", assigned, 60)
+    finally:
+        props.unlink(missing_ok=True)
+    beats = traced(proxy, "ConsumerGroupHeartbeatTraced", client)
+    first = beats[0]
+    assert first.data["request"]["member_epoch"] == 0  # joining
+    assert first.data["request"]["subscription"] == [name]
+    assert got[0].generation >= 1 and got[0].member_id  # the epoch the broker gave
+    assert sum(len(ps) for ps in got[0].data["response"]["assignment"].values()) == 2
+    snap = described(bootstrap, group)
+    assert [m.member_id for m in snap.members] == [got[0].member_id]
