@@ -192,6 +192,31 @@ class ProxyRun:
                     why="expired",
                 )
 
+    async def _check_upstream(self) -> None:
+        """Refuse to start in front of a cluster nobody can reach (clients would only see
+        their connections closed, one by one)."""
+        from kgctl.errors import ConnectError
+
+        errors = []
+        for host, port in upstream_addresses(self.settings):
+            try:
+                _reader, writer = await asyncio.wait_for(
+                    asyncio.open_connection(host, port), self.settings.timeout_s
+                )
+            except (OSError, asyncio.TimeoutError) as exc:
+                errors.append(
+                    f"{host}:{port}: {exc.strerror if isinstance(exc, OSError) else 'timed out'}"
+                )
+                continue
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+            return
+        raise ConnectError(
+            f"--bootstrap-server {self.settings.bootstrap}: cannot connect ({'; '.join(errors)}); "
+            "check the address and that the cluster is up"
+        )
+
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
@@ -207,6 +232,7 @@ class ProxyRun:
         if self.handle_signals:
             for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                 self._loop.add_signal_handler(sig, self.stop, sig.name)
+        await self._check_upstream()
         try:
             self.bootstrap = await self.proxy.start()
         except OSError as exc:
