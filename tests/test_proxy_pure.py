@@ -363,3 +363,18 @@ def test_wire_lines_render_every_proxy_event() -> None:
     quiet = Event(type="HeartbeatTraced", ts_ms=1, mono_ms=0.0, seq=2, group="g", source="wire",
                   data={"error": "NONE"})  # fmt: skip
     assert render_line(quiet) is None and render_line(quiet, heartbeats=True)
+
+
+def test_chaos_plain_lines_show_the_faults_the_proxy_applied() -> None:
+    from kgctl.model.events import Event
+    from kgctl.render.chaos_view import event_line
+
+    fault = Event(
+        type="FaultInjected", ts_ms=1, mono_ms=0.0, seq=3, group="g", client_id="kgctl-m2",
+        source="wire",
+        data={"rule": "r1", "api": "Heartbeat", "effect": "error", "error": "FENCED_INSTANCE_ID",
+              "connection": "c4", "applied": 1},
+    )  # fmt: skip
+    assert event_line(fault) == "  FAULT r1 Heartbeat error FENCED_INSTANCE_ID → kgctl-m2 (c4, #1)"
+    traced = Event(type="HeartbeatTraced", ts_ms=1, mono_ms=0.0, seq=4, group="g", source="wire")
+    assert event_line(traced) is None
