@@ -777,3 +777,38 @@ def test_a_kip848_java_member_s_heartbeats_are_traced_with_its_epochs(
     assert sum(len(ps) for ps in got[0].data["response"]["assignment"].values()) == 2
     snap = described(bootstrap, group)
     assert [m.member_id for m in snap.members] == [got[0].member_id]
+
+
+def test_each_broker_gets_its_own_listener_and_clients_never_see_the_cluster_s_addresses(
+    bootstrap: str, topic: Callable[[int], str]
+) -> None:
+    """Bootstrapped by another name (localhost) than the broker advertises, the proxy
+    opens a second listener for the advertised broker and clients only ever connect to
+    the proxy."""
+    from kafka import KafkaConsumer
+
+    host, port = bootstrap.rsplit(":", 1)
+    if host != "127.0.0.1":
+        pytest.skip("needs a broker advertised as 127.0.0.1 (reachable as localhost)")
+    p = ProxyThread(ClientSettings.from_options(f"localhost:{port}", timeout_s=10))
+    p.start()
+    name = topic(2)
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=p.bootstrap)
+        try:
+            brokers = admin.describe_cluster()["brokers"]
+        finally:
+            admin.close()
+        opened = [e for e in p.snapshot() if e.type == "ListenerOpened"]
+        assert len(opened) == 1 and opened[0].data["upstream"] == bootstrap
+        proxy_port = int(opened[0].data["address"].rsplit(":", 1)[1])
+        assert [(b["host"], b["port"]) for b in brokers] == [("127.0.0.1", proxy_port)]
+        # A client that knows only the proxy finds the topic's leader through it.
+        consumer = KafkaConsumer(bootstrap_servers=p.bootstrap)
+        try:
+            assert consumer.partitions_for_topic(name) == {0, 1}
+        finally:
+            consumer.close()
+        assert p.run_.proxy is not None and p.run_.proxy.connections >= 3
+    finally:
+        p.close()
