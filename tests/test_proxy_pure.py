@@ -378,3 +378,55 @@ def test_chaos_plain_lines_show_the_faults_the_proxy_applied() -> None:
     assert event_line(fault) == "  FAULT r1 Heartbeat error FENCED_INSTANCE_ID → kgctl-m2 (c4, #1)"
     traced = Event(type="HeartbeatTraced", ts_ms=1, mono_ms=0.0, seq=4, group="g", source="wire")
     assert event_line(traced) is None
+
+
+def _traced(type_: str, ts: int, client: str, gen: int, **data: object) -> object:
+    from kgctl.model.events import Event
+
+    return Event(
+        type=type_, ts_ms=ts, mono_ms=0.0, seq=ts, group="g", member=client, client_id=client,
+        member_id=f"{client}-id", generation=gen, source="wire",
+        data={"error": "NONE", "latency_ms": 2.0, **data},
+    )  # fmt: skip
+
+
+def test_a_proxy_recording_alone_gives_report_its_members_and_rebalances() -> None:
+    from kgctl.model.events import Event
+    from kgctl.report import build_report
+
+    def join(ts: int, client: str, gen: int, members: list[str]) -> object:
+        return _traced(
+            "JoinGroupTraced", ts, client, gen,
+            request={"member_id": f"{client}-id", "protocols": ["range"], "reason": "r"},
+            response={"generation": gen, "member_id": f"{client}-id", "leader": "a-id",
+                      "protocol": "range", "is_leader": client == "a", "members": members},
+        )  # fmt: skip
+
+    def sync(ts: int, client: str, gen: int, parts: list[int]) -> object:
+        return _traced(
+            "SyncGroupTraced", ts, client, gen,
+            request={"generation": gen, "assignments": 0}, response={"assignment": {"t": parts}},
+        )  # fmt: skip
+
+    events = [
+        join(1000, "a", 1, ["a-id"]),
+        sync(1010, "a", 1, [0, 1, 2, 3]),
+        join(2000, "a", 2, ["a-id", "b-id"]),
+        join(2001, "b", 2, []),
+        sync(2010, "a", 2, [0, 1]),
+        sync(2011, "b", 2, [2, 3]),
+        _traced("LeaveGroupTraced", 3000, "b", 2, request={"members": [{"reason": "bye"}]}),
+        join(3100, "a", 3, ["a-id"]),
+        sync(3110, "a", 3, [0, 1, 2, 3]),
+    ]
+    report = build_report([e for e in events if isinstance(e, Event)], "g")
+    assert [r.generation for r in report.rebalances] == [1, 2, 3]
+    assert sorted(m.key for m in report.members) == ["a", "b"]
+    # A client that speaks for itself (a kgctl member) is not counted twice.
+    speaking = Event(type="MemberStarted", ts_ms=900, mono_ms=0.0, seq=1, group="g",
+                     member="a", client_id="a", source="member")  # fmt: skip
+    from kgctl.model.wire import member_steps
+
+    steps = member_steps([speaking, *[e for e in events if isinstance(e, Event)]])
+    assert not [e for e in steps if e.client_id == "a" and e.type == "JoinCompleted"]
+    assert [e for e in steps if e.client_id == "b" and e.type == "JoinCompleted"]
