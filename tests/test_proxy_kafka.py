@@ -654,7 +654,11 @@ def test_proxy_command_json_record_control_lines_and_sigterm(
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["group"] == group
+    report = json.loads(done.stdout)
+    # The recording alone (no member events in it) gives the member and its join.
+    assert report["group"] == group
+    assert [m["member"] for m in report["members"]] == [client]
+    assert len(report["rebalances"]) == 1
 
 
 @pytest.mark.parametrize(
