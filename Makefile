@@ -21,6 +21,7 @@ system-deps:
 	command -v java >/dev/null || missing="$$missing openjdk-17-jre-headless"; \
 	command -v mvn >/dev/null || missing="$$missing maven"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v kcat >/dev/null || missing="$$missing kcat"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	  else echo "please install:$$missing (Debian package names)"; exit 1; fi; \

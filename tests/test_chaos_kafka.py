@@ -107,6 +107,7 @@ def _assert_green(
         assert "poll_interval_exceeded" in step["rejoin_reasons"]
     if name == "partition-growth":
         assert len(step["moved"]) >= 3  # the three new partitions got owners
+    _assert_fault_scenario(name, journal, events)
     if name == "subscription-change":
         # The last steps switch every member to a pattern, then create a topic it
         # matches: the new topic's partitions end up assigned.
@@ -317,6 +318,71 @@ def stock_runs(
 
 
 STOCK_SIDE_BY_SIDE = 4
+
+
+def _assert_fault_scenario(
+    name: str, journal: dict[str, Any], events: list[dict[str, Any]]
+) -> None:
+    """The fault scenarios: the proxy applied its rules, and each client did what the
+    scenario is about."""
+    injected = [e for e in events if e["type"] == "FaultInjected"]
+    steps = journal["steps"]
+
+    def of(type_: str, member: str | None = None) -> list[dict[str, Any]]:
+        return [
+            e
+            for e in events
+            if e["type"] == type_ and e["source"] == "member" and member in (None, e["member"])
+        ]
+
+    if name == "coordinator-flap":
+        assert len(injected) == 5
+        joined = steps[2]["errors"]
+        assert any("NOT_COORDINATOR" in per for per in joined.values()), joined
+        # NOT_COORDINATOR sends a member back to FindCoordinator.
+        lost = [e for e in of("CoordinatorLost") if e["data"]["error"] == "NOT_COORDINATOR"]
+        assert lost
+    elif name == "slow-sync":
+        (held,) = injected
+        assert held["data"]["effect"] == "delay" and held["client_id"] == "kgctl-m1"
+        assert len(steps[2]["generations"]) == 1  # nobody was removed while m1 synced
+        slow = [e for e in of("SyncGroupReceived", "m2") if e["ts_ms"] >= held["ts_ms"]]
+        assert slow[0]["data"]["duration_ms"] >= held["data"]["delay_ms"] * 0.8
+    elif name == "fenced-heartbeat":
+        assert steps[0]["fenced"] == ["m2"]
+        assert of("MemberFailed", "m2")[0]["data"]["error"] == "FENCED_INSTANCE_ID"
+    elif name == "commit-during-rebalance":
+        assert len(injected) == 4
+        refused = of("OffsetCommitFailed")
+        assert refused and journal["invariants"]["at-least-once"] == "held"
+    elif name == "coordinator-partition":
+        cut, healed = steps[0]["action_ms"], steps[-1]["action_ms"]
+        # The coordinator removed m3 at its session timeout: a generation without it.
+        without = [
+            e for e in of("JoinCompleted") if cut < e["ts_ms"] < healed and e["member"] != "m3"
+        ]
+        assert without, "the others never rebalanced without m3"
+        removed_at = min(e["ts_ms"] for e in without)
+        # m3 saw its session pass without an answer and looked the coordinator up again,
+        # but, like Java's classic consumer, kept its partitions and went on consuming
+        # them while the others owned them: the zombie window this scenario shows.
+        expired = [e for e in of("CoordinatorLost", "m3") if cut < e["ts_ms"] < healed]
+        assert any("session expired" in str(e["data"]["error"]) for e in expired), expired
+        gave_up = [
+            e for e in of("PartitionsLost", "m3") + of("GenerationReset", "m3")
+            if cut < e["ts_ms"] < healed
+        ]  # fmt: skip
+        assert not gave_up, gave_up
+        zombie = [
+            e for e in of("RecordsConsumed", "m3") if removed_at < e["ts_ms"] < healed
+        ]  # fmt: skip
+        assert zombie, "m3 consumed nothing after it was removed"
+        assert steps[0]["details"]["cut_off"] == "m3"
+        assert journal["invariants"]["exclusive-ownership"] == "held"  # the window is excused
+        # After the heal the coordinator's answer tells m3; it loses its partitions and
+        # joins again.
+        assert [e for e in of("PartitionsLost", "m3") if e["ts_ms"] > healed]
+        assert steps[-1]["generations"], "m3 did not rejoin after the heal"
 
 
 def _start_stock_run(name: str, bootstrap: str, out: Path) -> tuple[subprocess.Popen[str], Path]:

@@ -167,6 +167,17 @@ class TracedCoordinator(ConsumerCoordinator):
     def poll(self, timeout_ms: Any = None) -> Any:
         if self._kg_fatal is not None:
             raise self._kg_fatal
+        if (
+            self.state is MemberState.STABLE
+            and self._generation.generation_id != DEFAULT_GENERATION_ID
+            and self.heartbeat.session_timeout_expired()
+        ):
+            # Java's heartbeat thread marks the coordinator unknown once a whole session
+            # passed without an answered heartbeat, even with one still in flight;
+            # kafka-python's loop waits for that answer up to request.timeout.ms first.
+            # Like Java, the member keeps its partitions: it learns it was removed only
+            # from the coordinator's next answer (UNKNOWN_MEMBER_ID).
+            self.coordinator_dead(SESSION_EXPIRED)
         return super().poll(timeout_ms=timeout_ms)
 
     # -- metadata: Java's poll throws TopicAuthorizationException for subscribed topics;
@@ -783,3 +794,8 @@ def subscribe(
 
 def existing_topics(consumer: KafkaConsumer) -> set[str]:
     return set(consumer.topics())
+
+
+# The reason the coordinator is marked unknown when a whole session passed without an
+# answered heartbeat (kafka-python's heartbeat loop uses the same text).
+SESSION_EXPIRED = "Heartbeat session expired"

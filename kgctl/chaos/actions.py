@@ -27,10 +27,12 @@ from kgctl.chaos import checks
 from kgctl.chaos.fleet import Fleet, MemberLaunch
 from kgctl.errors import SetupError, UsageError
 from kgctl.model.state import PHASE_STABLE, GroupState
+from kgctl.proxy.faults import RuleError, parse_rule
 
 if TYPE_CHECKING:
     from kgctl.adapters.chaos import ChaosAdmin, NumberedProducer
     from kgctl.chaos.scenario import MemberSpec, Scenario
+    from kgctl.proxy.runner import ProxyThread
 
 Args = Mapping[str, Any]
 # A member or topic name a scenario may use.
@@ -94,6 +96,8 @@ class ActionContext(Protocol):
     subscriptions: dict[str, tuple[list[str], str | None]]
     excused: dict[str, list[tuple[int, int | None]]]  # members whose ownership is stale
     expected_fenced: set[str]
+    cut_off: dict[str, str]  # fault id -> the member whose heartbeats it swallows
+    proxy: ProxyThread | None  # between the fleet and the cluster when the scenario has faults
 
     @property
     def bootstrap(self) -> str: ...
@@ -656,6 +660,127 @@ class Wait(Action):
         )
 
 
+SESSION_TERM = re.compile(r"\{session(?:\*([0-9.]+))?\}")
+
+
+def session_rule(text: str, session_ms: int) -> str:
+    """A scenario's fault rule with `{session}` / `{session*1.5}` replaced by that many
+    milliseconds of the fleet's session timeout (as fitted to the cluster)."""
+    return SESSION_TERM.sub(lambda m: str(round(session_ms * float(m.group(1) or 1))), text)
+
+
+def _proxy(ctx: ActionContext) -> ProxyThread:
+    if ctx.proxy is None:
+        raise SetupError("no proxy: the run did not start one (a scenario with faults does)")
+    return ctx.proxy
+
+
+class Fault(Action):
+    """Put a `kgctl proxy` fault rule in force between the fleet and the cluster
+    (docs/proxy.md): `rule` as `API:EFFECT[:SELECTOR]...`, optionally only for one
+    `member` (or the group's current `leader`), with an `id` for a later `heal`."""
+
+    name = "fault"
+    args = {
+        "rule": Arg("str"),
+        "rules": Arg("str_list"),
+        "member": Arg("str"),
+        "id": Arg("str"),
+        "rebalance": Arg("bool"),
+        "settle": Arg("bool"),
+    }
+
+    def validate(self, args: dict[str, Any], check: StepCheck) -> None:
+        if ("rule" in args) == ("rules" in args):
+            check.error(None, "fault needs 'rule' or 'rules' (exactly one of them)")
+        for key in ("rule", "rules"):
+            texts = args.get(key)
+            for text in [texts] if isinstance(texts, str) else texts or []:
+                try:
+                    parse_rule(session_rule(str(text), 6000))
+                except RuleError as exc:
+                    check.error(key, str(exc).replace("fault rule ", "", 1))
+        member = args.get("member")
+        if member is not None and member != "leader" and member not in check.names:
+            check.error("member", f"unknown member {member!r} (or 'leader')")
+
+    def perform(self, ctx: ActionContext, args: Args) -> ActionOutcome:
+        session = ctx.scenario.fleet.session_timeout_ms
+        texts = [session_rule(str(t), session) for t in args.get("rules") or [args["rule"]]]
+        rules = [parse_rule(t) for t in texts]
+        member = args.get("member")
+        if member == "leader":
+            member = ctx.state.leader
+            if not member or member not in ctx.fleet.members:
+                raise SetupError("fault: the group has no known leader to fault")
+        for rule in rules:
+            if member:
+                # Exactly this member's client id (kgctl join's default for --name).
+                rule.client, rule.client_exact = f"kgctl-{member}", True
+            if args.get("id"):
+                rule.id = str(args["id"])
+        wait_for = None
+        rebalance = bool(args.get("rebalance", False))
+        if member and any(r.error == "FENCED_INSTANCE_ID" for r in rules):
+            # The member must end, fenced; the broker still holds its static identity
+            # until its session times out, then hands its partitions on.
+            ctx.expected_fenced.add(member)
+            fenced = ctx.fleet.members[member]
+            wait_for = lambda: not fenced.running  # noqa: E731
+            rebalance = True
+        proxy = _proxy(ctx)
+        for rule in rules:
+            proxy.run_.add_rule(rule)
+        details: dict[str, Any] = {"rules": [r.to_dict() for r in rules], "member": member}
+        swallowed = ("blackhole", "hang")
+        if member and any(r.api == "Heartbeat" and r.effect in swallowed for r in rules):
+            # Cut off from its coordinator, the member keeps its partitions and consumes
+            # them, as Java's classic consumer does, until an answer tells it it was
+            # removed: from the coordinator's rebalance on, two members own them. That
+            # overlap is what the fault shows, not a broken invariant; heal ends it.
+            ctx.excused.setdefault(member, []).append((_now(), None))
+            ctx.cut_off[str(args.get("id") or rules[0].id)] = member
+            details["cut_off"] = member
+        shown = ", ".join(f"{r.id} {t}" for r, t in zip(rules, texts, strict=True))
+        return ActionOutcome(
+            f"fault in force: {shown}" + (f" on {member}" if member else ""),
+            expect_rebalance=rebalance,
+            members=[member] if member else [],
+            details=details,
+            # settle: false when the fault keeps a member out of any stable group (a
+            # blackhole) until a later heal.
+            settle=bool(args.get("settle", True)),
+            wait_for=wait_for,
+        )
+
+
+class Heal(Action):
+    """Remove the fault rules with this `id` (every rule without one)."""
+
+    name = "heal"
+    args = {"id": Arg("str"), "rebalance": Arg("bool")}
+
+    def perform(self, ctx: ActionContext, args: Args) -> ActionOutcome:
+        run = _proxy(ctx).run_
+        which = args.get("id")
+        if which:
+            run.remove_rule(str(which))
+        else:
+            run.clear_rules()
+        healed = [ctx.cut_off.pop(k) for k in list(ctx.cut_off) if not which or k == which]
+        session = ctx.scenario.fleet.session_timeout_ms
+        for member in healed:
+            intervals = ctx.excused.get(member, [])
+            if intervals and intervals[-1][1] is None:
+                # Its next heartbeat answer (UNKNOWN_MEMBER_ID) ends the overlap.
+                intervals[-1] = (intervals[-1][0], _now() + session)
+        return ActionOutcome(
+            f"fault {which} healed" if which else "every fault healed",
+            expect_rebalance=bool(args.get("rebalance", False)),
+            details={"name": which, "reconnected": healed},
+        )
+
+
 ACTIONS: dict[str, Action] = {
     a.name: a
     for a in (
@@ -673,5 +798,7 @@ ACTIONS: dict[str, Action] = {
         StaticConflict(),
         Produce(),
         Wait(),
+        Fault(),
+        Heal(),
     )
 }

@@ -18,9 +18,10 @@ Interval = tuple[int, int | None]
 
 
 def excused_by(excused: Mapping[str, list[Interval]]) -> Callable[[str, int], bool]:
-    """For the model's exclusive-ownership check: an overlap is excused when, at its
-    start, the older owner was frozen (SIGSTOP) or already fenced by the broker: it holds
-    the partition only in its own stale view."""
+    """For the model's exclusive-ownership check (and consumption outside the
+    assignment): an overlap is excused when, at its start, the older owner was frozen
+    (SIGSTOP), cut off from its coordinator by a fault, or already fenced by the broker:
+    it holds the partition only in its own stale view."""
     return lambda member, at_ms: _within(excused.get(member, []), at_ms)
 
 

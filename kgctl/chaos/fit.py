@@ -116,8 +116,16 @@ def fit_scenario(
                 "group.initial.rebalance.delay.ms holds the first join of an empty group",
             )
         )
+    # A member's own session timeout keeps its proportion to the fleet's.
+    members = [
+        replace(m, session_timeout_ms=round(m.session_timeout_ms * factor))
+        if m.session_timeout_ms is not None and factor != 1
+        else m
+        for m in f.members
+    ]
     fleet = replace(
         f,
+        members=members,
         session_timeout_ms=session,
         heartbeat_interval_ms=heartbeat,
         max_poll_interval_ms=max_poll,

@@ -54,6 +54,7 @@ MEMBER_KEYS = {
     "subscribe": "str_list",
     "pattern": "str",
     "processing_ms": "int",
+    "session_timeout_ms": "int",
 }
 TOP_KEYS = ("name", "description", "fleet", "steps", "settle_quiet_ms", "settle_timeout_s")
 
@@ -68,6 +69,9 @@ class MemberSpec:
     subscribe: list[str] = field(default_factory=list)  # logical topic names
     pattern: str | None = None
     processing_ms: int = 0
+    # This member's own session timeout (the fleet's when None): a scenario where one
+    # member must outlast a delay the others must not (slow-sync).
+    session_timeout_ms: int | None = None
 
 
 @dataclass
@@ -130,6 +134,11 @@ class Scenario:
     text: str = ""
     settle_quiet_ms: int = 1000
     settle_timeout_s: float | None = None
+
+    @property
+    def uses_proxy(self) -> bool:
+        """A scenario with fault rules runs its fleet through a `kgctl proxy`."""
+        return any(s.action in ("fault", "heal") for s in self.steps)
 
 
 class ScenarioError(UsageError):
@@ -490,6 +499,7 @@ def _fleet_member(
         subscribe=list(sub) if sub else ([] if mpat else default.subscribe),
         pattern=mpat if mpat else (None if sub else default.pattern),
         processing_ms=mv.get("processing_ms") or 0,
+        session_timeout_ms=mv.get("session_timeout_ms"),
     )
 
 

@@ -68,6 +68,23 @@ EVENT_TYPES: dict[str, str] = {
     "StepFinished": "a scenario step ended, with its report",
     "InvariantViolated": "an invariant or expectation failed",
     "ScenarioFinished": "the scenario ended, with its verdict",
+    # -- the proxy (kgctl proxy), source `wire` -----------------------------------------
+    "ProxyStarted": "the proxy listens; the bootstrap address to give clients",
+    "ListenerOpened": "the proxy opened a local port for one upstream broker",
+    "ApiVersionsLowered": "the proxy advertised lower versions of some APIs than the broker",
+    "ProxyConnectionAborted": "one client connection was closed on a framing or upstream error",
+    "FaultRuleAdded": "a fault rule was put in force",
+    "FaultRuleRemoved": "a fault rule was removed, cleared or ran out",
+    "FaultInjected": "a fault rule was applied to one request",
+    "ControlRejected": "a control line for the proxy was not understood",
+    "FindCoordinatorTraced": "a FindCoordinator request and its answer, seen on the wire",
+    "JoinGroupTraced": "a JoinGroup request and its answer, seen on the wire",
+    "SyncGroupTraced": "a SyncGroup request and its answer, seen on the wire",
+    "HeartbeatTraced": "a Heartbeat request and its answer, seen on the wire",
+    "LeaveGroupTraced": "a LeaveGroup request and its answer, seen on the wire",
+    "OffsetCommitTraced": "an OffsetCommit request and its answer, seen on the wire",
+    "ConsumerGroupHeartbeatTraced": "a ConsumerGroupHeartbeat and its answer, seen on the wire",
+    "ProxyStopped": "the proxy stopped; its totals",
 }
 
 
@@ -87,7 +104,7 @@ class Event:
     host: str = ""
     pid: int = 0
     generation: int = -1
-    source: str = "member"  # member | observer | chaos
+    source: str = "member"  # member | observer | chaos | wire
     data: dict[str, Any] = field(default_factory=dict)
     v: int = SCHEMA_VERSION
 

@@ -190,10 +190,14 @@ def counted_errors(events: Iterable[Event]) -> Iterator[tuple[Event, str]]:
     Every event whose `error` is not a normal answer (`NORMAL_ERRORS`) counts, except a
     JoinFailed that repeats the error of its member's last JoinGroup/SyncGroup response
     (that failure was counted once, as the response); a JoinFailed without such a
-    response (a timeout, a lost connection) counts.
+    response (a timeout, a lost connection) counts. A proxy's wire events (source
+    `wire`) do not count: they are a second view of steps a member reports itself, and
+    their fault rules name the errors they inject.
     """
     answered: dict[str, str] = {}  # member -> error of its last join/sync response
     for ev in events:
+        if ev.source == "wire":
+            continue
         error = str(ev.data.get("error", "") or "")
         who = ev.member or ev.member_id
         if ev.type in _JOIN_RESPONSES:

@@ -21,6 +21,7 @@ from kgctl.chaos.journal import Journal, StepReport
 from kgctl.model.events import Event
 from kgctl.model.state import GroupState
 from kgctl.render.group_view import fmt_ms
+from kgctl.render.proxy_lines import describe_wire
 
 STATUS_STYLE = {
     "ok": "green",
@@ -138,8 +139,11 @@ def render_chaos(journal: Journal, state: GroupState, now_ms: int) -> Renderable
 
 
 def event_line(event: Event) -> str | None:
-    """One plain line for a chaos event (None for member events)."""
+    """One plain line for a chaos event, or a fault the run's proxy applied (None for
+    member events and the rest of the wire trace)."""
     d = event.data
+    if event.source == "wire" and event.type == "FaultInjected":
+        return f"  {describe_wire(event)}"
     if event.source != "chaos":
         return None
     t = event.type

@@ -22,6 +22,7 @@ from kgctl.model.reasons import cause_text
 from kgctl.model.snapshot import GroupListing
 from kgctl.model.state import GenerationRecord, GroupState, MemberState, format_owned
 from kgctl.model.timeline import rebalance_unassigned
+from kgctl.render.proxy_lines import describe_wire
 
 STATE_STYLE = {
     "Stable": "bold green",
@@ -239,6 +240,20 @@ def _generation_row(s: GroupState, g: GenerationRecord, now_ms: int, wide: bool)
 # -- event log --------------------------------------------------------------------------
 
 
+def _generation_line(ev: Event) -> str:
+    d = ev.data
+    if ev.type == "GenerationChanged":
+        if "group_epoch" in d:
+            was = d.get("previous")
+            return f"group epoch {ev.generation}" + (f" (was {was})" if was is not None else "")
+        sign = "+" if d.get("inferred") else ""
+        return f"generation {sign}{ev.generation}"
+    if d.get("source") == "inferred":
+        return f"generation ids inferred, counted from the watch start: {d.get('reason', '')}"
+    found = "" if d.get("found") else " (none stored yet)"
+    return f"generation ids from the broker: {d.get('source')}[{d.get('partition')}]{found}"
+
+
 def describe_event(ev: Event) -> str:
     """One short human line for an event."""
     d = ev.data
@@ -249,17 +264,8 @@ def describe_event(ev: Event) -> str:
         return f"{who}@{ev.host.lstrip('/')} joined ({ev.member_id})"
     if ev.type == "MemberLeftGroup":
         return f"{who} left: {d.get('reason', '')}"
-    if ev.type == "GenerationChanged":
-        if "group_epoch" in d:
-            was = d.get("previous")
-            return f"group epoch {ev.generation}" + (f" (was {was})" if was is not None else "")
-        sign = "+" if d.get("inferred") else ""
-        return f"generation {sign}{ev.generation}"
-    if ev.type == "GenerationSourceChanged":
-        if d.get("source") == "inferred":
-            return f"generation ids inferred, counted from the watch start: {d.get('reason', '')}"
-        found = "" if d.get("found") else " (none stored yet)"
-        return f"generation ids from the broker: {d.get('source')}[{d.get('partition')}]{found}"
+    if ev.type in ("GenerationChanged", "GenerationSourceChanged"):
+        return _generation_line(ev)
     if ev.type == "RebalanceAttributed":
         guess = " (guess)" if d.get("guess") else ""
         cause = cause_text(str(d.get("cause", "")))
@@ -280,6 +286,8 @@ def describe_event(ev: Event) -> str:
         return f"broker unreachable, retrying: {d.get('error', '')}"
     if ev.type == "BrokerReconnected":
         return f"broker reachable again after {fmt_ms(int(d.get('down_ms', 0) or 0))}"
+    if ev.source == "wire":
+        return describe_wire(ev)
     extra = {k: v for k, v in d.items() if k in ("partitions", "reason", "error", "leader")}
     text = f"{who} {ev.type}"
     if ev.generation >= 0:
@@ -292,7 +300,13 @@ def describe_event(ev: Event) -> str:
 def render_log(events: Sequence[Event], width: int, rows: int, scroll: int = 0) -> RenderableType:
     """The newest events last, one line each, as many as `rows` allows; `scroll` lines
     back from the newest (the arrow keys of the live view)."""
-    shown = [e for e in events if not (e.type == "GroupObserved" and not e.data.get("changed"))]
+    shown = [
+        e
+        for e in events
+        if not (e.type == "GroupObserved" and not e.data.get("changed"))
+        # A proxy's answered heartbeats: every few seconds per member, news only when failed.
+        and not (e.type == "HeartbeatTraced" and e.data.get("error") == "NONE")
+    ]
     scroll = max(0, min(scroll, len(shown) - rows)) if rows > 0 else 0
     end = len(shown) - scroll
     shown = shown[max(end - rows, 0) : end] if rows > 0 else []

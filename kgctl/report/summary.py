@@ -29,6 +29,7 @@ from kgctl.model.timeline import (
     rebalance_unassigned,
     unassigned_ms,
 )
+from kgctl.model.wire import member_steps
 
 
 @dataclass(frozen=True)
@@ -281,7 +282,9 @@ def _extend(segs: list[list[Any]], t: int, label: str | None, count: int) -> Non
 def build_report(
     events: Sequence[Event], group: str | None = None, skipped: Sequence[str] = ()
 ) -> Report:
-    """Fold `events` (any order; sorted by time here) into a report on `group`."""
+    """Fold `events` (any order; sorted by time here) into a report on `group`. A
+    proxy's trace of clients that report nothing themselves counts as their steps."""
+    events = member_steps(events)
     names = groups_in(events)
     if group is None:
         group = names[0] if len(names) == 1 else ""
