@@ -485,7 +485,7 @@ class BadUpstream:
 
     def _handle(self, conn: socket.socket) -> None:
         try:
-            first = conn.recv(65536)
+            first = self._first_frame(conn)
         except OSError:
             return
         if not first:
@@ -499,6 +499,21 @@ class BadUpstream:
         up.sendall(first)
         for a, b in ((conn, up), (up, conn)):
             threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _first_frame(conn: socket.socket) -> bytes:
+        """The whole first request (size prefix and body), or b"" if the peer sent none.
+
+        Read whole: the proxy may send the size and the body in two segments, and a
+        socket closed with unread bytes resets the connection instead of ending it, so
+        the proxy would see a reset, not the half frame the test is about."""
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return data
+            data += chunk
+        return data
 
     @staticmethod
     def _pipe(src: socket.socket, dst: socket.socket) -> None:

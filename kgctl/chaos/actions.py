@@ -400,6 +400,7 @@ class MemberAdd(Action):
                 assignors=list(first.assignors),
                 subscribe=list(first.subscribe),
                 processing_ms=0,
+                session_timeout_ms=None,  # the fleet's, not the first member's own
             )
             ctx.specs[name] = spec
             ctx.fleet.start(ctx.launch_for(spec))
