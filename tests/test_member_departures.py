@@ -19,14 +19,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from test_member_kafka import MemberProc
+from helpers import MemberProc
 
 from kgctl.settings import ClientSettings
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka import KafkaConsumer
-    from kafka.admin import KafkaAdminClient, NewTopic
 
 pytestmark = [
     pytest.mark.kafka,
@@ -134,12 +133,9 @@ def wait_for(pred: Callable[[], Any], timeout: float, what: str) -> Any:
 
 
 @pytest.fixture
-def topic(bootstrap: str) -> str:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    name = f"kgctl-departure-{uuid.uuid4().hex[:10]}"
-    admin.create_topics([NewTopic(name, 4, 1)])
-    admin.close()
-    return name
+def topic(topic: Any) -> str:
+    """One 4-partition topic per test, from conftest's factory (which deletes it)."""
+    return str(topic(4, prefix="kgctl-departure"))
 
 
 @pytest.fixture

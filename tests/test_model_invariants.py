@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from test_model_fold import G, mev, two_member_eager_history
+from helpers import FOLD_GROUP as G
+from helpers import mev, two_member_eager_history
 
 from kgctl.model.fold import fold_all
 from kgctl.model.invariants import (

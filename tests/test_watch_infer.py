@@ -2,56 +2,17 @@
 
 from __future__ import annotations
 
-from kgctl.model.events import Event
+from helpers import WATCH_GROUP, causes, infer, member, snap, types
+
 from kgctl.model.fold import fold_all
-from kgctl.model.snapshot import GroupSnapshot, MemberSnapshot
 from kgctl.model.state import GroupState
 from kgctl.observe.infer import Inferrer
 
-G = "billing"
-
-
-def member(
-    mid: str, client: str, parts: list[int] | None, sub: tuple[str, ...] = ("t",)
-) -> MemberSnapshot:
-    return MemberSnapshot(
-        member_id=mid,
-        client_id=client,
-        host="/10.1.1.1",
-        subscription=sub,
-        partitions=None if parts is None else {"t": parts},
-    )
-
-
-def snap(state: str, *members: MemberSnapshot, **kw: object) -> GroupSnapshot:
-    return GroupSnapshot(
-        group=G, state=state, protocol_type="consumer", protocol="range",
-        coordinator="1 h:9092", members=members, **kw,  # type: ignore[arg-type]
-    )  # fmt: skip
-
-
-def run(*snaps: GroupSnapshot) -> list[Event]:
-    inf = Inferrer(G)
-    out: list[Event] = []
-    for i, s in enumerate(snaps):
-        out += inf.observe(s, 1000 * (i + 1))
-    return out
-
-
-def types(events: list[Event]) -> list[str]:
-    return [e.type for e in events if e.type != "GroupObserved"]
-
-
-def causes(events: list[Event]) -> list[tuple[int, str, bool]]:
-    return [
-        (e.generation, e.data["cause"], e.data["guess"])
-        for e in events
-        if e.type == "RebalanceAttributed"
-    ]
+G = WATCH_GROUP
 
 
 def test_a_member_joining_through_a_rebalance() -> None:
-    events = run(
+    events = infer(
         snap("Stable", member("a-1", "a", [0, 1])),
         snap("PreparingRebalance", member("a-1", "a", None), member("b-1", "b", None)),
         snap("Stable", member("a-1", "a", [0]), member("b-1", "b", [1])),
@@ -83,7 +44,7 @@ def test_a_member_joining_through_a_rebalance() -> None:
 
 
 def test_a_rebalance_between_two_polls_is_still_seen() -> None:
-    events = run(
+    events = infer(
         snap("Stable", member("a-1", "a", [0, 1])),
         snap("Stable", member("a-1", "a", [0]), member("b-1", "b", [1])),
     )
@@ -91,7 +52,7 @@ def test_a_rebalance_between_two_polls_is_still_seen() -> None:
 
 
 def test_a_member_dropped_during_a_rebalance_timed_out() -> None:
-    events = run(
+    events = infer(
         snap("Stable", member("a-1", "a", [0]), member("b-1", "b", [1])),
         snap("PreparingRebalance", member("a-1", "a", None), member("b-1", "b", None)),
         snap("Stable", member("a-1", "a", [0, 1])),
@@ -102,7 +63,7 @@ def test_a_member_dropped_during_a_rebalance_timed_out() -> None:
 
 
 def test_the_same_process_rejoining_with_a_new_member_id_is_a_timeout_guess() -> None:
-    events = run(
+    events = infer(
         snap("Stable", member("a-1", "a", [0, 1])),
         snap("Stable", member("a-2", "a", [0, 1])),
     )
@@ -112,18 +73,18 @@ def test_the_same_process_rejoining_with_a_new_member_id_is_a_timeout_guess() ->
 
 
 def test_leaving_subscription_and_partition_changes() -> None:
-    left = run(
+    left = infer(
         snap("Stable", member("a-1", "a", [0]), member("b-1", "b", [1])),
         snap("Stable", member("a-1", "a", [0, 1])),
     )
     assert causes(left) == [(1, "member_left", False)]
-    resub = run(
+    resub = infer(
         snap("Stable", member("a-1", "a", [0])),
         snap("PreparingRebalance", member("a-1", "a", None, sub=("t", "u"))),
         snap("Stable", member("a-1", "a", [0], sub=("t", "u"))),
     )
     assert causes(resub) == [(1, "subscription_changed", False)]
-    grown = run(
+    grown = infer(
         snap("Stable", member("a-1", "a", [0])),
         snap("Stable", member("a-1", "a", [0, 1, 2])),
     )
@@ -131,10 +92,10 @@ def test_leaving_subscription_and_partition_changes() -> None:
 
 
 def test_nothing_changed_means_no_generation_and_empty_means_all_left() -> None:
-    quiet = run(snap("Stable", member("a-1", "a", [0])), snap("Stable", member("a-1", "a", [0])))
+    quiet = infer(snap("Stable", member("a-1", "a", [0])), snap("Stable", member("a-1", "a", [0])))
     assert types(quiet) == []
     assert [e.data["changed"] for e in quiet] == [True, False]
-    emptied = run(snap("Stable", member("a-1", "a", [0])), snap("Empty"))
+    emptied = infer(snap("Stable", member("a-1", "a", [0])), snap("Empty"))
     assert causes(emptied) == [(1, "member_left", False)]
 
 
@@ -152,7 +113,7 @@ def test_disconnects_are_reported_once_and_folded() -> None:
 
 
 def test_inferred_events_fold_into_a_state() -> None:
-    events = run(
+    events = infer(
         snap("Stable", member("a-1", "a", [0, 1])),
         snap("PreparingRebalance", member("a-1", "a", None), member("b-1", "b", None)),
         snap("Stable", member("a-1", "a", [0]), member("b-1", "b", [1])),
@@ -163,3 +124,4 @@ def test_inferred_events_fold_into_a_state() -> None:
     assert s.current.start_ms == 2000 and s.current.stable_ms == 3000
     assert {m.client_id for m in s.live_members} == {"a", "b"}
     assert s.owners()[("t", 1)] == ("b-1",)
+
