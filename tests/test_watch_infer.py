@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from helpers import WATCH_GROUP, causes, infer, member, snap, types
 
+from kgctl.errors import ConnectError
 from kgctl.model.fold import fold_all
+from kgctl.model.snapshot import GroupSnapshot
 from kgctl.model.state import GroupState
 from kgctl.observe.infer import Inferrer
+from kgctl.observe.watch import GroupObserver
 
 G = WATCH_GROUP
 
@@ -104,7 +107,11 @@ def test_disconnects_are_reported_once_and_folded() -> None:
     events = inf.observe(snap("Stable", member("a-1", "a", [0])), 1000)
     events += inf.disconnected("refused", 2000, retry_in_s=2)
     events += inf.disconnected("refused", 3000, retry_in_s=4)
-    assert [e.type for e in events[-1:]] == ["BrokerDisconnected"]
+    # One outage, one event: the second failed poll says nothing new.
+    assert types(events)[-1:] == ["BrokerDisconnected"]
+    assert [(e.ts_ms, e.data) for e in events if e.type == "BrokerDisconnected"] == [
+        (2000, {"error": "refused", "retry_in_s": 2})
+    ]
     state = fold_all(GroupState(G), events, now_ms=3000)
     assert not state.connected
     events = inf.observe(snap("Stable", member("a-1", "a", [0])), 5000)
@@ -125,3 +132,29 @@ def test_inferred_events_fold_into_a_state() -> None:
     assert {m.client_id for m in s.live_members} == {"a", "b"}
     assert s.owners()[("t", 1)] == ("b-1",)
 
+
+class Unreachable:
+    """A GroupAdmin whose broker is away for the first `down` describes."""
+
+    def __init__(self, down: int) -> None:
+        self.down, self.calls = down, 0
+
+    def describe(self, group: str) -> GroupSnapshot:
+        self.calls += 1
+        if self.calls <= self.down:
+            raise ConnectError("cannot reach Kafka (connection refused)")
+        return snap("Stable", member("a-1", "a", [0]))
+
+
+def test_the_watch_says_disconnected_once_per_outage_and_backs_off() -> None:
+    observer = GroupObserver(Unreachable(down=4), G, interval_s=1.0)  # type: ignore[arg-type]
+    clock = iter(range(1000, 100_000, 1000))
+    polls = [observer.poll(lambda: next(clock)) for _ in range(6)]
+    said = [[e.type for e in events if e.type != "GroupObserved"] for events in polls]
+    assert said == [["BrokerDisconnected"], [], [], [], ["BrokerReconnected"], []]
+    assert polls[4][0].data["down_ms"] == 4000
+    # Each failed poll waits twice as long as the one before, then the interval again.
+    assert polls[0][0].data["retry_in_s"] == 2.0
+    assert observer.failures == 0 and observer.next_delay() == 1.0
+    observer.failures = 10
+    assert observer.next_delay() == 15.0  # capped

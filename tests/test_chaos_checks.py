@@ -1,0 +1,141 @@
+"""Pure tests of what chaos judges beyond the model's invariants: at-least-once (records
+produced and never consumed, records delivered twice), the killed member's handover,
+time without partitions, moves and commits. Each recording here has the fault the check
+is for, so a check that stopped looking would fail."""
+
+from __future__ import annotations
+
+from helpers import FOLD_GROUP as G
+from helpers import mev, two_member_eager_history
+
+from kgctl.chaos.checks import (
+    commit_violations,
+    consumed_coverage,
+    duplicate_count,
+    excused_by,
+    first_owner_after,
+    missing_records,
+    moved_partitions,
+    unassigned_ms,
+)
+from kgctl.model.fold import fold_all
+from kgctl.model.state import GroupState
+
+# Offsets 0..9 of t-0 and 0..4 of t-1 were produced (acknowledged by the broker).
+PRODUCED = [("t", 0, o) for o in range(10)] + [("t", 1, o) for o in range(5)]
+
+
+def test_a_gap_in_what_was_consumed_is_named_record_by_record() -> None:
+    # m1 consumed t-0 0..3, then m2 took over at the committed offset 6: 4 and 5 were
+    # never consumed (a commit past what was processed). t-1 lost its last record.
+    batches = [("t", 0, 0, 3), ("t", 0, 6, 9), ("t", 1, 0, 3)]
+    coverage = consumed_coverage(batches)
+    assert coverage == {("t", 0): [(0, 3), (6, 9)], ("t", 1): [(0, 3)]}
+    assert missing_records(PRODUCED, coverage) == [("t", 0, 4), ("t", 0, 5), ("t", 1, 4)]
+
+
+def test_nothing_is_missing_when_batches_cover_every_record_in_any_order() -> None:
+    batches = [("t", 1, 2, 4), ("t", 0, 5, 9), ("t", 0, 0, 4), ("t", 1, 0, 1)]
+    coverage = consumed_coverage(batches)
+    # Adjacent ranges merge into one: 0..4 and 5..9 leave no hole.
+    assert coverage == {("t", 0): [(0, 9)], ("t", 1): [(0, 4)]}
+    assert missing_records(PRODUCED, coverage) == []
+
+
+def test_a_partition_nobody_consumed_is_missing_whole() -> None:
+    coverage = consumed_coverage([("t", 0, 0, 9)])
+    assert missing_records(PRODUCED, coverage) == [("t", 1, o) for o in range(5)]
+    # The same offsets on another topic do not count for this one.
+    assert missing_records([("u", 0, 3)], coverage) == [("u", 0, 3)]
+
+
+def test_each_extra_delivery_is_one_duplicate() -> None:
+    # m1 consumed t-0 0..5 and died before committing past 2; m2 re-read 3..8: offsets
+    # 3, 4, 5 came twice. Then a third member re-read 4 once more.
+    assert duplicate_count([("t", 0, 0, 5), ("t", 0, 3, 8)]) == 3
+    assert duplicate_count([("t", 0, 0, 5), ("t", 0, 3, 8), ("t", 0, 4, 4)]) == 4
+    # A batch seen whole twice: every record once more.
+    assert duplicate_count([("t", 1, 0, 4), ("t", 1, 0, 4)]) == 5
+
+
+def test_disjoint_and_adjacent_batches_are_not_duplicates() -> None:
+    assert duplicate_count([("t", 0, 0, 4), ("t", 0, 5, 9), ("t", 1, 0, 4)]) == 0
+    # The same offsets on two partitions are two different records.
+    assert duplicate_count([("t", 0, 0, 4), ("t", 1, 0, 4), ("u", 0, 0, 4)]) == 0
+
+
+def test_an_overlap_spanning_two_earlier_batches_counts_each_record_once() -> None:
+    # 0..2 and 6..8 were read, then 0..8: the repeat is 0..2 and 6..8 (6 records), not
+    # the 3..5 that were new.
+    assert duplicate_count([("t", 0, 0, 2), ("t", 0, 6, 8), ("t", 0, 0, 8)]) == 6
+    # And once merged, a further re-read of 0..8 repeats all 9.
+    assert duplicate_count([("t", 0, 0, 2), ("t", 0, 6, 8), ("t", 0, 0, 8), ("t", 0, 0, 8)]) == 15
+
+
+def state_after_m1_killed() -> GroupState:
+    """m1 and m2 split t 0-3 in generation 2; m1 is killed at 7000; m2 owns everything in
+    generation 3 from 9000."""
+    events = [
+        *two_member_eager_history(),
+        mev("PartitionsRevoked", 8800, "m2", 2, partitions={"t": [2, 3]}),
+        mev("PartitionsAssigned", 9000, "m2", 3, partitions={"t": [0, 1, 2, 3]}),
+        mev("JoinCompleted", 9000, "m2", 3),
+    ]
+    return fold_all(GroupState(G), events, now_ms=10_000)
+
+
+def test_the_handover_of_a_killed_members_partition_is_found() -> None:
+    s = state_after_m1_killed()
+    # t-0 was m1's until m2 got it at 9000; m1's own spans do not count.
+    assert first_owner_after(s, ("t", 0), 7000, "m1") == ("m2", 9000)
+    # t-2 was already m2's when m1 was killed: handed over at once.
+    assert first_owner_after(s, ("t", 2), 7000, "m1") == ("m2", 7000)
+    # A killed member never revokes: in the fold its t-0 span stays open, so asked about
+    # anyone but m2, the answer is m1 at once (the check asks about the killed one).
+    assert first_owner_after(s, ("t", 0), 9500, "m2") == ("m1", 9500)
+    # A span that ended before the kill does not count: m2 owned t-2 until 8800 only
+    # in generation 2, then again from 9000.
+    assert first_owner_after(s, ("t", 2), 8900, "m1") == ("m2", 9000)
+    assert first_owner_after(s, ("t", 9), 7000, "m1") is None
+
+
+def test_time_without_partitions_is_measured_within_the_window_and_the_members_life() -> None:
+    s = state_after_m1_killed()
+    # m2 owned nothing from the group's rebalance (5010) to 5450: 440 ms in [5000, 6000].
+    assert unassigned_ms(s, "m2", 5000, 6000) == 450
+    assert unassigned_ms(s, "m2", 5000, 6000, alive=(5010, None)) == 440
+    # m2 revoked t 2-3 at 8800 and owned partitions again at 9000: 200 ms with none.
+    assert unassigned_ms(s, "m2", 8000, 10_000) == 200
+    assert unassigned_ms(s, "m2", 6000, 5000) == 0
+    # A member that left before the window owned nothing for none of it.
+    assert unassigned_ms(s, "m1", 7000, 8000, alive=(1000, 6000)) == 0
+
+
+def test_moves_name_every_partition_whose_owners_changed() -> None:
+    before = {("t", 0): ("m1",), ("t", 1): ("m1",), ("t", 2): ("m2",)}
+    after = {("t", 0): ("m2",), ("t", 1): ("m1",), ("t", 3): ("m2",)}
+    assert moved_partitions(before, after) == [
+        {"partition": "t-0", "from": ["m1"], "to": ["m2"]},
+        {"partition": "t-2", "from": ["m2"], "to": []},
+        {"partition": "t-3", "from": [], "to": ["m2"]},
+    ]
+    assert moved_partitions(before, dict(before)) == []
+
+
+def test_an_excused_overlap_is_one_inside_a_frozen_interval() -> None:
+    excused = excused_by({"m1": [(1000, 2000), (5000, None)]})
+    assert excused("m1", 1000) and excused("m1", 2000) and excused("m1", 9_999_999)
+    assert not excused("m1", 999) and not excused("m1", 2001) and not excused("m2", 1500)
+
+
+def test_commits_that_go_back_or_run_ahead_of_the_committer_are_named() -> None:
+    tp = ("t", 0)
+    log = [
+        (1000, "m1", tp, 5, 5),  # m1 consumed up to 5 and committed 5: fine
+        (2000, "m2", tp, 3, 3),  # m2 committed behind the group's 5
+        (3000, "m2", tp, 9, 6),  # m2 committed 9 having consumed up to 6 only
+    ]
+    rules = [(rule, ts, member) for rule, _msg, ts, member, _where in commit_violations(log)]
+    assert rules == [("commits-monotonic", 2000, "m2"), ("commit-not-ahead", 3000, "m2")]
+    # Arrival order does not matter: judged in the members' own time order.
+    assert commit_violations(list(reversed(log[:1])) + [(1500, "m2", tp, 5, 0)]) == []
