@@ -78,7 +78,7 @@ class MemberProc:
             if result:
                 return result
             if self.proc.poll() is not None:
-                time.sleep(0.3)  # let the reader catch the last lines
+                self._reader.join(timeout=5)  # it ends at the exited process's last line
                 result = pred()
                 if result:
                     return result

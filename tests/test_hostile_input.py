@@ -202,8 +202,11 @@ def run_hostile(argv: list[str], env: dict[str, str], cwd: Path, timeout_s: floa
         out, err = proc.communicate()
         pytest.fail(f"{argv} still running after {timeout_s + GRACE_S + 30:.0f} s: {err[-500:]}")
     elapsed = time.monotonic() - started
-    time.sleep(0.2)
-    left = _session_members(proc.pid)
+    # Children tied to the command (PR_SET_PDEATHSIG) are signalled as it exits and need
+    # a moment to go; one still there after two seconds was left running.
+    deadline = time.monotonic() + 2
+    while (left := _session_members(proc.pid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
     return proc.returncode, out, err, elapsed, left
 
 

@@ -111,14 +111,21 @@ def test_sigterm_leaves_with_reason_and_the_group_rebalances_quickly(
     a = spawn(group, t, "--commit", "sync", name="a")
     b = spawn(group, t, name="b")
     generation = wait_converged([a, b], t, 4)
-    stopped_at = time.monotonic()
     assert b.stop(signal.SIGTERM) == 0
     leave = b.of("LeaveGroupSent")
     assert leave and "SIGTERM" in leave[-1]["data"]["reason"]
     stopped = b.of("MemberStopped")
     assert stopped and stopped[-1]["data"]["reason"] == "SIGTERM"
-    assert wait_converged([a], t, 4, timeout=SESSION_MS / 1000) > generation
-    assert time.monotonic() - stopped_at < SESSION_MS / 1000
+    assert wait_converged([a], t, 4, timeout=SESSION_MS / 1000 + 20) > generation
+    # Quickly means because of the LeaveGroup, not b's session expiring: a was told to
+    # rejoin (by its next heartbeat) before b's session could have expired, which is at
+    # the earliest one session timeout after b's last heartbeat. Judged on the members'
+    # own timestamps, not on how fast this machine ran the test.
+    rejoin = next(
+        e for e in a.of("RejoinRequested") if e["data"]["reason"] == "rebalance_in_progress"
+        and e["ts_ms"] >= leave[-1]["ts_ms"]
+    )  # fmt: skip
+    assert rejoin["ts_ms"] - leave[-1]["ts_ms"] < SESSION_MS - HEARTBEAT_MS, rejoin
 
 
 @pytest.mark.parametrize(
@@ -309,7 +316,13 @@ def test_static_member_restart_within_session_timeout_keeps_the_generation(
     done = again.wait_event("JoinCompleted")
     assert done["data"]["generation"] == generation
     assert done["data"]["assignment"] == before["data"]["assignment"]
-    time.sleep(2 * HEARTBEAT_MS / 1000 + 0.5)
+    # A rebalance would reach the leader through its next heartbeat: two heartbeats
+    # answered without one is the window in which it would have shown.
+    since = len(leader.events)
+    leader.wait(
+        lambda: [e for e in leader.events[since:] if e["type"] == "HeartbeatSucceeded"][1:],
+        what="two heartbeats after the static member came back",
+    )
     assert not [
         e for e in leader.of("RejoinRequested") if e["seq"] > leader.last_completed()["seq"]
     ]  # type: ignore[index]
@@ -435,7 +448,7 @@ def test_unreachable_bootstrap_is_one_line_within_timeout(kind: str) -> None:
         capture_output=True, text=True, timeout=30, env={**os.environ},
     )  # fmt: skip
     assert done.returncode == int(ExitStatus.CANNOT_CONNECT)
-    assert time.monotonic() - started < 3 + 8
+    assert time.monotonic() - started < 3 + 8  # its --timeout, plus interpreter start-up
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "cannot reach Kafka" in lines[0]
     for line in done.stdout.splitlines():  # json mode: only events on stdout
