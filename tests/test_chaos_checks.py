@@ -139,3 +139,57 @@ def test_commits_that_go_back_or_run_ahead_of_the_committer_are_named() -> None:
     assert rules == [("commits-monotonic", 2000, "m2"), ("commit-not-ahead", 3000, "m2")]
     # Arrival order does not matter: judged in the members' own time order.
     assert commit_violations(list(reversed(log[:1])) + [(1500, "m2", tp, 5, 0)]) == []
+
+
+def test_a_one_offset_gap_is_not_merged_away() -> None:
+    coverage = consumed_coverage([("t", 0, 0, 3), ("t", 0, 5, 9)])
+    assert coverage == {("t", 0): [(0, 3), (5, 9)]}
+    assert missing_records(PRODUCED[:10], coverage) == [("t", 0, 4)]
+
+
+def test_time_without_partitions_adds_up_every_gap_and_ends_with_the_members_life() -> None:
+    # m1 owned t-0 three times: 1000-2000, 3000-4000, 5000 onwards.
+    events = []
+    for gen, (start, end) in enumerate([(1000, 2000), (3000, 4000), (5000, None)], start=1):
+        events += [
+            mev("PartitionsAssigned", start, "m1", gen, partitions={"t": [0]}),
+            mev("JoinCompleted", start, "m1", gen),
+        ]
+        if end is not None:
+            events.append(mev("PartitionsRevoked", end, "m1", gen, partitions={"t": [0]}))
+    s = fold_all(GroupState(G), events, now_ms=6000)
+    assert unassigned_ms(s, "m1", 0, 6000) == 3000
+    # A member that stopped at 3500 is not short of partitions after that.
+    assert unassigned_ms(s, "m1", 0, 6000, alive=(0, 3500)) == 2000
+
+
+def test_a_span_ending_at_the_kill_is_not_a_handover() -> None:
+    s = state_after_m1_killed()
+    # m2's first t-2 span ended at 8800; asked from 8800 on, only its next one counts.
+    assert first_owner_after(s, ("t", 2), 8800, "m1") == ("m2", 9000)
+
+
+def test_commits_are_judged_in_the_members_time_order_lowest_offset_first() -> None:
+    tp = ("t", 0)
+    # In one millisecond, m1's commit of 5 (it consumed up to 9) and m2's of 7: 5 then
+    # 7, nothing went back.
+    assert commit_violations([(1000, "m2", tp, 7, 7), (1000, "m1", tp, 5, 9)]) == []
+    # In one millisecond, a new owner re-committing the offset it started from (it has
+    # consumed nothing) after the old owner's commit it relies on: no violation.
+    log = [(1000, "a-new", tp, 5, 0), (1000, "b-old", tp, 5, 5)]
+    assert commit_violations(log) == []
+
+
+def test_commit_violations_name_the_partition_and_count_from_zero() -> None:
+    tp = ("orders", 3)
+    ahead = commit_violations([(1000, "m1", tp, 1, 0)])
+    assert ahead == [
+        ("commit-not-ahead", "m1 committed orders-3 at 1, ahead of its position 0", 1000,
+         "m1", "orders-3"),
+    ]  # fmt: skip
+    back = commit_violations([(1000, "m1", tp, 4, 4), (2000, "m2", tp, 2, 2)])
+    assert back == [
+        ("commits-monotonic", "m2 committed orders-3 at 2, behind 4", 2000, "m2", "orders-3"),
+    ]
+    # Committing 0, twice, is neither behind nor ahead.
+    assert commit_violations([(1000, "m1", tp, 0, 0), (2000, "m1", tp, 0, 0)]) == []
