@@ -1,7 +1,7 @@
 """Pure tests of what chaos judges beyond the model's invariants: at-least-once (records
-produced and never consumed, records delivered twice), the killed member's handover,
-time without partitions, moves and commits. Each recording here has the fault the check
-is for, so a check that stopped looking would fail."""
+produced and never consumed, records delivered twice), the killed member's handover and
+commits. Each recording here has the fault the check is for, so a check that stopped
+looking would fail. (Time without partitions and moves: test_model_timeline.py.)"""
 
 from __future__ import annotations
 
@@ -15,8 +15,6 @@ from kgctl.chaos.checks import (
     excused_by,
     first_owner_after,
     missing_records,
-    moved_partitions,
-    unassigned_ms,
 )
 from kgctl.model.fold import fold_all
 from kgctl.model.state import GroupState
@@ -99,29 +97,6 @@ def test_the_handover_of_a_killed_members_partition_is_found() -> None:
     assert first_owner_after(s, ("t", 9), 7000, "m1") is None
 
 
-def test_time_without_partitions_is_measured_within_the_window_and_the_members_life() -> None:
-    s = state_after_m1_killed()
-    # m2 owned nothing from the group's rebalance (5010) to 5450: 440 ms in [5000, 6000].
-    assert unassigned_ms(s, "m2", 5000, 6000) == 450
-    assert unassigned_ms(s, "m2", 5000, 6000, alive=(5010, None)) == 440
-    # m2 revoked t 2-3 at 8800 and owned partitions again at 9000: 200 ms with none.
-    assert unassigned_ms(s, "m2", 8000, 10_000) == 200
-    assert unassigned_ms(s, "m2", 6000, 5000) == 0
-    # A member that left before the window owned nothing for none of it.
-    assert unassigned_ms(s, "m1", 7000, 8000, alive=(1000, 6000)) == 0
-
-
-def test_moves_name_every_partition_whose_owners_changed() -> None:
-    before = {("t", 0): ("m1",), ("t", 1): ("m1",), ("t", 2): ("m2",)}
-    after = {("t", 0): ("m2",), ("t", 1): ("m1",), ("t", 3): ("m2",)}
-    assert moved_partitions(before, after) == [
-        {"partition": "t-0", "from": ["m1"], "to": ["m2"]},
-        {"partition": "t-2", "from": ["m2"], "to": []},
-        {"partition": "t-3", "from": [], "to": ["m2"]},
-    ]
-    assert moved_partitions(before, dict(before)) == []
-
-
 def test_an_excused_overlap_is_one_inside_a_frozen_interval() -> None:
     excused = excused_by({"m1": [(1000, 2000), (5000, None)]})
     assert excused("m1", 1000) and excused("m1", 2000) and excused("m1", 9_999_999)
@@ -145,22 +120,6 @@ def test_a_one_offset_gap_is_not_merged_away() -> None:
     coverage = consumed_coverage([("t", 0, 0, 3), ("t", 0, 5, 9)])
     assert coverage == {("t", 0): [(0, 3), (5, 9)]}
     assert missing_records(PRODUCED[:10], coverage) == [("t", 0, 4)]
-
-
-def test_time_without_partitions_adds_up_every_gap_and_ends_with_the_members_life() -> None:
-    # m1 owned t-0 three times: 1000-2000, 3000-4000, 5000 onwards.
-    events = []
-    for gen, (start, end) in enumerate([(1000, 2000), (3000, 4000), (5000, None)], start=1):
-        events += [
-            mev("PartitionsAssigned", start, "m1", gen, partitions={"t": [0]}),
-            mev("JoinCompleted", start, "m1", gen),
-        ]
-        if end is not None:
-            events.append(mev("PartitionsRevoked", end, "m1", gen, partitions={"t": [0]}))
-    s = fold_all(GroupState(G), events, now_ms=6000)
-    assert unassigned_ms(s, "m1", 0, 6000) == 3000
-    # A member that stopped at 3500 is not short of partitions after that.
-    assert unassigned_ms(s, "m1", 0, 6000, alive=(0, 3500)) == 2000
 
 
 def test_a_span_ending_at_the_kill_is_not_a_handover() -> None:
