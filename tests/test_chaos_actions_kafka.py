@@ -61,7 +61,6 @@ def run(text: str, bootstrap: str, sink: Any = None) -> tuple[Journal, list[Even
         ClientSettings(bootstrap=bootstrap, timeout_s=15),
         # Records that will never come need no 20 s of waiting for them.
         options=RunOptions(drain_timeout_s=3),
-        view="none",
         on_event=on_event,
     )
     return journal, seen
@@ -136,11 +135,17 @@ def test_records_deleted_before_anyone_consumed_them_violate_at_least_once(
             timer.join()
     assert deleted, "the sabotage never ran"
     assert journal.verdict == "failed" and journal.exit_status == ExitStatus.INVARIANT_FAILED
-    # Records were lost, and that is all that went wrong.
-    assert {v.rule for v in journal.violations} == {"at-least-once"}, explain(journal)
-    [lost] = journal.violations
+    # Records were lost, and that is all that went wrong. m1 resumed the partition at
+    # the new log start: if it committed there before it consumed a record of it, the
+    # commit check sees the same jump (a commit ahead of what was processed).
+    rules = {v.rule for v in journal.violations}
+    assert "at-least-once" in rules and rules <= {"at-least-once", "commit-not-ahead"}, explain(
+        journal
+    )
+    deleted_partitions = {f"{topic[0]}-{p}" for p in deleted}
+    assert all(v.partition in deleted_partitions for v in journal.violations), explain(journal)
+    [lost] = [v for v in journal.violations if v.rule == "at-least-once"]
     assert lost.step == "end"
     assert "produced record(s) never consumed" in lost.message
-    assert lost.partition in {f"{topic[0]}-{p}" for p in deleted}
     assert journal.records["missing"] > 0
     assert journal.invariants["at-least-once"] == "violated"

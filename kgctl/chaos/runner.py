@@ -144,6 +144,10 @@ class ChaosRun:
         self.fitted: FittedScenario | None = None
         # A member the cluster refused for its timings: no point waiting for the group.
         self.refused: KgctlError | None = None
+        # What the cleanup may delete: only what this run created, never a group or
+        # topics that existed before it (refused, or acted on with --allow-destructive).
+        self.created_topics = False
+        self.owns_group = False
 
     # -- what actions use besides the fleet and the state (actions.ActionContext) --------
     @property
@@ -164,10 +168,6 @@ class ChaosRun:
 
     def held(self, rule: str) -> None:
         self.journal.held(rule)
-        # What the cleanup may delete: only what this run created, never a group or
-        # topics that existed before it (refused, or acted on with --allow-destructive).
-        self.created_topics = False
-        self.owns_group = False
 
     # -- events -------------------------------------------------------------------------
     def emit(self, type_: str, **data: Any) -> Event:
