@@ -62,10 +62,11 @@ CALLS: dict[str, list[str]] = {
     "chaos list": ["chaos", "list"],
     "chaos show": ["chaos", "show", "tour"],
     "chaos run": ["chaos", "run", "member-kill"],
+    "proxy": ["proxy", "--listen", "127.0.0.1:0"],
 }
 # Commands that connect to the cluster given with -b ("watch list" is `watch` without
 # a group).
-CONNECTS = {"demo", "join", "watch", "watch list", "chaos run"}
+CONNECTS = {"demo", "join", "watch", "watch list", "chaos run", "proxy"}
 # Input that only one command takes: (command, its arguments, exit status, hint, where
 # the line goes, id). The broker commands run with an empty state dir: no broker.
 OWN: list[tuple[str, list[str], int, str, str, str]] = [
@@ -89,11 +90,36 @@ OWN: list[tuple[str, list[str], int, str, str, str]] = [
      "chaos-run-invalid-yaml"),
     ("chaos run", ["chaos", "run", "no-such-scenario"], 4, "no such scenario", "stderr",
      "chaos-run-unknown-scenario"),
+    ("proxy", ["proxy", "--listen", "nonsense", "-b", "127.0.0.1:1"], 2, "expected HOST:PORT",
+     "stderr", "proxy-listen-not-an-address"),
+    ("proxy", ["proxy", "--fault", "bogus", "-b", "127.0.0.1:1"], 2, "expected API:EFFECT",
+     "stderr", "proxy-fault-rule-malformed"),
     ("join", ["join", "-g", "hostile-g", "bad topic!"], 2, "not a legal Kafka topic name",
      "stderr", "join-topic-space"),
     ("join", ["join", "-g", "hostile-g", "t" * 300], 2, "not a legal Kafka topic name",
      "stderr", "join-topic-long"),
 ]  # fmt: skip
+
+
+def network_cases(label: str, argv: list[str]) -> Iterator[object]:
+    """A cluster that refuses, one that is not Kafka, a host that does not resolve."""
+    network = [
+        ("unreachable", "127.0.0.1:1", "refused"),
+        ("not-kafka", "NOT_KAFKA", "not answer as Kafka"),
+        ("unresolvable", "no-such-host.invalid:9092", "unknown host"),
+    ]
+    if label == "proxy":
+        # The proxy only checks that the cluster accepts connections (it forwards bytes
+        # and runs until stopped), and words it its own way.
+        network = [
+            ("unreachable", "127.0.0.1:1", "cannot connect"),
+            ("unresolvable", "no-such-host.invalid:9092", "cannot connect"),
+        ]
+    for kind, server, hint in network:
+        yield pytest.param(
+            [*argv, "-b", server, "--timeout", "3"], 3, hint, "stderr", 3.0,
+            id=f"{label}-{kind}",
+        )  # fmt: skip
 
 
 def cases() -> Iterator[object]:
@@ -106,15 +132,7 @@ def cases() -> Iterator[object]:
             calls.append(("watch list", ["watch"]))
         for label, argv in calls:
             if label in CONNECTS and "--bootstrap-server" in used:
-                for kind, server, hint in (
-                    ("unreachable", "127.0.0.1:1", "refused"),
-                    ("not-kafka", "NOT_KAFKA", "not answer as Kafka"),
-                    ("unresolvable", "no-such-host.invalid:9092", "unknown host"),
-                ):
-                    yield pytest.param(
-                        [*argv, "-b", server, "--timeout", "3"], 3, hint, "stderr", 3.0,
-                        id=f"{label}-{kind}",
-                    )  # fmt: skip
+                yield from network_cases(label, argv)
         if "-X" in used:
             yield pytest.param(
                 [*CALLS[name], "-X", "foo"], 2, "expected key=value", "stderr", 30.0,

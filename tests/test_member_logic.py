@@ -20,6 +20,7 @@ from kgctl.model.reasons import RejoinReason, rejoin_reason
 from kgctl.render.chaos_view import event_line
 from kgctl.render.group_view import describe_event
 from kgctl.render.member_lines import MemberHeader, describe, render_line, summary_lines
+from kgctl.render.proxy_lines import describe_wire
 
 
 def reason(**kw: object) -> RejoinReason:
@@ -148,7 +149,8 @@ P = {"t": [0, 1]}
 
 # Every event type with typical data and what a person reads for it: member events in
 # `kgctl join`'s lines (exactly), observer events in the watch's log, chaos events in a
-# run's plain lines. A type added to the catalogue without a description fails here.
+# run's plain lines, proxy events in `kgctl proxy`'s lines. A type added to the
+# catalogue without a description fails here.
 MEMBER_LINES: dict[str, tuple[dict[str, object], str]] = {
     "MemberStarted": (
         {"config": {"topics": ["t"], "assignors": ["range"], "instance_id": "pod-1"}},
@@ -289,9 +291,117 @@ CHAOS_LINES: dict[str, tuple[dict[str, object], str]] = {
     "ScenarioFinished": ({"verdict": "passed", "exit_status": 0}, "verdict: passed (exit 0)"),
 }
 
+PROXY_LINES: dict[str, tuple[dict[str, object], str]] = {
+    "ProxyStarted": (
+        {"upstream": "127.0.0.1:9092", "bootstrap": "127.0.0.1:19092"},
+        "proxy for 127.0.0.1:9092 listening: give clients bootstrap.servers=127.0.0.1:19092",
+    ),
+    "ListenerOpened": (
+        {"node": 1, "upstream": "127.0.0.1:9092", "address": "127.0.0.1:19093"},
+        "broker 1 (127.0.0.1:9092) is at 127.0.0.1:19093",
+    ),
+    "ApiVersionsLowered": (
+        {"upstream": "h:9092", "lowered": {"JoinGroup": {"broker_max": 9, "advertised": 7}}},
+        "advertising lower API versions than h:9092: JoinGroup 9→7",
+    ),
+    "ProxyConnectionAborted": (
+        {"connection": 3, "peer": "127.0.0.1:5555", "side": "upstream", "error": "reset"},
+        "connection 3 from 127.0.0.1:5555 closed (upstream): reset",
+    ),
+    "FaultRuleAdded": ({"id": "r1", "rule": "heartbeat error X"}, "rule r1 in force: heartbeat"),
+    "FaultRuleRemoved": (
+        {"id": "r1", "why": "ran out", "applied": 3, "rule": "heartbeat error X"},
+        "rule r1 ran out after 3 applied",
+    ),
+    "FaultInjected": (
+        {
+            "rule": "r1",
+            "api": "Heartbeat",
+            "effect": "error",
+            "error": "REBALANCE_IN_PROGRESS",
+            "connection": 3,
+            "applied": 1,
+        },
+        "FAULT r1 Heartbeat error REBALANCE_IN_PROGRESS → m1-client (3, #1)",
+    ),  # fmt: skip
+    "ControlRejected": ({"error": "no rule 'r9'"}, "control line rejected: no rule 'r9'"),
+    "FindCoordinatorTraced": (
+        {
+            "api_version": 4,
+            "error": "NONE",
+            "response": {"coordinator": 1},
+            "latency_ms": 2,
+            "connection": 1,
+        },
+        "m1-client FindCoordinator v4 group=g member=m1-0123 → NONE node 1 (2 ms, 1)",
+    ),  # fmt: skip
+    "JoinGroupTraced": (
+        {
+            "api_version": 9,
+            "error": "NONE",
+            "request": {"protocols": ["range"]},
+            "response": {"generation": 5, "is_leader": True},
+            "latency_ms": 30,
+            "connection": 1,
+        },
+        "JoinGroup v9 group=g member=m1-0123 protocols=range → NONE gen 5 leader (30 ms, 1)",
+    ),  # fmt: skip
+    "SyncGroupTraced": (
+        {
+            "api_version": 5,
+            "error": "NONE",
+            "request": {"generation": 5},
+            "response": {"assignment": {"t": [0]}},
+            "latency_ms": 3,
+            "connection": 1,
+        },
+        "SyncGroup v5 group=g member=m1-0123 → NONE gen 5 assignment={'t': [0]}",
+    ),  # fmt: skip
+    "HeartbeatTraced": (
+        {
+            "api_version": 4,
+            "error": "REBALANCE_IN_PROGRESS",
+            "latency_ms": 1,
+            "connection": 1,
+            "injected": True,
+            "fault": "r1",
+        },
+        "Heartbeat v4 group=g member=m1-0123 → REBALANCE_IN_PROGRESS (1 ms, 1) [injected by r1]",
+    ),  # fmt: skip
+    "LeaveGroupTraced": (
+        {
+            "api_version": 5,
+            "error": "NONE",
+            "latency_ms": 2,
+            "connection": 1,
+            "request": {"members": [{"reason": "kgctl: member stopping (SIGTERM)"}]},
+        },
+        "LeaveGroup v5 group=g member=m1-0123 reason='kgctl: member stopping (SIGTERM)' → NONE",
+    ),  # fmt: skip
+    "OffsetCommitTraced": (
+        {"api_version": 8, "error": "NONE", "latency_ms": 2, "connection": 1},
+        "m1-client OffsetCommit v8 group=g member=m1-0123 → NONE (2 ms, 1)",
+    ),
+    "ConsumerGroupHeartbeatTraced": (
+        {
+            "api_version": 0,
+            "error": "NONE",
+            "request": {"member_epoch": 3},
+            "response": {"member_epoch": 4},
+            "latency_ms": 2,
+            "connection": 2,
+        },
+        "ConsumerGroupHeartbeat v0 group=g member=m1-0123 epoch=3 → NONE epoch 4",
+    ),  # fmt: skip
+    "ProxyStopped": (
+        {"why": "SIGTERM", "connections": 4, "requests": 120},
+        "proxy stopped (SIGTERM): 4 connections, 120 requests",
+    ),
+}
+
 
 def test_every_event_type_has_a_description_a_person_can_read() -> None:
-    described = set(MEMBER_LINES) | set(WATCH_LOG) | set(CHAOS_LINES)
+    described = set(MEMBER_LINES) | set(WATCH_LOG) | set(CHAOS_LINES) | set(PROXY_LINES)
     assert described == set(EVENT_TYPES), set(EVENT_TYPES) ^ described
     for type_, (data, text) in MEMBER_LINES.items():
         said = describe(Event(type_, 1, 1.0, 1, "g", member="m1", generation=3, data=data))
@@ -305,6 +415,12 @@ def test_every_event_type_has_a_description_a_person_can_read() -> None:
     for type_, (data, text) in CHAOS_LINES.items():
         line = event_line(Event(type_, 1, 1.0, 1, "g", source="chaos", data=data))
         assert line is not None and text in line, type_
+    for type_, (data, text) in PROXY_LINES.items():
+        wire = Event(
+            type_, 1, 1.0, 1, "g", client_id="m1-client", member_id="m1-0123", source="proxy",
+            data=data,
+        )  # fmt: skip
+        assert text in describe_wire(wire), type_
 
 
 def test_render_line_shows_generation_step_and_duration() -> None:
