@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import uuid
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -99,14 +99,33 @@ def admin(bootstrap: str) -> Iterator[Any]:
     client.close()
 
 
-@pytest.fixture
-def new_topic(admin: Any) -> Callable[[int], str]:
-    """Creates a fresh topic with that many partitions and returns its name."""
-    from kafka.admin import NewTopic
+class TopicFactory:
+    """`topic(partitions)` creates a fresh topic and returns its name; `topic.adopt(name)`
+    takes on one that the test made exist another way (a member creating its trace topic).
+    The fixture deletes them all when the test ends."""
 
-    def make(partitions: int) -> str:
-        name = f"kgctl-test-{uuid.uuid4().hex[:10]}"
-        admin.create_topics([NewTopic(name, partitions, 1)])
+    def __init__(self, admin: Any) -> None:
+        self.admin = admin
+        self.created: list[str] = []
+
+    def __call__(self, partitions: int = 4, prefix: str = "kgctl-test") -> str:
+        from kafka.admin import NewTopic
+
+        name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+        self.admin.create_topics([NewTopic(name, partitions, 1)])
+        return self.adopt(name)
+
+    def adopt(self, name: str) -> str:
+        self.created.append(name)
         return name
 
-    return make
+
+@pytest.fixture
+def topic(admin: Any) -> Iterator[TopicFactory]:
+    """Fresh topics for one test, deleted when it ends (also on a shared cluster)."""
+    factory = TopicFactory(admin)
+    yield factory
+    # A test may have deleted some itself (or shown that kgctl did): delete the rest.
+    left = sorted(set(factory.created) & set(admin.list_topics()))
+    if left:
+        admin.delete_topics(left)

@@ -10,8 +10,9 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+from helpers import FOLD_GROUP as G
+from helpers import mev, two_member_eager_history
 from rich.console import Console
-from test_model_fold import G, mev, two_member_eager_history
 
 from kgctl.chaos.scenario import Expect
 from kgctl.chaos.verdict import (

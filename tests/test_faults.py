@@ -166,6 +166,8 @@ def test_broker_killed_and_restarted_under_join_and_watch(own_broker: LocalBroke
         own_broker.stop_node(1)
         member.wait_for("CoordinatorLost", lambda: member.of("CoordinatorLost", killed_at), 30)
         watch.wait_for("BrokerDisconnected", lambda: watch.of("BrokerDisconnected", killed_at), 30)
+        # Not a synchronisation: the outage itself. The member and the watch were seen
+        # noticing it (above); two more seconds of it make them retry against no broker.
         time.sleep(2)
         own_broker.up(tie_to_parent=True, timeout_s=180)
         restarted_at = time.time() * 1000

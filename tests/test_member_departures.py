@@ -19,14 +19,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from test_member_kafka import MemberProc
+from helpers import MemberProc
 
 from kgctl.settings import ClientSettings
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka import KafkaConsumer
-    from kafka.admin import KafkaAdminClient, NewTopic
 
 pytestmark = [
     pytest.mark.kafka,
@@ -134,12 +133,9 @@ def wait_for(pred: Callable[[], Any], timeout: float, what: str) -> Any:
 
 
 @pytest.fixture
-def topic(bootstrap: str) -> str:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    name = f"kgctl-departure-{uuid.uuid4().hex[:10]}"
-    admin.create_topics([NewTopic(name, 4, 1)])
-    admin.close()
-    return name
+def topic(topic: Any) -> str:
+    """One 4-partition topic per test, from conftest's factory (which deletes it)."""
+    return str(topic(4, prefix="kgctl-departure"))
 
 
 @pytest.fixture
@@ -192,6 +188,8 @@ def test_a_join_that_finished_outside_poll_is_used_not_sent_again(
         a, c, joined = finish_a_join_outside_poll(leader, group, topic, others)
         joins_sent = leader.requests.count("JoinGroup")  # the finished join's included
         leader.poll_for(3.0)
+        # The window in which a thrown-away join would show as one more JoinGroup: the
+        # requests are counted after it (an absence cannot be waited for as an event).
         time.sleep(2.0)
         extra_joins = leader.requests.count("JoinGroup") - joins_sent
         if kind == "kgctl":

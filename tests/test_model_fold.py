@@ -4,56 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from helpers import FOLD_GROUP, mev, oev, two_member_eager_history
+
 from kgctl.model.events import Event
 from kgctl.model.fold import fold, fold_all
 from kgctl.model.state import GroupState
 
-G = "orders-app"
-
-
-def mev(type_: str, ts: int, member: str, gen: int = -1, **data: Any) -> Event:
-    return Event(
-        type=type_,
-        ts_ms=ts,
-        mono_ms=float(ts),
-        seq=ts,
-        group=G,
-        member=member,
-        member_id=f"{member}-id",
-        client_id=f"{member}-client",
-        host="10.0.0.1",
-        generation=gen,
-        source="member",
-        data=data,
-    )
-
-
-def oev(type_: str, ts: int, gen: int = -1, **data: Any) -> Event:
-    return Event(
-        type=type_, ts_ms=ts, mono_ms=float(ts), seq=ts, group=G, generation=gen,
-        source="observer", data=data,
-    )  # fmt: skip
-
-
-def two_member_eager_history() -> list[Event]:
-    """m1 alone in generation 1, then m2 joins and generation 2 splits the partitions."""
-    return [
-        mev("MemberStarted", 1000, "m1"),
-        mev("JoinGroupSent", 1010, "m1"),
-        mev("JoinGroupReceived", 1100, "m1", 1, leader="m1-id", protocol="range"),
-        mev("SyncGroupReceived", 1150, "m1", 1, partitions={"t": [0, 1, 2, 3]}),
-        mev("JoinCompleted", 1160, "m1", 1, partitions={"t": [0, 1, 2, 3]}),
-        mev("MemberStarted", 5000, "m2"),
-        mev("JoinGroupSent", 5010, "m2"),
-        mev("PartitionsRevoked", 5200, "m1", 1, partitions={"t": [0, 1, 2, 3]}),
-        mev("JoinGroupSent", 5210, "m1", 1),
-        mev("JoinGroupReceived", 5300, "m1", 2, leader="m1-id"),
-        mev("JoinGroupReceived", 5300, "m2", 2, leader="m1-id"),
-        mev("PartitionsAssigned", 5400, "m1", 2, partitions={"t": [0, 1]}),
-        mev("JoinCompleted", 5400, "m1", 2),
-        mev("PartitionsAssigned", 5450, "m2", 2, partitions={"t": [2, 3]}),
-        mev("JoinCompleted", 5450, "m2", 2),
-    ]
+G = FOLD_GROUP
 
 
 def test_member_events_build_members_generations_and_phases() -> None:

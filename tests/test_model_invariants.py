@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from test_model_fold import G, mev, two_member_eager_history
+from helpers import FOLD_GROUP as G
+from helpers import mev, two_member_eager_history
 
 from kgctl.model.fold import fold_all
 from kgctl.model.invariants import (
@@ -62,3 +63,71 @@ def test_an_overlap_with_an_excused_owner_is_not_a_violation() -> None:
 
     assert check_exclusive_ownership(s, excused) == []
     assert len(check_exclusive_ownership(s, lambda _m, _t: False)) == 1
+
+
+def test_a_handover_in_the_same_millisecond_is_not_an_overlap() -> None:
+    events = two_member_eager_history()
+    # m1 revokes t-3 at 5450, the very millisecond m2 is given it.
+    events[7] = mev("PartitionsRevoked", 5200, "m1", 1, partitions={"t": [0, 1, 2]})
+    events.insert(12, mev("PartitionsRevoked", 5450, "m1", 2, partitions={"t": [3]}))
+    s = fold_all(GroupState(G), events, now_ms=6000)
+    assert [sp.end_ms for sp in s.ownership[("t", 3)] if sp.member == "m1"] == [5450]
+    assert check_exclusive_ownership(s) == []
+
+
+def test_an_excused_overlap_does_not_hide_a_later_one() -> None:
+    events = two_member_eager_history()
+    events[7] = mev("PartitionsRevoked", 5200, "m1", 1, partitions={"t": [0, 1, 2]})
+    # m3 is given t-3 too, at 5500, when m1 was no longer frozen.
+    events += [
+        mev("PartitionsAssigned", 5500, "m3", 2, partitions={"t": [3]}),
+        mev("JoinCompleted", 5500, "m3", 2),
+    ]
+    s = fold_all(GroupState(G), events, now_ms=6000)
+    frozen_until_5460 = lambda member, at_ms: member == "m1" and at_ms <= 5460  # noqa: E731
+    found = [(v.members, v.at_ms) for v in check_exclusive_ownership(s, frozen_until_5460)]
+    assert (("m1", "m3"), 5500) in found and (("m1", "m2"), 5450) not in found
+
+
+def test_a_violation_reads_as_a_record() -> None:
+    s = fold_all(GroupState(G), two_member_eager_history(), now_ms=6000)
+    [v] = check_complete_ownership(s, 6000, expected=[("t", 9)])
+    assert v.to_dict() == {
+        "rule": "complete-ownership",
+        "message": "t-9 has no live owner in a stable group",
+        "at_ms": 6000,
+        "members": [],
+        "topic": "t",
+        "partition": 9,
+    }
+
+
+def test_two_live_owners_of_one_partition_are_named() -> None:
+    events = two_member_eager_history()
+    # m1 never revokes t-3 and m2 is given it: both own it now.
+    events[7] = mev("PartitionsRevoked", 5200, "m1", 1, partitions={"t": [0, 1, 2]})
+    s = fold_all(GroupState(G), events, now_ms=6000)
+    [v] = check_complete_ownership(s, 6000)
+    assert (v.topic, v.partition, v.members) == ("t", 3, ("m1", "m2"))
+    assert v.message == "t-3 has 2 owners in a stable group: m1, m2"
+
+
+def test_a_member_on_generation_0_counts_and_the_time_is_the_check_time() -> None:
+    events = [
+        mev("JoinCompleted", 1000, "m1", 0, assignment={"t": [0]}),
+        mev("JoinCompleted", 1100, "m2", 1, assignment={"t": [1]}),
+    ]
+    s = fold_all(GroupState(G), events, now_ms=2000)
+    [v] = check_single_generation(s, 2000)
+    assert (v.members, v.at_ms) == (("m1",), 2000)
+
+
+def test_the_stable_group_check_runs_all_three_at_the_time_given() -> None:
+    s = fold_all(GroupState(G), two_member_eager_history(), now_ms=6000)
+    [v] = check_stable_group(s, 7000, expected=[("t", 0), ("t", 9)])
+    assert (v.rule, v.partition, v.at_ms) == ("complete-ownership", 9, 7000)
+    events = two_member_eager_history()[:-2] + [mev("HeartbeatSucceeded", 5500, "m2", 1)]
+    s = fold_all(GroupState(G), events, now_ms=6000)
+    found = check_stable_group(s, 7000)
+    assert "single-generation" in [v.rule for v in found]
+    assert {v.at_ms for v in found} == {7000}

@@ -3,7 +3,8 @@ and of the cause vocabulary (kgctl/model/reasons.py)."""
 
 from __future__ import annotations
 
-from test_model_fold import G, mev, two_member_eager_history
+from helpers import FOLD_GROUP as G
+from helpers import mev, two_member_eager_history
 
 from kgctl.model.fold import fold_all
 from kgctl.model.reasons import CAUSE_ORDER, Cause, cause_of_reason, cause_text

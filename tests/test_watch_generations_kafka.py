@@ -10,31 +10,18 @@ from __future__ import annotations
 import signal
 import time
 import uuid
-import warnings
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from test_member_kafka import MemberProc
-from test_watch_kafka import PlainConsumer, WatchProcess, _is
+from helpers import MemberProc, PlainConsumer, WatchProcess, event_is
 
 pytestmark = pytest.mark.kafka
 
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka.admin import KafkaAdminClient, NewTopic
-
 
 @pytest.fixture
-def topic(bootstrap: str) -> Iterator[str]:
-    name = f"watch-gen-{uuid.uuid4().hex[:8]}"
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        admin.create_topics([NewTopic(name, 4, 1)])
-        yield name
-        admin.delete_topics([name])
-    finally:
-        admin.close()
+def topic(topic: Any) -> str:
+    """One 4-partition topic per test, from conftest's factory (which deletes it)."""
+    return str(topic(4, prefix="watch-gen"))
 
 
 def stored(watch: WatchProcess) -> list[dict[str, Any]]:
@@ -58,10 +45,10 @@ def test_kgctl_members_generations_are_the_ones_watch_reports(bootstrap: str, to
     try:
         first = a.wait_event("JoinCompleted", timeout=30)["data"]["generation"]
         watch = WatchProcess([group, "-b", bootstrap, "--output", "json", "--interval", "1"])
-        source = watch.wait_for("the generation source", _is("GenerationSourceChanged"))
+        source = watch.wait_for("the generation source", event_is("GenerationSourceChanged"))
         assert source["data"]["source"] == "__consumer_offsets", source
         # The look-back found the generation the group was in when the watch started.
-        initial = watch.wait_for("the current generation", _is("GenerationChanged"))
+        initial = watch.wait_for("the current generation", event_is("GenerationChanged"))
         assert initial["generation"] == first and initial["data"]["initial"] is True
         assert initial["data"]["inferred"] is False
 
@@ -70,7 +57,7 @@ def test_kgctl_members_generations_are_the_ones_watch_reports(bootstrap: str, to
         second = b.wait_event("JoinCompleted", timeout=30)["data"]["generation"]
         a.wait_event("JoinCompleted", generation=second, timeout=30)
         changed = watch.wait_for(
-            "the join's generation", _is("GenerationChanged", generation=second)
+            "the join's generation", event_is("GenerationChanged", generation=second)
         )
         assert changed["data"]["previous"] == first
         assert changed["data"]["leader"] in {
@@ -88,8 +75,10 @@ def test_kgctl_members_generations_are_the_ones_watch_reports(bootstrap: str, to
             timeout=30,
             what="a's JoinCompleted after b left",
         )
-        watch.wait_for("the leave's generation", _is("GenerationChanged", generation=third))
-        cause = watch.wait_for("the leave's cause", _is("RebalanceAttributed", generation=third))
+        watch.wait_for("the leave's generation", event_is("GenerationChanged", generation=third))
+        cause = watch.wait_for(
+            "the leave's cause", event_is("RebalanceAttributed", generation=third)
+        )
         assert cause["data"]["cause"] == "member_left", cause
 
         reported = [e["generation"] for e in stored(watch)]
@@ -117,13 +106,13 @@ def test_a_plain_kafka_python_group_gets_its_real_generation(bootstrap: str, top
     try:
         first.start()
         watch = WatchProcess([group, "-b", bootstrap, "--output", "json", "--interval", "1"])
-        gen = watch.wait_for("the first generation", _is("GenerationChanged"), timeout=45)
+        gen = watch.wait_for("the first generation", event_is("GenerationChanged"), timeout=45)
         assert gen["data"]["inferred"] is False
         since = gen["generation"]
         second.start()
         # The first consumer's own join may be attributed too (a cluster with an initial
         # rebalance delay completes it after watch started): the second's comes later.
-        is_join = _is("RebalanceAttributed", cause="member_joined")
+        is_join = event_is("RebalanceAttributed", cause="member_joined")
         joined = watch.wait_for(
             "the join's cause", lambda ev: is_join(ev) and ev["generation"] > since
         )
@@ -165,7 +154,7 @@ def test_watch_reads_a_trace_topic_the_members_create_after_it_started(
     )
     member: MemberProc | None = None
     try:
-        watch.wait_for("a first snapshot", _is("GroupObserved"))
+        watch.wait_for("a first snapshot", event_is("GroupObserved"))
         member = MemberProc(bootstrap, group, topic, "--trace-topic", trace, name="traced")
         member.wait_event("JoinCompleted", timeout=30)
         for step in ("MemberStarted", "JoinGroupSent", "JoinCompleted"):
@@ -190,7 +179,7 @@ def test_watch_reads_a_trace_topic_the_members_create_after_it_started(
             ]
         )
         try:
-            later.wait_for("a first snapshot", _is("GroupObserved"))
+            later.wait_for("a first snapshot", event_is("GroupObserved"))
             late = MemberProc(bootstrap, group, topic, "--trace-topic", trace, name="late")
             try:
                 late.wait_event("JoinCompleted", timeout=30)

@@ -2,56 +2,20 @@
 
 from __future__ import annotations
 
-from kgctl.model.events import Event
+from helpers import WATCH_GROUP, causes, infer, member, snap, types
+
+from kgctl.errors import ConnectError
 from kgctl.model.fold import fold_all
-from kgctl.model.snapshot import GroupSnapshot, MemberSnapshot
+from kgctl.model.snapshot import GroupSnapshot
 from kgctl.model.state import GroupState
 from kgctl.observe.infer import Inferrer
+from kgctl.observe.watch import GroupObserver
 
-G = "billing"
-
-
-def member(
-    mid: str, client: str, parts: list[int] | None, sub: tuple[str, ...] = ("t",)
-) -> MemberSnapshot:
-    return MemberSnapshot(
-        member_id=mid,
-        client_id=client,
-        host="/10.1.1.1",
-        subscription=sub,
-        partitions=None if parts is None else {"t": parts},
-    )
-
-
-def snap(state: str, *members: MemberSnapshot, **kw: object) -> GroupSnapshot:
-    return GroupSnapshot(
-        group=G, state=state, protocol_type="consumer", protocol="range",
-        coordinator="1 h:9092", members=members, **kw,  # type: ignore[arg-type]
-    )  # fmt: skip
-
-
-def run(*snaps: GroupSnapshot) -> list[Event]:
-    inf = Inferrer(G)
-    out: list[Event] = []
-    for i, s in enumerate(snaps):
-        out += inf.observe(s, 1000 * (i + 1))
-    return out
-
-
-def types(events: list[Event]) -> list[str]:
-    return [e.type for e in events if e.type != "GroupObserved"]
-
-
-def causes(events: list[Event]) -> list[tuple[int, str, bool]]:
-    return [
-        (e.generation, e.data["cause"], e.data["guess"])
-        for e in events
-        if e.type == "RebalanceAttributed"
-    ]
+G = WATCH_GROUP
 
 
 def test_a_member_joining_through_a_rebalance() -> None:
-    events = run(
+    events = infer(
         snap("Stable", member("a-1", "a", [0, 1])),
         snap("PreparingRebalance", member("a-1", "a", None), member("b-1", "b", None)),
         snap("Stable", member("a-1", "a", [0]), member("b-1", "b", [1])),
@@ -83,7 +47,7 @@ def test_a_member_joining_through_a_rebalance() -> None:
 
 
 def test_a_rebalance_between_two_polls_is_still_seen() -> None:
-    events = run(
+    events = infer(
         snap("Stable", member("a-1", "a", [0, 1])),
         snap("Stable", member("a-1", "a", [0]), member("b-1", "b", [1])),
     )
@@ -91,7 +55,7 @@ def test_a_rebalance_between_two_polls_is_still_seen() -> None:
 
 
 def test_a_member_dropped_during_a_rebalance_timed_out() -> None:
-    events = run(
+    events = infer(
         snap("Stable", member("a-1", "a", [0]), member("b-1", "b", [1])),
         snap("PreparingRebalance", member("a-1", "a", None), member("b-1", "b", None)),
         snap("Stable", member("a-1", "a", [0, 1])),
@@ -102,7 +66,7 @@ def test_a_member_dropped_during_a_rebalance_timed_out() -> None:
 
 
 def test_the_same_process_rejoining_with_a_new_member_id_is_a_timeout_guess() -> None:
-    events = run(
+    events = infer(
         snap("Stable", member("a-1", "a", [0, 1])),
         snap("Stable", member("a-2", "a", [0, 1])),
     )
@@ -112,18 +76,18 @@ def test_the_same_process_rejoining_with_a_new_member_id_is_a_timeout_guess() ->
 
 
 def test_leaving_subscription_and_partition_changes() -> None:
-    left = run(
+    left = infer(
         snap("Stable", member("a-1", "a", [0]), member("b-1", "b", [1])),
         snap("Stable", member("a-1", "a", [0, 1])),
     )
     assert causes(left) == [(1, "member_left", False)]
-    resub = run(
+    resub = infer(
         snap("Stable", member("a-1", "a", [0])),
         snap("PreparingRebalance", member("a-1", "a", None, sub=("t", "u"))),
         snap("Stable", member("a-1", "a", [0], sub=("t", "u"))),
     )
     assert causes(resub) == [(1, "subscription_changed", False)]
-    grown = run(
+    grown = infer(
         snap("Stable", member("a-1", "a", [0])),
         snap("Stable", member("a-1", "a", [0, 1, 2])),
     )
@@ -131,10 +95,10 @@ def test_leaving_subscription_and_partition_changes() -> None:
 
 
 def test_nothing_changed_means_no_generation_and_empty_means_all_left() -> None:
-    quiet = run(snap("Stable", member("a-1", "a", [0])), snap("Stable", member("a-1", "a", [0])))
+    quiet = infer(snap("Stable", member("a-1", "a", [0])), snap("Stable", member("a-1", "a", [0])))
     assert types(quiet) == []
     assert [e.data["changed"] for e in quiet] == [True, False]
-    emptied = run(snap("Stable", member("a-1", "a", [0])), snap("Empty"))
+    emptied = infer(snap("Stable", member("a-1", "a", [0])), snap("Empty"))
     assert causes(emptied) == [(1, "member_left", False)]
 
 
@@ -143,7 +107,11 @@ def test_disconnects_are_reported_once_and_folded() -> None:
     events = inf.observe(snap("Stable", member("a-1", "a", [0])), 1000)
     events += inf.disconnected("refused", 2000, retry_in_s=2)
     events += inf.disconnected("refused", 3000, retry_in_s=4)
-    assert [e.type for e in events[-1:]] == ["BrokerDisconnected"]
+    # One outage, one event: the second failed poll says nothing new.
+    assert types(events)[-1:] == ["BrokerDisconnected"]
+    assert [(e.ts_ms, e.data) for e in events if e.type == "BrokerDisconnected"] == [
+        (2000, {"error": "refused", "retry_in_s": 2})
+    ]
     state = fold_all(GroupState(G), events, now_ms=3000)
     assert not state.connected
     events = inf.observe(snap("Stable", member("a-1", "a", [0])), 5000)
@@ -152,7 +120,7 @@ def test_disconnects_are_reported_once_and_folded() -> None:
 
 
 def test_inferred_events_fold_into_a_state() -> None:
-    events = run(
+    events = infer(
         snap("Stable", member("a-1", "a", [0, 1])),
         snap("PreparingRebalance", member("a-1", "a", None), member("b-1", "b", None)),
         snap("Stable", member("a-1", "a", [0]), member("b-1", "b", [1])),
@@ -163,3 +131,30 @@ def test_inferred_events_fold_into_a_state() -> None:
     assert s.current.start_ms == 2000 and s.current.stable_ms == 3000
     assert {m.client_id for m in s.live_members} == {"a", "b"}
     assert s.owners()[("t", 1)] == ("b-1",)
+
+
+class Unreachable:
+    """A GroupAdmin whose broker is away for the first `down` describes."""
+
+    def __init__(self, down: int) -> None:
+        self.down, self.calls = down, 0
+
+    def describe(self, group: str) -> GroupSnapshot:
+        self.calls += 1
+        if self.calls <= self.down:
+            raise ConnectError("cannot reach Kafka (connection refused)")
+        return snap("Stable", member("a-1", "a", [0]))
+
+
+def test_the_watch_says_disconnected_once_per_outage_and_backs_off() -> None:
+    observer = GroupObserver(Unreachable(down=4), G, interval_s=1.0)  # type: ignore[arg-type]
+    clock = iter(range(1000, 100_000, 1000))
+    polls = [observer.poll(lambda: next(clock)) for _ in range(6)]
+    said = [[e.type for e in events if e.type != "GroupObserved"] for events in polls]
+    assert said == [["BrokerDisconnected"], [], [], [], ["BrokerReconnected"], []]
+    assert polls[4][0].data["down_ms"] == 4000
+    # Each failed poll waits twice as long as the one before, then the interval again.
+    assert polls[0][0].data["retry_in_s"] == 2.0
+    assert observer.failures == 0 and observer.next_delay() == 1.0
+    observer.failures = 10
+    assert observer.next_delay() == 15.0  # capped

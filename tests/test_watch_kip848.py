@@ -9,18 +9,18 @@ import warnings
 from typing import Any
 
 import pytest
+from helpers import KIP848_GROUP, cmember, csnap, infer
 
 from kgctl.model.events import Event
 from kgctl.model.fold import fold_all
-from kgctl.model.snapshot import GroupSnapshot, MemberSnapshot
+from kgctl.model.snapshot import GroupSnapshot
 from kgctl.model.state import GroupState
-from kgctl.observe.infer import Inferrer
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from kgctl.adapters import kip848
 
-G = "orders"
+G = KIP848_GROUP
 TOPIC_ID = uuid.UUID("5a6b1c2d-0000-4000-8000-00000000002a")
 
 # -- a small encoder of Kafka's flexible-version wire format, independent of the schemas --
@@ -201,51 +201,12 @@ def test_a_broker_without_consumergroupdescribe_is_said_once_then_skipped(
 # -- inference and fold ---------------------------------------------------------------
 
 
-def cmember(
-    mid: str, epoch: int, parts: list[int], target: list[int] | None = None
-) -> MemberSnapshot:
-    return MemberSnapshot(
-        member_id=mid,
-        client_id=f"c-{mid}",
-        host="/10.0.0.7",
-        subscription=("t",),
-        partitions={"t": parts} if parts else {},
-        member_epoch=epoch,
-        target={"t": target if target is not None else parts}
-        if (target if target is not None else parts)
-        else {},
-        member_type="consumer",
-    )
-
-
-def csnap(state: str, epoch: int, *members: MemberSnapshot, assigned: int = -1) -> GroupSnapshot:
-    return GroupSnapshot(
-        group=G,
-        state=state,
-        protocol_type="consumer",
-        protocol="uniform",
-        coordinator="1 h:9092",
-        members=members,
-        group_type="consumer",
-        group_epoch=epoch,
-        assignment_epoch=epoch if assigned < 0 else assigned,
-    )
-
-
-def run(*snaps: GroupSnapshot) -> list[Event]:
-    inf = Inferrer(G)
-    out: list[Event] = []
-    for i, s in enumerate(snaps):
-        out += inf.observe(s, 1000 * (i + 1))
-    return out
-
-
 def kinds(events: list[Event]) -> list[str]:
     return [e.type for e in events if e.type != "GroupObserved"]
 
 
 def joined_then_reconciled() -> list[Event]:
-    return run(
+    return infer(
         csnap("Stable", 2, cmember("a", 2, [0, 1, 2, 3])),
         # b joined: epoch 3, a must give up 2 and 3 first.
         csnap("Reconciling", 3, cmember("a", 2, [0, 1, 2, 3], [0, 1]), cmember("b", 3, [], [2, 3])),
@@ -291,7 +252,7 @@ def test_the_fold_shows_epochs_and_who_is_reconciling() -> None:
     assert (a.epoch, b.epoch) == (3, 3) and not a.reconciling and not b.reconciling
     assert dict(b.partitions) == {"t": (2, 3)}
     # In the second snapshot a still held 2 and 3 while its target no longer had them.
-    second = fold_all(GroupState(G), run(*_first_two()), now_ms=2000)
+    second = fold_all(GroupState(G), infer(*_first_two()), now_ms=2000)
     assert second.members["a"].reconciling and second.members["b"].reconciling
     assert second.rebalancing and second.state == "Reconciling"
     assert second.members["a"].phase == "Reconciling" and second.members["a"].epoch == 2
@@ -305,7 +266,7 @@ def _first_two() -> list[GroupSnapshot]:
 
 
 def test_a_member_leaving_between_polls_is_member_left_and_the_group_stays_stable() -> None:
-    events = run(
+    events = infer(
         csnap("Stable", 3, cmember("a", 3, [0, 1]), cmember("b", 3, [2, 3])),
         csnap("Stable", 4, cmember("a", 4, [0, 1, 2, 3])),
     )
@@ -322,7 +283,7 @@ def test_a_member_leaving_between_polls_is_member_left_and_the_group_stays_stabl
 
 
 def test_a_member_epoch_going_back_is_a_fenced_member_rejoining() -> None:
-    events = run(
+    events = infer(
         csnap("Stable", 5, cmember("a", 5, [0, 1]), cmember("b", 5, [2, 3])),
         csnap("Reconciling", 7, cmember("a", 5, [0, 1]), cmember("b", 0, [], [2, 3])),
     )
@@ -332,7 +293,7 @@ def test_a_member_epoch_going_back_is_a_fenced_member_rejoining() -> None:
 
 
 def test_a_topic_growing_is_partitions_changed_from_the_targets() -> None:
-    events = run(
+    events = infer(
         csnap("Stable", 5, cmember("a", 5, [0, 1])),
         csnap("Reconciling", 6, cmember("a", 5, [0, 1], [0, 1, 2])),
     )
@@ -341,7 +302,7 @@ def test_a_topic_growing_is_partitions_changed_from_the_targets() -> None:
 
 
 def test_the_epoch_is_not_a_change_on_the_first_snapshot_and_state_names_are_kept() -> None:
-    events = run(
+    events = infer(
         csnap("Assigning", 9, cmember("a", 8, [0, 1], [])),
         csnap("Reconciling", 9, cmember("a", 8, [0, 1], [0])),
         csnap("Stable", 9, cmember("a", 9, [0])),
@@ -359,7 +320,7 @@ def test_the_epoch_is_not_a_change_on_the_first_snapshot_and_state_names_are_kep
 def test_a_member_id_coming_back_is_a_fenced_member_rejoining() -> None:
     # Seen on a real broker: a stopped JVM was fenced after the session timeout, then
     # resumed and rejoined with the same member id.
-    events = run(
+    events = infer(
         csnap("Stable", 3, cmember("a", 3, [0, 1]), cmember("b", 3, [2, 3])),
         csnap("Stable", 4, cmember("a", 4, [0, 1, 2, 3])),
         csnap("Reconciling", 5, cmember("a", 4, [0, 1, 2, 3], [0, 1]), cmember("b", 5, [], [2, 3])),

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import io
 
+from helpers import cmember, csnap, infer, member, snap, two_member_eager_history
 from rich.console import Console
-from test_model_fold import two_member_eager_history
-from test_watch_infer import member, run, snap
 
 from kgctl.model.fold import fold_all
 from kgctl.model.state import GroupState
@@ -24,7 +23,7 @@ def screen(state: GroupState, width: int, height: int) -> str:
 
 
 def observed_state() -> GroupState:
-    events = run(
+    events = infer(
         snap("Stable", member("a-1", "alpha", [0, 1]), lag={"t": {0: 5, 1: 7}}),
         snap("PreparingRebalance", member("a-1", "alpha", None), member("b-1", "beta", None)),
         snap(
@@ -97,7 +96,7 @@ def test_disconnected_and_missing_are_said_in_the_header() -> None:
 
 def test_many_members_are_cut_with_a_count_at_80x24() -> None:
     members = [member(f"m{i:02d}-1", f"m{i:02d}", [i]) for i in range(30)]
-    state = fold_all(GroupState("big"), run(snap("Stable", *members)), now_ms=2000)
+    state = fold_all(GroupState("big"), infer(snap("Stable", *members)), now_ms=2000)
     text = screen(state, 80, 24)
     assert len(text.splitlines()) <= 23
     assert "more" in text and "Members (30 live)" in text
@@ -130,10 +129,7 @@ def test_the_arrows_scroll_the_event_log_back_and_forth() -> None:
 
 def consumer_protocol_state(now_ms: int = 3000) -> GroupState:
     """A KIP-848 group caught while b, just joined, waits for a to release t-2 and t-3."""
-    from test_watch_kip848 import cmember, csnap
-    from test_watch_kip848 import run as run_kip848
-
-    events = run_kip848(
+    events = infer(
         csnap("Stable", 2, cmember("a", 2, [0, 1, 2, 3])),
         csnap("Reconciling", 3, cmember("a", 2, [0, 1, 2, 3], [0, 1]), cmember("b", 3, [], [2, 3])),
     )

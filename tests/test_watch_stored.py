@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import io
 
+from helpers import WATCH_GROUP as G
+from helpers import causes, member, snap, types
 from rich.console import Console
-from test_watch_infer import G, causes, member, snap, types
 
 from kgctl.adapters.group_records import GroupMetadata, GroupRecord, MemberRecord
 from kgctl.model.events import Event

@@ -15,8 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from test_member_kafka import MemberProc
-from test_watch_kafka import PLAIN_POLL_MS, PlainConsumer, WatchProcess, _is
+from helpers import PLAIN_POLL_MS, MemberProc, PlainConsumer, WatchProcess, event_is
 
 pytestmark = pytest.mark.kafka
 
@@ -58,9 +57,9 @@ def last_generation(watch: WatchProcess) -> int:
 
 
 def test_kgctl_members_subscription_growth_and_kill_are_named(
-    bootstrap: str, admin: Any, new_topic: Callable[[int], str]
+    bootstrap: str, admin: Any, topic: Callable[[int], str]
 ) -> None:
-    t, u = new_topic(4), new_topic(2)
+    t, u = topic(4), topic(2)
     group = f"g-{uuid.uuid4().hex[:8]}"
     a = MemberProc(bootstrap, group, t, name="a")
     b = MemberProc(bootstrap, group, t, name="b")
@@ -68,7 +67,7 @@ def test_kgctl_members_subscription_growth_and_kill_are_named(
     try:
         b.wait_event("JoinCompleted", timeout=30)
         watch = WatchProcess([group, "-b", bootstrap, "--output", "json", "--interval", "0.5"])
-        watch.wait_for("a Stable snapshot with both", _is("GroupObserved", state="Stable"))
+        watch.wait_for("a Stable snapshot with both", event_is("GroupObserved", state="Stable"))
 
         since = last_generation(watch)
         a.send({"op": "subscribe", "topics": [t, u]})
@@ -111,9 +110,9 @@ while True:
 
 
 def test_plain_kafka_python_group_growth_and_kill_are_named(
-    bootstrap: str, admin: Any, new_topic: Callable[[int], str]
+    bootstrap: str, admin: Any, topic: Callable[[int], str]
 ) -> None:
-    t = new_topic(4)
+    t = topic(4)
     group = f"g-{uuid.uuid4().hex[:8]}"
     first = PlainConsumer(bootstrap, t, group, f"first-{group}")
     killed = f"killed-{group}"

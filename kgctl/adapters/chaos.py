@@ -133,7 +133,7 @@ class ChaosAdmin:
 
     def delete_group(self, group: str) -> None:
         try:
-            self._admin.delete_consumer_groups([group])
+            self._admin.delete_groups([group])
         except Exception:  # cleanup is best effort
             log.debug("delete group failed", exc_info=True)
 

@@ -144,6 +144,10 @@ class ChaosRun:
         self.fitted: FittedScenario | None = None
         # A member the cluster refused for its timings: no point waiting for the group.
         self.refused: KgctlError | None = None
+        # What the cleanup may delete: only what this run created, never a group or
+        # topics that existed before it (refused, or acted on with --allow-destructive).
+        self.created_topics = False
+        self.owns_group = False
 
     # -- what actions use besides the fleet and the state (actions.ActionContext) --------
     @property
@@ -430,11 +434,8 @@ class ChaosRun:
                 f"scenario {sc.name} needs a {sc.fleet.brokers}-broker cluster; "
                 f"{self.settings.bootstrap} has {brokers} (kgctl broker up --brokers 3)"
             )
-        if (
-            self.options.group
-            and admin.group_exists(self.group)
-            and not self.options.allow_destructive
-        ):
+        existed = bool(self.options.group) and admin.group_exists(self.group)
+        if existed and not self.options.allow_destructive:
             raise UsageError(
                 f"group {self.group} already exists and kgctl did not create it; chaos would "
                 "join it, rebalance it and commit offsets in it: pass --allow-destructive"
@@ -444,7 +445,9 @@ class ChaosRun:
             raise UsageError(
                 f"topics {', '.join(sorted(existing))} already exist; kgctl creates its own"
             )
+        self.owns_group = not existed
         self.replication = min(3, brokers)
+        self.created_topics = True  # none of them existed: whatever gets created is ours
         admin.create_topics(
             {self.topics[t]: n for t, n in self.partitions.items()}, self.replication
         )
@@ -722,8 +725,10 @@ class ChaosRun:
                 self.producer.close()
         if self.admin is not None:
             if not self.options.keep_topics:
-                self.admin.delete_topics(list(self.topics.values()))
-                self.admin.delete_group(self.group)
+                if self.created_topics:
+                    self.admin.delete_topics(list(self.topics.values()))
+                if self.owns_group:
+                    self.admin.delete_group(self.group)
             self.admin.close()
         with contextlib.suppress(OSError):
             for p in self.workdir.iterdir():

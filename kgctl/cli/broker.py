@@ -202,6 +202,10 @@ def down(
     def body() -> None:
         from kgctl.broker.local import LocalBroker
 
+        if not 0 <= timeout <= 3600:  # checked before anything is stopped
+            raise UsageError(
+                f"--timeout {timeout}: must be 0 (kill at once) to 3600 seconds of grace"
+            )
         stopped = LocalBroker().down(timeout_s=timeout)
         if env.json:
             emit_json(env, {"stopped_pids": stopped})

@@ -117,6 +117,12 @@ def demo_command(
             # also when it is interrupted while the broker is still starting.
             if started is not None and not keep_broker:
                 started.down()
+        if journal.verdict == "setup failed":
+            # Nothing ran (the cluster unreachable, the fleet never formed): there is no
+            # run to summarise or report, only why, with its own exit status.
+            from kgctl.errors import ExitStatus, KgctlError
+
+            raise KgctlError(journal.error, ExitStatus(journal.exit_status))
         report = load_report(record, journal.group)
         html.write_text(render_html(report), encoding="utf-8")
         if env.json:
