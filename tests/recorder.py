@@ -4,6 +4,10 @@ Used by the real-broker report test, and run by hand to regenerate the checked-i
 fixture tests/data/two_members_growth.jsonl from a real broker:
 
     .venv/bin/python tests/recorder.py 127.0.0.1:19092 tests/data/two_members_growth.jsonl
+
+and the explain fixtures (`KIND`: dead_member_growth, slow_member):
+
+    .venv/bin/python tests/recorder.py 127.0.0.1:39887 tests/data/KIND.jsonl KIND
 """
 
 from __future__ import annotations
@@ -31,11 +35,12 @@ class Recording:
         self._readers: list[threading.Thread] = []
         self._lock = threading.Lock()
 
-    def start(self, name: str, *args: str) -> None:
+    def start(self, name: str, *args: str, session_ms: int = 6000) -> None:
         cmd = [
             sys.executable, "-m", "kgctl", "join", "-b", self.bootstrap, "-g", self.group,
-            "--name", name, "--output", "json", "--session-timeout", "6000",
-            "--heartbeat-interval", "1000", "-X", "metadata.max.age.ms=1000", *args,
+            "--name", name, "--output", "json", "--session-timeout", str(session_ms),
+            "--heartbeat-interval", str(max(session_ms // 6, 100)),
+            "-X", "metadata.max.age.ms=1000", *args,
         ]  # fmt: skip
         proc = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
@@ -128,6 +133,75 @@ def grow_topic(bootstrap: str, topic: str, total: int) -> None:
         admin.close()
 
 
+def produce(bootstrap: str, topic: str, count: int) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    try:
+        for i in range(count):
+            producer.send(topic, str(i).encode())
+        producer.flush()
+    finally:
+        producer.close()
+
+
+def wait_for(rec: Recording, name: str, type_: str, count: int = 1, timeout: float = 40.0) -> None:
+    """Wait until `name` emitted `count` events of `type_`."""
+    deadline = time.monotonic() + timeout
+    while len(rec.of(name, type_)) < count:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{name} emitted no {type_} within {timeout}s")
+        time.sleep(0.1)
+
+
+def record_dead_member_growth(bootstrap: str, out: Path, session_ms: int = 6000) -> str:
+    """a, b, c join a 4-partition topic; c is SIGKILLed and the topic grows to 8 at once:
+    the leader rejoins for the new partitions and the join waits for c's session timeout."""
+    topic = create_topic(bootstrap, 4)
+    group = f"kgctl-explain-{uuid.uuid4().hex[:8]}"
+    rec = Recording(bootstrap, group)
+    try:
+        for name in ("a", "b", "c"):
+            rec.start(name, topic, session_ms=session_ms)
+        rec.wait_converged(["a", "b", "c"], 4)
+        rec.stop("c", signal.SIGKILL)
+        grow_topic(bootstrap, topic, 8)
+        rec.wait_converged(["a", "b"], 8, timeout=session_ms / 1000 + 30)
+        rec.stop("b")
+        rec.stop("a")
+    finally:
+        rec.close()
+        rec.write(out)
+    return group
+
+
+def record_slow_member(bootstrap: str, out: Path, max_poll_ms: int = 2000) -> str:
+    """a and b join; b spends 2 x max.poll.interval.ms on one batch: it leaves the group
+    (PollIntervalExceeded), the group rebalances without it, and it joins again."""
+    topic = create_topic(bootstrap, 2)
+    group = f"kgctl-explain-{uuid.uuid4().hex[:8]}"
+    rec = Recording(bootstrap, group)
+    try:
+        rec.start("a", topic, "--max-poll-interval", str(max_poll_ms))
+        rec.start(
+            "b", topic, "--max-poll-interval", str(max_poll_ms),
+            "--processing-ms", str(2 * max_poll_ms), "--max-records", "1000000",
+        )  # fmt: skip
+        rec.wait_converged(["a", "b"], 2)
+        produce(bootstrap, topic, 20)
+        wait_for(rec, "b", "PollIntervalExceeded")
+        count = len(rec.of("b", "JoinCompleted"))
+        wait_for(rec, "b", "JoinCompleted", count + 1)
+        rec.stop("b", signal.SIGKILL)
+        rec.stop("a")
+    finally:
+        rec.close()
+        rec.write(out)
+    return group
+
+
 def record_two_members(bootstrap: str, out: Path, grow: bool = True) -> str:
     """a joins; b joins; (the topic grows 4 -> 6); b leaves on SIGTERM; a stops."""
     topic = create_topic(bootstrap, 4)
@@ -152,5 +226,13 @@ def record_two_members(bootstrap: str, out: Path, grow: bool = True) -> str:
     return group
 
 
+RECORDERS = {
+    "two_members_growth": record_two_members,
+    "dead_member_growth": record_dead_member_growth,
+    "slow_member": record_slow_member,
+}
+
 if __name__ == "__main__":
-    print(record_two_members(sys.argv[1], Path(sys.argv[2])))
+    # recorder.py BOOTSTRAP OUT [KIND], KIND one of RECORDERS (default two_members_growth)
+    kind = sys.argv[3] if len(sys.argv) > 3 else "two_members_growth"
+    print(RECORDERS[kind](sys.argv[1], Path(sys.argv[2])))

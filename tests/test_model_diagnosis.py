@@ -1,0 +1,144 @@
+"""Pure tests of the diagnosis of a generation (kgctl/model/diagnosis.py), on runs
+recorded from a real broker (tests/recorder.py regenerates them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kgctl.adapters.assignors import cooperative_sticky
+from kgctl.model.bounds import GroupBounds
+from kgctl.model.diagnosis import (
+    EXACT,
+    INFERRED,
+    WAIT_DEAD,
+    AssignmentInput,
+    BrokerReason,
+    Context,
+    Diagnosis,
+    diagnose,
+)
+from kgctl.report.summary import build_report, parse_lines
+
+DATA = Path(__file__).parent / "data"
+
+
+def diagnosed(name: str, ctx: Context | None = None) -> dict[int, Diagnosis]:
+    events, _ = parse_lines((DATA / name).read_text().splitlines())
+    report = build_report(events)
+    return {d.generation: d for d in diagnose(report.state, report.events, report.last_ms, ctx)}
+
+
+def test_dead_member_during_growth_names_the_growth_and_the_wait_for_the_dead_member() -> None:
+    # a, b, c on 4 partitions; c SIGKILLed; the topic grown to 8 at once (session 6 s).
+    g3 = diagnosed("dead_member_growth.jsonl")[3]
+    assert g3.trigger.who == "a"
+    assert g3.trigger.cause == "partitions_changed"
+    assert g3.trigger.confidence == EXACT
+    assert "4 → 8" in g3.trigger.evidence
+    # c's silent departure came later: it joined a rebalance that was already running.
+    assert [(t.who, t.cause) for t in g3.also] == [("c", "timed_out")]
+    [wait] = g3.waits
+    assert (wait.phase, wait.member, wait.why) == ("join", "c", WAIT_DEAD)
+    assert wait.ms == g3.sync_ms - g3.start_ms  # type: ignore[operator]
+    assert 4500 <= wait.ms <= 6500  # its session timeout, less the time it took a to notice
+    assert "session.timeout.ms=6000" in wait.detail
+    costs = {c.member: c.unassigned_ms for c in g3.costs}
+    assert set(costs) == {"a", "b"} and min(costs.values()) >= 4500
+    advice = {(a.setting, a.value) for a in g3.advice}
+    assert ("session.timeout.ms", "3000") in advice  # 3 × heartbeat.interval.ms=1000
+    assert ("shutdown", "LeaveGroup") in advice
+    assert ("group.protocol", "consumer") in advice
+
+
+def test_session_advice_respects_the_cluster_floor() -> None:
+    bounds = GroupBounds.from_configs({"group.min.session.timeout.ms": "4500"})
+    g3 = diagnosed("dead_member_growth.jsonl", Context(bounds=bounds))[3]
+    assert ("session.timeout.ms", "4500") in {(a.setting, a.value) for a in g3.advice}
+
+
+def test_a_killed_member_alone_is_an_inferred_session_timeout() -> None:
+    g3 = diagnosed("chaos_member_kill.jsonl")[3]
+    assert (g3.trigger.who, g3.trigger.cause, g3.trigger.confidence) == (
+        "m2",
+        "timed_out",
+        INFERRED,
+    )
+    assert any("infers" in n for n in g3.notes)
+    [detect] = g3.waits
+    assert (detect.phase, detect.member) == ("detect", "m2")
+    assert 2000 <= detect.ms <= 3500  # session.timeout.ms=3000
+    assert ("session.timeout.ms", "900") in {(a.setting, a.value) for a in g3.advice}
+
+
+def test_a_broker_log_line_makes_a_silent_departure_exact() -> None:
+    events, _ = parse_lines((DATA / "chaos_member_kill.jsonl").read_text().splitlines())
+    report = build_report(events)
+    g3 = report.state.generations[2]
+    line = BrokerReason(
+        g3.start_ms - 5, report.group, "removing member m2-id on heartbeat expiration", 2
+    )
+    d = diagnose(report.state, report.events, report.last_ms, Context(broker_reasons=(line,)))
+    trig = d[2].trigger
+    assert trig.confidence == EXACT and trig.cause == "timed_out"
+    assert trig.evidence.startswith("broker log:")
+
+
+def test_max_poll_interval_breach_is_the_members_own_words_with_a_measured_fix() -> None:
+    # b spends 4 s on one batch against max.poll.interval.ms=2000.
+    g3 = diagnosed("slow_member.jsonl")[3]
+    assert (g3.trigger.who, g3.trigger.cause, g3.trigger.confidence) == ("b", "timed_out", EXACT)
+    assert "max.poll.interval.ms=2000" in g3.trigger.evidence
+    [advice] = [a for a in g3.advice if a.pattern == "max-poll-interval"]
+    # One record alone took 4 s: fewer records cannot help, a longer interval can.
+    assert advice.setting == "max.poll.interval.ms"
+    assert advice.value == "6000"  # 1.5 × 4.0 s, rounded up to a second
+
+
+def test_growth_under_eager_says_what_cooperative_sticky_would_have_revoked() -> None:
+    # a and b own 4 partitions (2 each) under range; the topic grows to 6.
+    ctx = Context(cooperative=cooperative_sticky)
+    g3 = diagnosed("two_members_growth.jsonl", ctx)[3]
+    assert g3.trigger.cause == "partitions_changed"
+    assert g3.revoked == 4
+    [coop] = [a for a in g3.advice if a.pattern == "eager-stop-the-world"]
+    assert coop.value == "cooperative-sticky"
+    assert "revoked 4" in coop.text and "would have revoked 0" in coop.text
+    # Without the assignor passed in, no claim is made.
+    plain = diagnosed("two_members_growth.jsonl")[3]
+    assert not [a for a in plain.advice if a.pattern == "eager-stop-the-world"]
+
+
+def test_cooperative_sticky_keeps_owners_and_moves_only_what_balance_needs() -> None:
+    owned = {"a": (("t", 0), ("t", 1), ("t", 2)), "b": (("t", 3), ("t", 4), ("t", 5))}
+    plan = cooperative_sticky(
+        AssignmentInput({"a": ("t",), "b": ("t",), "c": ("t",)}, owned, {"t": 6})
+    )
+    assert sorted(p for tps in plan.values() for p in tps) == [("t", i) for i in range(6)]
+    assert all(len(tps) == 2 for tps in plan.values())
+    kept = sum(1 for m, tps in owned.items() for tp in tps if tp in plan[m])
+    assert kept == 4
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("*.jsonl")))
+def test_every_recorded_generation_gets_a_trigger(name: str) -> None:
+    diags = diagnosed(name)
+    assert diags
+    for d in diags.values():
+        assert d.trigger.cause != "unknown", (name, d.generation)
+        assert d.trigger.confidence in (EXACT, INFERRED)
+        assert d.to_dict()["trigger"]["evidence"]
+
+
+def test_a_member_that_keeps_starting_rebalances_is_named_with_its_reasons() -> None:
+    from kgctl.model.diagnosis import Trigger, _advise_loop
+
+    def d(gen: int, who: str, reason: str) -> Diagnosis:
+        return Diagnosis(gen, False, gen * 100, None, None, Trigger("timed_out", who, reason))
+
+    diags = [d(1, "a", "first_join"), d(2, "b", "x"), d(3, "b", "y"), d(4, "a", "z"),
+             d(5, "b", "x")]  # fmt: skip
+    loops = _advise_loop(diags)
+    assert set(loops) == {5}
+    assert loops[5].value == "b" and "x, y" in loops[5].text
