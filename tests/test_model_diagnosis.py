@@ -82,7 +82,7 @@ def test_a_broker_log_line_makes_a_silent_departure_exact() -> None:
     d = diagnose(report.state, report.events, report.last_ms, Context(broker_reasons=(line,)))
     trig = d[2].trigger
     assert trig.confidence == EXACT and trig.cause == "timed_out"
-    assert trig.evidence.startswith("broker log:")
+    assert trig.evidence.startswith("broker log ")
 
 
 def test_max_poll_interval_breach_is_the_members_own_words_with_a_measured_fix() -> None:

@@ -23,7 +23,7 @@ from typing import Any
 from kgctl.model.bounds import GroupBounds
 from kgctl.model.events import Event
 from kgctl.model.reasons import Cause, RejoinReason, cause_of_reason, cause_text
-from kgctl.model.state import GenerationRecord, GroupState, Owned, TopicPartition
+from kgctl.model.state import GenerationRecord, GroupState, TopicPartition
 from kgctl.model.timeline import rebalance_moves, rebalance_unassigned
 
 EXACT = "exact"
@@ -44,14 +44,21 @@ _MAIN_THREAD = frozenset({"RecordsConsumed", "RejoinRequested", "JoinGroupSent",
 _ROUTINE = frozenset({"HeartbeatSucceeded", "RecordsConsumed", "OffsetsCommitted"})
 
 
+# Kinds of broker log lines.
+PREPARING = "preparing"  # Preparing to rebalance group … (reason: …)
+FAILED = "failed"  # Member … in group … has failed, removing it from the group
+
+
 @dataclass(frozen=True)
 class BrokerReason:
-    """A `Preparing to rebalance group … (reason: …)` line from the broker's log."""
+    """A line of the broker's log about a group: a rebalance prepared, with its reason,
+    or a member removed when its session timed out."""
 
     ts_ms: int
     group: str
     reason: str
     generation: int = -1  # the old generation the line names, when it does
+    kind: str = PREPARING
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -59,6 +66,7 @@ class BrokerReason:
             "group": self.group,
             "reason": self.reason,
             "generation": self.generation,
+            "kind": self.kind,
         }
 
 
@@ -377,13 +385,18 @@ def _candidates(
     out += _silent_departures(events, since, until, prev, rec, state, members)
     for br in ctx.broker_reasons:
         if since < br.ts_ms <= until and br.group == state.group:
+            who = _member_name(state, _broker_who(br.reason))
+            client = br.reason.partition("client reason: ")[2]
             out.append(
                 Trigger(
-                    _broker_cause(br.reason),
-                    _broker_who(br.reason),
-                    br.reason,
+                    Cause.TIMED_OUT.value if br.kind == FAILED else _broker_cause(br.reason),
+                    who,
+                    client or br.reason,
                     EXACT,
-                    f"broker log: Preparing to rebalance (reason: {br.reason})",
+                    f"broker log {_clock(br.ts_ms)}: {br.reason}"
+                    if br.kind == FAILED
+                    else f"broker log {_clock(br.ts_ms)}: Preparing to rebalance (reason: "
+                    f"{br.reason})",
                     br.ts_ms,
                 )
             )
@@ -430,9 +443,20 @@ def _broker_who(reason: str) -> str:
     """The member id a broker reason names (`removing member X on …`), if any."""
     words = reason.replace("(", " ").replace(")", " ").split()
     for i, w in enumerate(words[:-1]):
-        if w.lower() == "member" and "-" in words[i + 1]:
+        if w.lower() in ("member", "leader", "for") and "-" in words[i + 1]:
             return words[i + 1].rstrip(".,;")
     return ""
+
+
+def _member_name(state: GroupState, member_id: str) -> str:
+    """A member id as its member's name; an unknown dynamic id (client.id, a dash and a
+    UUID) as its client id."""
+    found = state.find_member(member_id)
+    if found is not None:
+        return found.name
+    if len(member_id) > 37 and member_id[-37] == "-" and member_id[-28] == "-":
+        return member_id[:-37]
+    return member_id
 
 
 def _last_seen(events: Sequence[Event], member: str, until: int) -> int | None:
@@ -529,6 +553,7 @@ def _waits(
     state: GroupState,
     members: Mapping[str, _Member],
     trigger: Trigger,
+    broker: Sequence[BrokerReason] = (),
 ) -> list[Wait]:
     out: list[Wait] = []
     if rec.sync_ms is None:
@@ -566,6 +591,23 @@ def _waits(
         if waited > WAIT_SLACK_MS:
             why, detail, conf = _why_late(events, k, start, sent_at[k], members)
             out.append(Wait("join", k, waited, why, detail, conf, members[k].session_ms))
+    if not sent_at:
+        # Untraced: the broker's log says when it removed a member whose session timed
+        # out while the join phase waited for it.
+        for br in broker:
+            if br.kind == FAILED and start + WAIT_SLACK_MS < br.ts_ms <= sync + WAIT_SLACK_MS:
+                who = _member_name(state, _broker_who(br.reason))
+                out.append(
+                    Wait(
+                        "join",
+                        who,
+                        br.ts_ms - start,
+                        WAIT_DEAD,
+                        f"the broker removed it at {_clock(br.ts_ms)} when its session timed "
+                        "out (broker log): the join phase waited for it until then",
+                        EXACT,
+                    )
+                )
     if trigger.reason == "session timeout" and trigger.who in members:
         # Nothing held the join: the time went to noticing the member was gone.
         last = _last_seen(events, trigger.who, start)
@@ -704,8 +746,18 @@ def _ceil_s(ms: float) -> int:
 
 def _advise_dead(w: Wait, members: Mapping[str, _Member], ctx: Context) -> list[Advice]:
     session = w.session_timeout_ms
-    if not session:
-        return []
+    if not session or w.member not in members:
+        return [
+            Advice(
+                "dead-member-held-join",
+                "shutdown",
+                "LeaveGroup",
+                f"the join waited {w.ms / 1000:.1f}s for {w.member}, dead until its session "
+                "timed out: stopped gracefully (consumer.close()) it would have sent "
+                "LeaveGroup; a lower session.timeout.ms shortens the wait (its value was not "
+                "traced)",
+            )
+        ]
     hb = members[w.member].heartbeat_ms or max(session // 3, 1)
     # A session must outlive a few missed heartbeats; the cluster sets the floor.
     suggested = max(3 * hb, ctx.bounds.min_session_ms if ctx.bounds else 0)
@@ -842,7 +894,24 @@ def _advise_restart(
     return out
 
 
+def _prepared_owned(
+    events: Sequence[Event], since: int, until: int
+) -> dict[str, tuple[TopicPartition, ...]]:
+    """Each member's partitions as it prepared to join (JoinPrepared `owned`)."""
+    out: dict[str, tuple[TopicPartition, ...]] = {}
+    for e in events:
+        if e.type == "JoinPrepared" and since < e.ts_ms <= until and e.member:
+            raw = e.data.get("owned") or {}
+            if isinstance(raw, dict):
+                out[e.member] = tuple(
+                    sorted((str(t), int(p)) for t, ids in raw.items() for p in ids)
+                )
+    return out
+
+
 def _advise_cooperative(
+    events: Sequence[Event],
+    since: int,
     state: GroupState,
     rec: GenerationRecord,
     prev: GenerationRecord | None,
@@ -854,20 +923,28 @@ def _advise_cooperative(
     eager = [k for k in rec.members if k in members and members[k].protocol == "eager"]
     if not eager or ctx.cooperative is None or prev is None or revoked == 0:
         return []
-    before_t = prev.stable_ms if prev.stable_ms is not None else rec.start_ms - 1
-    before_t = min(before_t, rec.start_ms - 1)
-    before = state.owners(before_t)
     after_t = rec.stable_ms if rec.stable_ms is not None else now_ms
     after = state.owners(after_t)
     partitions: dict[str, int] = {}
-    for topic, p in list(before) + list(after):
-        partitions[topic] = max(partitions.get(topic, 0), p + 1)
+    for (topic, p), who in after.items():
+        if who:  # owners() lists every partition ever owned, later ones included
+            partitions[topic] = max(partitions.get(topic, 0), p + 1)
     subs = {k: members[k].subscription or tuple(sorted(partitions)) for k in rec.members}
+    # What each member owned when it prepared to join (its own words), else the owners
+    # when the previous generation was stable.
     owned: dict[str, list[TopicPartition]] = {k: [] for k in rec.members}
-    for tp, who in before.items():
+    prepared = _prepared_owned(events, since, rec.sync_ms or rec.start_ms)
+    before_t = prev.stable_ms if prev.stable_ms is not None else rec.start_ms - 1
+    for tp, who in state.owners(min(before_t, rec.start_ms - 1)).items():
         for k in who:
-            if k in owned:
+            if k in owned and k not in prepared:
                 owned[k].append(tp)
+    for k, claimed in prepared.items():
+        if k in owned:
+            owned[k] = list(claimed)
+    for held in owned.values():
+        for topic, p in held:
+            partitions[topic] = max(partitions.get(topic, 0), p + 1)
     plan = ctx.cooperative(
         AssignmentInput(subs, {k: tuple(sorted(v)) for k, v in owned.items()}, partitions)
     )
@@ -1001,13 +1078,17 @@ def _diagnose_one(
             chosen = Trigger(Cause.UNKNOWN.value, "", "", INFERRED, "no source said why")
     if chosen.confidence == INFERRED:
         notes.append("kgctl infers this trigger: no member, wire event or broker log said it")
-    waits = _waits(events, rec, prev, state, members, chosen)
-    if rec.sync_ms is None and not rec.inferred:
-        notes.append("the join phase's end was not traced")
-    if rec.inferred or not any(k in members for k in rec.members):
+    start = rec.start_ms
+    if chosen.evidence.startswith("broker log") and not any(k in members for k in rec.members):
+        # Untraced: the stored record says when the generation was written; the broker's
+        # log says when the rebalance began.
+        start = min(start, chosen.at_ms)
+    mine = [b for b in ctx.broker_reasons if b.group == state.group]
+    waits = _waits(events, replace(rec, start_ms=start), prev, state, members, chosen, mine)
+    if not waits and (rec.inferred or not any(k in members for k in rec.members)):
         notes.append(
-            "no member of this generation was traced: the critical path is unknown "
-            "(trace the members with --trace-topic, or give --broker-log)"
+            "no member of this generation was traced: what the rebalance waited for is "
+            "unknown (kgctl join members, --trace-topic or the proxy's wire events show it)"
         )
     moved = rebalance_moves(state, rec, now_ms)
     revoked = _revoked(events, rec, prev)
@@ -1023,12 +1104,12 @@ def _diagnose_one(
         if not any(a.pattern == "max-poll-interval" for a in advice):
             advice += _advise_poll(events, chosen.who, members, chosen.at_ms)
     advice += _advise_restart(chosen, events, (prev.start_ms if prev else -1), until, ctx)
-    advice += _advise_cooperative(state, rec, prev, members, ctx, revoked, now_ms)
+    advice += _advise_cooperative(events, since, state, rec, prev, members, ctx, revoked, now_ms)
     advice += _advise_kip848(state, waits, rec.start_ms)
     return Diagnosis(
         generation=rec.generation,
         inferred=rec.inferred,
-        start_ms=rec.start_ms,
+        start_ms=start,
         sync_ms=rec.sync_ms,
         stable_ms=rec.stable_ms,
         trigger=chosen,
@@ -1054,7 +1135,3 @@ def _revoked(events: Sequence[Event], rec: GenerationRecord, prev: GenerationRec
             parts = e.data.get("partitions") or {}
             n += sum(len(v) for v in parts.values() if isinstance(v, list))
     return n
-
-
-def owned_count(owned: Owned) -> int:
-    return sum(len(v) for v in owned.values())
