@@ -163,7 +163,10 @@ def record_dead_member_growth(bootstrap: str, out: Path, session_ms: int = 6000)
     group = f"kgctl-explain-{uuid.uuid4().hex[:8]}"
     rec = Recording(bootstrap, group)
     try:
-        for name in ("a", "b", "c"):
+        # a first, so that it leads: only the leader rejoins for new partitions.
+        rec.start("a", topic, session_ms=session_ms)
+        rec.wait_converged(["a"], 4)
+        for name in ("b", "c"):
             rec.start(name, topic, session_ms=session_ms)
         rec.wait_converged(["a", "b", "c"], 4)
         rec.stop("c", signal.SIGKILL)

@@ -1,0 +1,144 @@
+"""Pure tests of `kgctl explain`: the broker log reader, the explanation's health and
+order, and the command on recordings (no broker)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from kgctl.cli.app import app
+from kgctl.cli.explain import parse_duration
+from kgctl.errors import ExitStatus
+from kgctl.model.diagnosis import FAILED, PREPARING, Context, diagnose
+from kgctl.model.explanation import explain
+from kgctl.observe.broker_log import parse_broker_log
+from kgctl.report.summary import parse_lines
+
+DATA = Path(__file__).parent / "data"
+runner = CliRunner()
+
+# Lines in the shape a Kafka 4.x coordinator logs them (log4j `[%d] %p %m (%c)`).
+LOG = """\
+[2026-11-30 09:01:17,791] INFO [GroupCoordinator id=1 topic=__consumer_offsets partition=0] \
+Preparing to rebalance group g1 in state PreparingRebalance with old generation 2 (reason: \
+Leader app-1-8f0c1d2e-1111-2222-3333-444455556666 re-joining group during Stable; client \
+reason: need to revoke partitions and re-join). (org.apache.kafka.coordinator.group.GroupMetadataManager)
+[2026-11-30 09:01:18,000] INFO [GroupCoordinator id=1] Preparing to rebalance group other in \
+state PreparingRebalance with old generation 0 (reason: x). (org.apache.kafka.coordinator.group.GroupMetadataManager)
+[2026-11-30 09:01:23,064] INFO [GroupCoordinator id=1 topic=__consumer_offsets partition=0] \
+Member app-2-8f0c1d2e-1111-2222-3333-444455556666 in group g1 has failed, removing it from \
+the group. (org.apache.kafka.coordinator.group.GroupMetadataManager)
+[2026-11-30 09:01:24,100] INFO [Broker id=1] something else entirely
+"""
+
+
+def test_broker_log_lines_give_the_reason_the_time_and_removed_members() -> None:
+    found = parse_broker_log(LOG.splitlines(), "g1")
+    assert [(r.kind, r.generation) for r in found] == [(PREPARING, 2), (FAILED, -1)]
+    prep, failed = found
+    assert prep.ts_ms % 86_400_000 == ((9 * 60 + 1) * 60 + 17) * 1000 + 791  # read as UTC
+    assert prep.reason.endswith("client reason: need to revoke partitions and re-join")
+    assert "app-2-8f0c1d2e" in failed.reason
+    assert len(parse_broker_log(LOG.splitlines())) == 3  # every group when none is named
+
+
+def test_durations() -> None:
+    assert parse_duration("90s") == 90_000
+    assert parse_duration("15m") == 900_000
+    assert parse_duration("1.5h") == 5_400_000
+    assert parse_duration("500ms") == 500
+
+
+def events_of(name: str) -> list:  # type: ignore[type-arg]
+    events, _ = parse_lines((DATA / name).read_text().splitlines())
+    return events
+
+
+def test_explanation_is_newest_first_and_cut_by_last() -> None:
+    events = events_of("dead_member_growth.jsonl")
+    group = events[0].group
+    last_ms = max(e.ts_ms for e in events)
+    x = explain(group, events, last_ms, Context(), last=2)
+    assert [d.generation for d in x.generations] == [3, 2]
+    assert x.total == 3
+    # Every member stopped at the end of the recording: nobody consumes.
+    assert not x.healthy and "no live member" in x.health
+    doc = x.to_dict()
+    assert doc["generations"][0]["trigger"]["cause"] == "partitions_changed"
+    assert doc["generations"][0]["critical_path"][0]["member"] == "c"
+
+
+def test_a_group_that_ends_stable_is_healthy() -> None:
+    # The slow-member run up to its last completed join, before the members were stopped.
+    events = events_of("slow_member.jsonl")
+    done = max(i for i, e in enumerate(events) if e.type == "JoinCompleted")
+    events = events[: done + 1]
+    group = events[0].group
+    x = explain(group, events, max(e.ts_ms for e in events))
+    assert x.healthy, x.health
+
+
+def test_explain_command_on_a_recording_prints_one_json_document_and_exits_unhealthy() -> None:
+    path = DATA / "dead_member_growth.jsonl"
+    group = events_of(path.name)[0].group
+    result = runner.invoke(app, ["explain", group, "--recording", str(path), "-o", "json"])
+    assert result.exit_code == ExitStatus.UNHEALTHY, result.output
+    doc = json.loads(result.stdout)  # one document, nothing else on stdout
+    assert [g["generation"] for g in doc["generations"]] == [3, 2, 1]
+    g3 = doc["generations"][0]
+    assert g3["trigger"]["who"] == "a" and g3["trigger"]["confidence"] == "exact"
+    coop = [a for a in g3["advice"] if a["pattern"] == "eager-stop-the-world"]
+    assert coop and "would have revoked 0" in coop[0]["text"]
+
+
+def test_explain_command_text_names_trigger_wait_and_advice() -> None:
+    path = DATA / "dead_member_growth.jsonl"
+    group = events_of(path.name)[0].group
+    result = runner.invoke(
+        app, ["explain", group, "--recording", str(path), "--last", "1"], env={"COLUMNS": "100"}
+    )
+    out = result.stdout
+    assert "generation 3" in out and "generation 2" not in out
+    assert "partitions changed" in out
+    assert "join waited 5.4s for c" in out
+    assert "session.timeout.ms=3000" in out
+
+
+def test_explain_bad_since_is_a_usage_error() -> None:
+    path = DATA / "dead_member_growth.jsonl"
+    result = runner.invoke(app, ["explain", "g", "--recording", str(path), "--since", "soon"])
+    assert result.exit_code == ExitStatus.USAGE
+    assert "not a duration" in result.stderr and "Traceback" not in result.output
+
+
+def test_explain_unknown_group_in_a_recording_says_what_to_do() -> None:
+    path = DATA / "dead_member_growth.jsonl"
+    result = runner.invoke(app, ["explain", "nope", "--recording", str(path)])
+    assert result.exit_code == ExitStatus.USAGE
+    assert "nothing known about group 'nope'" in result.stderr
+
+
+def test_broker_log_reasons_feed_the_diagnosis_of_untraced_generations() -> None:
+    # The recording's events without the members' own words: only the broker log speaks.
+    events = [e for e in events_of("dead_member_growth.jsonl") if e.type != "RejoinRequested"]
+    group = events[0].group
+    from kgctl.model.fold import fold_all
+    from kgctl.model.state import GroupState
+
+    state = fold_all(GroupState(group, log_limit=0), events, events[-1].ts_ms)
+    g3 = state.generations[2]
+    line = f"[{_log_time(g3.start_ms)}] INFO Preparing to rebalance group {group} in state "
+    line += "PreparingRebalance with old generation 2 (reason: Leader x re-joining group "
+    line += "during Stable; client reason: kgctl: metadata_changed). (org.apache.kafka.X)"
+    reasons = tuple(parse_broker_log([line], group))
+    d = diagnose(state, events, events[-1].ts_ms, Context(broker_reasons=reasons))[2]
+    assert d.trigger.cause == "partitions_changed" and d.trigger.confidence == "exact"
+    assert d.trigger.reason == "kgctl: metadata_changed"
+
+
+def _log_time(ms: int) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000)) + f",{ms % 1000:03d}"

@@ -1,0 +1,99 @@
+"""Real-broker tests of the diagnosis and `kgctl explain`: each pattern is reproduced
+with real `kgctl join` members (tests/recorder.py) and the diagnosis of the recorded run
+is checked for its trigger, the member the rebalance waited for, how long, and the
+advice's setting and value."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kgctl.cli.app import app
+from kgctl.model.diagnosis import EXACT, WAIT_DEAD, Context, Diagnosis, diagnose
+from kgctl.report.summary import build_report, parse_lines
+
+sys.path.insert(0, str(Path(__file__).parent))
+from recorder import record_dead_member_growth, record_slow_member  # noqa: E402
+
+pytestmark = pytest.mark.kafka
+runner = CliRunner()
+
+
+def diagnosed(path: Path) -> tuple[str, dict[int, Diagnosis]]:
+    events, _ = parse_lines(path.read_text().splitlines())
+    report = build_report(events)
+    diags = diagnose(report.state, report.events, report.last_ms, Context())
+    return report.group, {d.generation: d for d in diags}
+
+
+def test_dead_member_during_growth_waits_for_its_session_timeout(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    session = 4000
+    path = tmp_path / "run.jsonl"
+    record_dead_member_growth(bootstrap, path, session_ms=session)
+    events, _ = parse_lines(path.read_text().splitlines())
+    c_last = max(e.ts_ms for e in events if e.member == "c")
+    _group, diags = diagnosed(path)
+    # The growth's rebalance: the one c (SIGKILLed just before) is missing from.
+    [growth] = [d for d in diags.values() if d.trigger.cause == "partitions_changed"]
+    # The leader (a, which joined first) saw the new partitions and rejoined.
+    assert (growth.trigger.who, growth.trigger.confidence) == ("a", EXACT)
+    assert "4 → 8" in growth.trigger.evidence
+    [wait] = [w for w in growth.waits if w.phase == "join"]
+    assert (wait.member, wait.why) == ("c", WAIT_DEAD)
+    # The join phase is the wait, and it ended when c's session timed out...
+    assert growth.sync_ms is not None and wait.ms == growth.sync_ms - growth.start_ms
+    assert 0.8 * session <= growth.sync_ms - c_last <= session + 1000, wait
+    # ...less the time a took to see the new partitions (metadata.max.age.ms=1000).
+    assert session - 2500 <= wait.ms <= session, wait
+    costs = {c.member: c.unassigned_ms for c in growth.costs}
+    assert set(costs) == {"a", "b"}
+    advice = {(a.setting, a.value) for a in growth.advice}
+    heartbeat = session // 6  # the recorder's heartbeat.interval.ms
+    assert ("session.timeout.ms", str(3 * heartbeat)) in advice
+    assert ("shutdown", "LeaveGroup") in advice
+
+
+def test_max_poll_interval_breach_is_told_with_the_measured_batch(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    max_poll = 1500
+    path = tmp_path / "run.jsonl"
+    record_slow_member(bootstrap, path, max_poll_ms=max_poll)
+    _group, diags = diagnosed(path)
+    [breach] = [d for d in diags.values() if d.trigger.reason == "max.poll.interval.ms exceeded"]
+    assert (breach.trigger.who, breach.trigger.cause, breach.trigger.confidence) == (
+        "b",
+        "timed_out",
+        EXACT,
+    )
+    [fix] = [a for a in breach.advice if a.setting == "max.poll.interval.ms"]
+    # b processes one batch for 2 × max.poll.interval.ms = 3 s: 1.5 × that, rounded up to
+    # a second, with the batch's end seen within a second of its sleep.
+    assert fix.value in ("5000", "6000"), fix
+
+
+def test_explain_names_triggers_of_untraced_members_from_offsets_and_broker_log(
+    bootstrap: str, broker_logs: list[Path], tmp_path: Path
+) -> None:
+    # The members' own events are set aside: explain reads only what the cluster kept.
+    path = tmp_path / "run.jsonl"
+    group = record_dead_member_growth(bootstrap, path, session_ms=2000)
+    args = ["explain", group, "-b", bootstrap, "-o", "json"]
+    for log in broker_logs:
+        args += ["--broker-log", str(log)]
+    result = runner.invoke(app, args)
+    doc = json.loads(result.stdout)
+    assert any(s.startswith("__consumer_offsets") for s in doc["sources"])
+    assert not doc["healthy"]  # every member stopped: the group is empty
+    [growth] = [g for g in doc["generations"] if g["trigger"]["cause"] == "partitions_changed"]
+    assert growth["trigger"]["confidence"] == "exact"
+    assert growth["trigger"]["reason"] == "kgctl: metadata_changed"  # the client's own words
+    [wait] = growth["critical_path"]
+    assert wait["member"].startswith("kgctl-c") and wait["why"] == "dead"
+    assert 1000 <= wait["ms"] <= 3500
