@@ -24,9 +24,11 @@ LOG = """\
 [2026-11-30 09:01:17,791] INFO [GroupCoordinator id=1 topic=__consumer_offsets partition=0] \
 Preparing to rebalance group g1 in state PreparingRebalance with old generation 2 (reason: \
 Leader app-1-8f0c1d2e-1111-2222-3333-444455556666 re-joining group during Stable; client \
-reason: need to revoke partitions and re-join). (org.apache.kafka.coordinator.group.GroupMetadataManager)
+reason: need to revoke partitions and re-join). \
+(org.apache.kafka.coordinator.group.GroupMetadataManager)
 [2026-11-30 09:01:18,000] INFO [GroupCoordinator id=1] Preparing to rebalance group other in \
-state PreparingRebalance with old generation 0 (reason: x). (org.apache.kafka.coordinator.group.GroupMetadataManager)
+state PreparingRebalance with old generation 0 (reason: x). \
+(org.apache.kafka.coordinator.group.GroupMetadataManager)
 [2026-11-30 09:01:23,064] INFO [GroupCoordinator id=1 topic=__consumer_offsets partition=0] \
 Member app-2-8f0c1d2e-1111-2222-3333-444455556666 in group g1 has failed, removing it from \
 the group. (org.apache.kafka.coordinator.group.GroupMetadataManager)
