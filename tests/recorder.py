@@ -32,6 +32,7 @@ class Recording:
         self.group = group
         self.events: list[dict[str, Any]] = []
         self.procs: dict[str, subprocess.Popen[str]] = {}
+        self.retired: list[subprocess.Popen[str]] = []
         self._readers: list[threading.Thread] = []
         self._lock = threading.Lock()
 
@@ -45,6 +46,8 @@ class Recording:
         proc = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
         )
+        if name in self.procs:
+            self.retired.append(self.procs[name])  # a restart: closed with the others
         self.procs[name] = proc
         reader = threading.Thread(target=self._read, args=(proc,), daemon=True)
         reader.start()
@@ -89,7 +92,8 @@ class Recording:
         return proc.wait(timeout=20)
 
     def close(self) -> None:
-        for proc in self.procs.values():
+        every = [*self.retired, *self.procs.values()]
+        for proc in every:
             if proc.poll() is None:
                 proc.kill()
             proc.wait(timeout=10)
@@ -97,7 +101,7 @@ class Recording:
                 proc.stdin.close()
         for reader in self._readers:
             reader.join(timeout=5)
-        for proc in self.procs.values():
+        for proc in every:
             if proc.stdout is not None:
                 proc.stdout.close()
 
@@ -205,6 +209,52 @@ def record_slow_member(bootstrap: str, out: Path, max_poll_ms: int = 2000) -> st
     return group
 
 
+def record_restart(bootstrap: str, out: Path, static: bool, session_ms: int = 6000) -> str:
+    """a and b join; b is stopped (SIGTERM) and started again under the same name: a
+    dynamic b leaves and joins with a new member id; a static one (group.instance.id)
+    comes back within its session timeout."""
+    topic = create_topic(bootstrap, 4)
+    group = f"kgctl-explain-{uuid.uuid4().hex[:8]}"
+    rec = Recording(bootstrap, group)
+    ids = {n: ("--instance-id", f"{group}-{n}") if static else () for n in ("a", "b")}
+    try:
+        rec.start("a", topic, *ids["a"], session_ms=session_ms)
+        rec.wait_converged(["a"], 4)
+        rec.start("b", topic, *ids["b"], session_ms=session_ms)
+        rec.wait_converged(["a", "b"], 4)
+        rec.stop("b")
+        count = len(rec.of("b", "JoinCompleted"))
+        rec.start("b", topic, *ids["b"], session_ms=session_ms)
+        wait_for(rec, "b", "JoinCompleted", count + 1)
+        rec.wait_converged(["a", "b"], 4)
+        rec.stop("b")
+        rec.stop("a")
+    finally:
+        rec.close()
+        rec.write(out)
+    return group
+
+
+def record_scale_out(bootstrap: str, out: Path, assignor: str = "range") -> str:
+    """a and b share 6 partitions; c joins (each member with `assignor`)."""
+    topic = create_topic(bootstrap, 6)
+    group = f"kgctl-explain-{uuid.uuid4().hex[:8]}"
+    rec = Recording(bootstrap, group)
+    try:
+        rec.start("a", topic, "--assignor", assignor)
+        rec.wait_converged(["a"], 6)
+        rec.start("b", topic, "--assignor", assignor)
+        rec.wait_converged(["a", "b"], 6)
+        rec.start("c", topic, "--assignor", assignor)
+        rec.wait_converged(["a", "b", "c"], 6)
+        for name in ("c", "b", "a"):
+            rec.stop(name)
+    finally:
+        rec.close()
+        rec.write(out)
+    return group
+
+
 def record_two_members(bootstrap: str, out: Path, grow: bool = True) -> str:
     """a joins; b joins; (the topic grows 4 -> 6); b leaves on SIGTERM; a stops."""
     topic = create_topic(bootstrap, 4)
@@ -233,6 +283,8 @@ RECORDERS = {
     "two_members_growth": record_two_members,
     "dead_member_growth": record_dead_member_growth,
     "slow_member": record_slow_member,
+    "dynamic_restart": lambda b, out: record_restart(b, out, static=False),
+    "static_restart": lambda b, out: record_restart(b, out, static=True),
 }
 
 if __name__ == "__main__":

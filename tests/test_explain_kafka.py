@@ -6,18 +6,25 @@ advice's setting and value."""
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from kgctl.adapters.assignors import cooperative_sticky
 from kgctl.cli.app import app
-from kgctl.model.diagnosis import EXACT, WAIT_DEAD, Context, Diagnosis, diagnose
+from kgctl.model.diagnosis import EXACT, WAIT_DEAD, Context, Diagnosis, diagnose, restarts
 from kgctl.report.summary import build_report, parse_lines
 
 sys.path.insert(0, str(Path(__file__).parent))
-from recorder import record_dead_member_growth, record_slow_member  # noqa: E402
+from recorder import (  # noqa: E402
+    record_dead_member_growth,
+    record_restart,
+    record_scale_out,
+    record_slow_member,
+)
 
 pytestmark = pytest.mark.kafka
 runner = CliRunner()
@@ -97,3 +104,74 @@ def test_explain_names_triggers_of_untraced_members_from_offsets_and_broker_log(
     [wait] = growth["critical_path"]
     assert wait["member"].startswith("kgctl-c") and wait["why"] == "dead"
     assert 1000 <= wait["ms"] <= 3500
+
+
+def test_dynamic_restart_is_two_rebalances_and_static_membership_is_advised(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "run.jsonl"
+    record_restart(bootstrap, path, static=False)
+    events, _ = parse_lines(path.read_text().splitlines())
+    report = build_report(events)
+    [back] = restarts(report.state, report.events)
+    assert back.member == "b" and back.rebalanced
+    diags = diagnose(report.state, report.events, report.last_ms, Context())
+    left = [d for d in diags if d.trigger.cause == "member_left" and d.trigger.who == "b"]
+    assert left and left[0].trigger.confidence == EXACT
+    # Said once, on the rebalance b's return started (or joined, when b was back before
+    # the one its leave started had ended).
+    [advice] = [a for d in diags for a in d.advice if a.pattern == "dynamic-restart"]
+    expected = max(math.ceil(1.5 * back.down_ms / 1000) * 1000, 1000)
+    assert (advice.setting, advice.value) == ("group.instance.id", f"session.timeout.ms={expected}")
+
+
+def test_static_restart_within_the_session_timeout_causes_no_rebalance(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "run.jsonl"
+    group = record_restart(bootstrap, path, static=True, session_ms=6000)
+    result = runner.invoke(app, ["explain", group, "--recording", str(path), "-o", "json"])
+    doc = json.loads(result.stdout)
+    [back] = doc["restarts"]
+    assert back["member"] == "b" and back["static"] and not back["rebalanced"]
+    assert back["down_ms"] < 6000
+    # The two first joins are the only generations until the members were stopped.
+    triggers = [g["trigger"]["reason"] for g in reversed(doc["generations"])]
+    assert triggers[:2] == ["first_join", "first_join"]
+    assert all(g["trigger"]["who"] != "b" or g["start_ms"] > back["back_ms"]
+               for g in doc["generations"][:-2])  # fmt: skip
+
+
+def test_cooperative_sticky_prediction_matches_a_real_cooperative_run(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    # The same scale-out (c joins a and b on 6 partitions) with range, then for real with
+    # cooperative-sticky: what explain predicts is what cooperative members revoke.
+    eager, coop = tmp_path / "eager.jsonl", tmp_path / "coop.jsonl"
+    record_scale_out(bootstrap, eager, "range")
+    record_scale_out(bootstrap, coop, "cooperative-sticky")
+    events, _ = parse_lines(eager.read_text().splitlines())
+    report = build_report(events)
+    diags = diagnose(
+        report.state, report.events, report.last_ms, Context(cooperative=cooperative_sticky)
+    )
+    [scale] = [d for d in diags if d.trigger.who == "c" and d.trigger.reason == "first_join"]
+    assert scale.revoked == 6  # eager: a and b gave up everything
+    [advice] = [a for a in scale.advice if a.pattern == "eager-stop-the-world"]
+    predicted = int(advice.text.split("would have revoked ")[1].split()[0])
+    real, _ = parse_lines(coop.read_text().splitlines())
+    # From c's JoinGroup to c owning its share (the cooperative second round).
+    c_joined = min(e.ts_ms for e in real if e.member == "c" and e.type == "JoinGroupSent")
+    c_owns = min(
+        e.ts_ms
+        for e in real
+        if e.member == "c" and e.type == "JoinCompleted" and e.data.get("assignment")
+    )
+    revoked = sum(
+        len(ids)
+        for e in real
+        if e.type == "PartitionsRevoked" and e.member in ("a", "b")
+        and c_joined <= e.ts_ms <= c_owns
+        for ids in (e.data.get("partitions") or {}).values()
+    )  # fmt: skip
+    assert predicted == revoked == 2

@@ -3,6 +3,7 @@ recorded from a real broker (tests/recorder.py regenerates them)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from kgctl.model.diagnosis import (
     Context,
     Diagnosis,
     diagnose,
+    restarts,
 )
 from kgctl.report.summary import build_report, parse_lines
 
@@ -142,3 +144,37 @@ def test_a_member_that_keeps_starting_rebalances_is_named_with_its_reasons() -> 
     loops = _advise_loop(diags)
     assert set(loops) == {5}
     assert loops[5].value == "b" and "x, y" in loops[5].text
+
+
+def test_a_dynamic_restart_is_advised_static_membership_sized_from_the_restart_seen() -> None:
+    # b stopped (LeaveGroup) and started again: two rebalances.
+    diags = diagnosed("dynamic_restart.jsonl")
+    [(gen, advice)] = [
+        (d.generation, a)
+        for d in diags.values()
+        for a in d.advice
+        if a.pattern == "dynamic-restart"
+    ]
+    assert diags[gen].trigger.who == "b" and diags[gen].trigger.reason == "first_join"
+    assert diags[gen - 1].trigger.cause == "member_left"
+    events, _ = parse_lines((DATA / "dynamic_restart.jsonl").read_text().splitlines())
+    report = build_report(events)
+    [back] = restarts(report.state, report.events)
+    assert back.rebalanced and not back.static
+    expected = max(math.ceil(1.5 * back.down_ms / 1000) * 1000, 1000)
+    assert advice.setting == "group.instance.id"
+    assert advice.value == f"session.timeout.ms={expected}"
+
+
+def test_a_static_restart_within_the_session_timeout_rebalances_nothing() -> None:
+    events, _ = parse_lines((DATA / "static_restart.jsonl").read_text().splitlines())
+    report = build_report(events)
+    [back] = restarts(report.state, report.events)
+    assert back.static and not back.rebalanced
+    assert back.session_timeout_ms == 6000 and back.down_ms < 6000
+    assert "no rebalance" in back.text()
+    # Only the two first joins made generations.
+    assert [d.trigger.reason for d in diagnose(report.state, report.events, report.last_ms)] == [
+        "first_join",
+        "first_join",
+    ]

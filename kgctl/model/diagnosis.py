@@ -854,30 +854,83 @@ def _advise_poll(
     return out
 
 
-def _restarts(events: Sequence[Event], since: int, until: int) -> list[tuple[str, int, bool]]:
-    """(member, down ms, static) for each member that stopped and started again."""
+@dataclass(frozen=True)
+class Restart:
+    """A member that stopped and came back under the same name."""
+
+    member: str
+    stopped_ms: int
+    back_ms: int  # its first JoinGroup after starting again
+    static: bool
+    session_timeout_ms: int | None = None
+    rebalanced: bool = True  # a new generation began while it was away
+
+    @property
+    def down_ms(self) -> int:
+        return self.back_ms - self.stopped_ms
+
+    def text(self) -> str:
+        kind = "static" if self.static else "dynamic"
+        within = ""
+        if self.session_timeout_ms:
+            side = "within" if self.down_ms < self.session_timeout_ms else "beyond"
+            within = f", {side} session.timeout.ms={self.session_timeout_ms}"
+        outcome = "the group rebalanced" if self.rebalanced else "no rebalance"
+        return f"{self.member} ({kind}) was away {self.down_ms / 1000:.1f}s{within}: {outcome}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "member": self.member,
+            "stopped_ms": self.stopped_ms,
+            "back_ms": self.back_ms,
+            "down_ms": self.down_ms,
+            "static": self.static,
+            "session_timeout_ms": self.session_timeout_ms,
+            "rebalanced": self.rebalanced,
+        }
+
+
+def restarts(state: GroupState, events: Sequence[Event]) -> tuple[Restart, ...]:
+    """Every member that stopped (or left) and joined again under the same name: from
+    the stop to its first JoinGroup after starting, and whether a generation began
+    meanwhile."""
+    members = _members(events)
     stopped: dict[str, int] = {}
+    started: set[str] = set()
     out = []
-    for e in events:
-        if e.ts_ms > until:
-            break
-        if e.type in ("MemberStopped", "LeaveGroupSent") and e.source == "member":
+    for e in sorted(events, key=lambda ev: ev.ts_ms):
+        if e.source != "member" or not e.member:
+            continue
+        if e.type in ("MemberStopped", "LeaveGroupSent"):
             stopped.setdefault(e.member, e.ts_ms)
+            started.discard(e.member)
         elif e.type == "MemberStarted" and e.member in stopped:
-            down = e.ts_ms - stopped.pop(e.member)
-            if e.ts_ms > since:
-                out.append((e.member, down, bool(e.instance_id)))
-    return out
+            started.add(e.member)
+        elif e.type == "JoinGroupSent" and e.member in started:
+            t0 = stopped.pop(e.member)
+            started.discard(e.member)
+            info = members.get(e.member)
+            out.append(
+                Restart(
+                    e.member,
+                    t0,
+                    e.ts_ms,
+                    bool(e.instance_id or (info and info.instance_id)),
+                    info.session_ms if info else None,
+                    any(t0 <= g.start_ms <= e.ts_ms + START_SLACK_MS for g in state.generations),
+                )
+            )
+    return tuple(out)
 
 
 def _advise_restart(
-    trigger: Trigger, events: Sequence[Event], since: int, until: int, ctx: Context
+    trigger: Trigger, back: Sequence[Restart], since: int, until: int, ctx: Context
 ) -> list[Advice]:
     out = []
-    for member, down, static in _restarts(events, since, until):
-        if static or member != trigger.who:
+    for r in back:
+        if r.static or r.member != trigger.who or not since < r.back_ms <= until:
             continue
-        session = _ceil_s(max(1.5 * down, 1000))
+        session = _ceil_s(max(1.5 * r.down_ms, 1000))
         if ctx.bounds is not None:
             session = min(max(session, ctx.bounds.min_session_ms), ctx.bounds.max_session_ms)
         out.append(
@@ -885,8 +938,8 @@ def _advise_restart(
                 "dynamic-restart",
                 "group.instance.id",
                 f"session.timeout.ms={session}",
-                f"{member} restarted in {down / 1000:.1f}s as a dynamic member (a new member "
-                "id: a rebalance to leave, one to join); as a static member "
+                f"{r.member} restarted in {r.down_ms / 1000:.1f}s as a dynamic member (a new "
+                "member id: a rebalance to leave, one to join); as a static member "
                 f"(group.instance.id) with session.timeout.ms={session} (1.5 × the restart "
                 "seen) the group would not rebalance",
             )
@@ -1103,7 +1156,7 @@ def _diagnose_one(
     ):
         if not any(a.pattern == "max-poll-interval" for a in advice):
             advice += _advise_poll(events, chosen.who, members, chosen.at_ms)
-    advice += _advise_restart(chosen, events, (prev.start_ms if prev else -1), until, ctx)
+    advice += _advise_restart(chosen, restarts(state, events), since, until, ctx)
     advice += _advise_cooperative(events, since, state, rec, prev, members, ctx, revoked, now_ms)
     advice += _advise_kip848(state, waits, rec.start_ms)
     return Diagnosis(

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kgctl.model.diagnosis import Context, Diagnosis, diagnose
+from kgctl.model.diagnosis import Context, Diagnosis, Restart, diagnose, restarts
 from kgctl.model.events import Event
 from kgctl.model.fold import fold
 from kgctl.model.state import REBALANCING_STATES, GroupState
@@ -26,6 +26,7 @@ class Explanation:
     health: str  # the state now, in words
     notes: tuple[str, ...] = ()
     total: int = 0  # generations known before --last/--since cut them
+    restarts: tuple[Restart, ...] = ()  # members that stopped and came back, newest first
     state: GroupState = field(default_factory=lambda: GroupState(""), repr=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -55,6 +56,7 @@ class Explanation:
             },
             "generations": [d.to_dict() for d in self.generations],
             "generations_known": self.total,
+            "restarts": [r.to_dict() for r in self.restarts],
             "notes": list(self.notes),
         }
 
@@ -97,6 +99,7 @@ def explain(
     chosen = [d for d in diags if since_ms is None or (d.stable_ms or d.start_ms) >= since_ms]
     if last is not None:
         chosen = chosen[-last:] if last > 0 else []
+    back = [r for r in restarts(state, ordered) if since_ms is None or r.back_ms >= since_ms]
     healthy, health = health_of(state, live)
     return Explanation(
         group=group,
@@ -107,5 +110,6 @@ def explain(
         health=health,
         notes=tuple(notes),
         total=total,
+        restarts=tuple(reversed(back)),
         state=state,
     )

@@ -75,6 +75,8 @@ def render_explanation(x: Explanation) -> RenderableType:
     parts.append(Text(f"sources: {'; '.join(x.sources) or 'none'}", style="dim"))
     parts.append(Text(f"{shown} rebalance{'s' if shown != 1 else ''}, newest first{more}\n"))
     parts += [render_diagnosis(d) for d in x.generations]
+    for r in x.restarts:
+        parts.append(Text(f"restart: {r.text()}", style="green" if not r.rebalanced else ""))
     for n in x.notes:
         parts.append(Text(f"note: {n}", style="dim"))
     return Group(*parts)
