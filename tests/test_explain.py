@@ -144,3 +144,37 @@ def _log_time(ms: int) -> str:
     import time
 
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000)) + f",{ms % 1000:03d}"
+
+
+def test_watch_once_json_is_one_document_with_each_generations_diagnosis() -> None:
+    path = DATA / "dead_member_growth.jsonl"
+    group = events_of(path.name)[0].group
+    base = ["watch", group, "--replay", str(path), "--once", "-o", "json"]
+    result = runner.invoke(app, base)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["group"] == group and doc["state"]["generation"] == 3
+    g3 = doc["generations"][0]
+    assert g3["trigger"]["cause"] == "partitions_changed"
+    assert g3["critical_path"][0]["member"] == "c"
+    # The event stream is still there, behind --events.
+    lines = runner.invoke(app, [*base, "--events"]).stdout.splitlines()
+    assert len(lines) == len(events_of(path.name))
+    assert {json.loads(line)["type"] for line in lines} >= {"JoinGroupSent", "JoinCompleted"}
+
+
+def test_watch_generations_table_shows_trigger_and_critical_path() -> None:
+    from rich.console import Console
+
+    from kgctl.model.fold import fold_all
+    from kgctl.model.state import GroupState
+    from kgctl.render.group_view import diagnoses_of, render_generations
+
+    events = sorted(events_of("dead_member_growth.jsonl"), key=lambda e: e.ts_ms)
+    s = fold_all(GroupState(events[0].group), events, events[-1].ts_ms)
+    console = Console(width=160, record=True)
+    console.print(
+        render_generations(s, events[-1].ts_ms, 160, 3, diagnoses_of(s, events[-1].ts_ms))
+    )
+    text = console.export_text()
+    assert "a: partitions changed (metadata_changed); join waited 5.4s for c (dead)" in text

@@ -82,6 +82,14 @@ def watch_command(
         ),
     ] = None,
     once: Annotated[bool, typer.Option("--once", help="Print one snapshot and exit.")] = False,
+    events: Annotated[
+        bool,
+        typer.Option(
+            "--events",
+            help="With --once --output json: the snapshot's events, one JSON line each, "
+            "instead of one document.",
+        ),
+    ] = False,
     fail_if_missing: Annotated[
         bool,
         typer.Option(
@@ -122,6 +130,7 @@ def watch_command(
             fail_if_missing,
             speed=speed,
             offsets_topic=offsets_topic,
+            events=events,
         )
 
     run(env, body)
@@ -152,6 +161,7 @@ def _watch(
     fail_if_missing: bool,
     speed: float = 1.0,
     offsets_topic: bool = True,
+    events: bool = False,
 ) -> None:
     from kgctl.observe.watch import Watch
 
@@ -176,9 +186,11 @@ def _watch(
         else:
             watch.start()
         if once:
-            events = watch.drain()
-            if env.json or not env.stdout_stream.isatty():
-                _write_lines(env, events)
+            drained = watch.drain()
+            if env.json and not events:
+                emit_json(env, _document(group, drained, live=replay is None))
+            elif env.json or not env.stdout_stream.isatty():
+                _write_lines(env, drained)
             else:
                 from kgctl.render.group_view import render_group
 
@@ -193,6 +205,18 @@ def _watch(
         from kgctl.render.live import run_live
 
         run_live(watch, console=env.out)
+
+
+def _document(group: str, drained: list[Event], live: bool) -> dict[str, object]:
+    """`watch --once --output json`: the group now and its recent generations, each with
+    its diagnosis (the same document as `kgctl explain --output json`)."""
+    from kgctl.adapters.assignors import cooperative_sticky
+    from kgctl.model.diagnosis import Context
+    from kgctl.model.explanation import explain
+
+    now = _now() if live else max((e.ts_ms for e in drained), default=0)
+    result = explain(group, drained, now, Context(cooperative=cooperative_sticky), live=live)
+    return result.to_dict()
 
 
 def _now() -> int:

@@ -215,14 +215,18 @@ class Diagnosis:
     def waited_for(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(w.member for w in self.waits))
 
-    def short(self) -> str:
-        """Trigger and critical path in a few words, for a table cell."""
-        parts = [self.trigger.text()]
-        if self.trigger.confidence == INFERRED:
-            parts[0] += " (inferred)"
+    def short(self, reasons: bool = False) -> str:
+        """Trigger and critical path in a few words, for a table cell (with the trigger's
+        own words when `reasons`)."""
+        t = self.trigger
+        text = (f"{t.who}: " if t.who else "") + cause_text(t.cause)
+        if reasons and t.reason and t.reason != t.cause:
+            text += f" ({t.reason})"
+        if t.confidence == INFERRED:
+            text += " (inferred)"
         for w in self.waits:
-            parts.append(f"{w.phase} waited {w.ms / 1000:.1f}s for {w.member} ({w.why})")
-        return "; ".join(parts)
+            text += f"; {w.phase} waited {w.ms / 1000:.1f}s for {w.member} ({w.why})"
+        return text
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -1126,6 +1130,14 @@ def _diagnose_one(
                 INFERRED if rec.cause_guess else EXACT,
                 rec.evidence or "the broker observer's attribution",
                 rec.start_ms,
+            )
+        elif prev is None and not any(e.ts_ms < rec.start_ms for e in events):
+            chosen = Trigger(
+                Cause.UNKNOWN.value,
+                "",
+                "",
+                INFERRED,
+                "already made when the sources begin: what started it was not seen",
             )
         else:
             chosen = Trigger(Cause.UNKNOWN.value, "", "", INFERRED, "no source said why")

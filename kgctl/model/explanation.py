@@ -40,14 +40,23 @@ class Explanation:
             "state": {
                 "state": s.state,
                 "generation": s.generation,
+                "generation_inferred": s.generation_inferred,
+                "protocol_type": s.protocol_type,
                 "protocol": s.protocol,
                 "group_type": s.group_type,
+                "group_epoch": s.group_epoch,
+                "assignment_epoch": s.assignment_epoch,
+                "coordinator": s.coordinator,
+                "leader": s.leader,
                 "members": [
                     {
                         "member": m.name,
                         "member_id": m.member_id,
+                        "client_id": m.client_id,
+                        "host": m.host,
                         "instance_id": m.instance_id,
                         "partitions": {t: list(ids) for t, ids in m.partitions.items()},
+                        "epoch": m.epoch,
                         "lag": m.lag,
                     }
                     for m in s.live_members
