@@ -178,3 +178,31 @@ def test_watch_generations_table_shows_trigger_and_critical_path() -> None:
     )
     text = console.export_text()
     assert "a: partitions changed (metadata_changed); join waited 5.4s for c (dead)" in text
+
+
+def test_report_carries_the_diagnosis_in_json_text_and_html(tmp_path: Path) -> None:
+    import re
+
+    from kgctl.render.html_report import CHAR_W
+
+    path = DATA / "dead_member_growth.jsonl"
+    doc = json.loads(runner.invoke(app, ["report", str(path), "-o", "json"]).stdout)
+    d3 = doc["rebalances"][2]["diagnosis"]
+    assert d3["trigger"]["who"] == "a" and d3["critical_path"][0]["member"] == "c"
+    text = runner.invoke(app, ["report", str(path)], env={"COLUMNS": "120"}).stdout
+    assert "why, rebalance by rebalance" in text and "join waited 5.4s for c" in text
+    html_path = tmp_path / "r.html"
+    runner.invoke(app, ["report", str(path), "--html", str(html_path)])
+    html = html_path.read_text()
+    # The timeline marks the member generation 3 waited for.
+    assert re.search(r'class="waited-for" data-member="c" data-generation="3"', html)
+    # Generation labels on one line do not overlap (gen 1 and 2 began 1.3 s apart).
+    labels = re.findall(r'<text class="gen-label" x="([\d.]+)" y="(\d+)"[^>]*>([^<]*)<', html)
+    assert len(labels) == 3
+    by_line: dict[str, list[tuple[float, float]]] = {}
+    for x, y, words in labels:
+        by_line.setdefault(y, []).append((float(x), float(x) + len(words) * CHAR_W))
+    assert len(by_line) > 1
+    for spans in by_line.values():
+        spans.sort()
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))
