@@ -1123,12 +1123,14 @@ def _diagnose_one(
     notes: list[str] = []
     if chosen is None:
         if rec.cause:
+            # The observer's attribution compares the broker's descriptions or stored
+            # records: who came and went is a fact there, why the group rebalanced is not.
             chosen = Trigger(
                 rec.cause,
                 "",
                 "",
-                INFERRED if rec.cause_guess else EXACT,
-                rec.evidence or "the broker observer's attribution",
+                INFERRED,
+                f"broker's records/snapshots: {rec.evidence or 'the observer attribution'}",
                 rec.start_ms,
             )
         elif prev is None and not any(e.ts_ms < rec.start_ms for e in events):
