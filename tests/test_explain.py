@@ -206,3 +206,21 @@ def test_report_carries_the_diagnosis_in_json_text_and_html(tmp_path: Path) -> N
     for spans in by_line.values():
         spans.sort()
         assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))
+
+
+def test_a_client_that_gives_no_reason_is_told_in_the_brokers_words() -> None:
+    events = [e for e in events_of("dead_member_growth.jsonl") if e.type != "RejoinRequested"]
+    group = events[0].group
+    from kgctl.model.fold import fold_all
+    from kgctl.model.state import GroupState
+
+    state = fold_all(GroupState(group, log_limit=0), events, events[-1].ts_ms)
+    g3 = state.generations[2]
+    member_id = state.members["a"].member_id
+    line = f"[{_log_time(g3.start_ms)}] INFO Preparing to rebalance group {group} in state "
+    line += f"PreparingRebalance with old generation 2 (reason: Leader {member_id} re-joining "
+    line += "group during Stable; client reason: not provided). (org.apache.kafka.X)"
+    reasons = tuple(parse_broker_log([line], group))
+    trig = diagnose(state, events, events[-1].ts_ms, Context(broker_reasons=reasons))[2].trigger
+    assert trig.who == "a" and trig.confidence == "exact"
+    assert trig.reason == "Leader re-joining group during Stable"

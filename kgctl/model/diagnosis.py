@@ -391,6 +391,15 @@ def _candidates(
         if since < br.ts_ms <= until and br.group == state.group:
             who = _member_name(state, _broker_who(br.reason))
             client = br.reason.partition("client reason: ")[2]
+            if not client or client == "not provided":
+                # The client gave no reason (kafka-python, older clients): the broker's
+                # own words, without the member id they repeat.
+                broker_words = br.reason.partition("; client reason")[0]
+                client = " ".join(
+                    w
+                    for w in broker_words.split()
+                    if w.strip("()") != (_broker_who(br.reason) or None)
+                )
             out.append(
                 Trigger(
                     Cause.TIMED_OUT.value if br.kind == FAILED else _broker_cause(br.reason),
@@ -1031,7 +1040,9 @@ def _advise_loop(diags: Sequence[Diagnosis], window: int = 5, times: int = 3) ->
         mine = [
             d
             for d in recent
-            if d.trigger.who == who and d.trigger.reason != RejoinReason.FIRST_JOIN.value
+            if d.trigger.who == who
+            and d.trigger.reason != RejoinReason.FIRST_JOIN.value
+            and d.trigger.cause != Cause.MEMBER_JOINED.value
         ]
         if len(mine) >= times:
             reasons = sorted({d.trigger.reason or d.trigger.cause for d in mine})
