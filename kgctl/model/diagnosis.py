@@ -329,6 +329,40 @@ def _candidates(
                 if extra:
                     evidence += f" ({extra})"
             out.append(Trigger(cause, who, reason, EXACT, evidence, e.ts_ms))
+        elif e.type == "JoinGroupTraced" and e.source == "wire":
+            # kgctl proxy: the JoinGroup request as the client sent it (KIP-800 reason).
+            req = e.data.get("request") or {}
+            who = e.member or e.client_id or str(req.get("member_id", "") or "")
+            reason = str(req.get("reason") or "")
+            if reason:
+                cause = _wire_cause(reason)
+                if cause is not None:
+                    out.append(
+                        Trigger(
+                            cause, who, reason, EXACT, f"wire: {who}'s JoinGroup reason "
+                            f"{reason!r}", e.ts_ms
+                        )
+                    )  # fmt: skip
+            elif not req.get("member_id"):
+                out.append(
+                    Trigger(
+                        Cause.MEMBER_JOINED.value, who, "", EXACT,
+                        f"wire: {who}'s JoinGroup without a member id (a new member)", e.ts_ms,
+                    )
+                )  # fmt: skip
+        elif e.type == "LeaveGroupTraced" and e.source == "wire":
+            req = e.data.get("request") or {}
+            for m in req.get("members") or []:
+                if not isinstance(m, dict):
+                    continue
+                who = str(m.get("instance_id") or e.member or m.get("member_id") or "")
+                reason = str(m.get("reason") or "")
+                out.append(
+                    Trigger(
+                        Cause.MEMBER_LEFT.value, who, reason, EXACT,
+                        f"wire: {who}'s LeaveGroup reason {reason!r}", e.ts_ms,
+                    )
+                )  # fmt: skip
         elif e.type == "PollIntervalExceeded":
             ms = e.data.get("max_poll_interval_ms")
             out.append(
@@ -427,6 +461,20 @@ def _reason_detail(e: Event) -> str:
     if isinstance(sub, list) and isinstance(joined, list):
         return f"{','.join(map(str, joined))} → {','.join(map(str, sub))}"
     return ""
+
+
+# Reasons a client gives when it only follows a rebalance someone else started.
+_REACTIONS = ("rebalance_in_progress", "already rebalancing", "rebalance in progress",
+              "need to re-join with the given member-id", "retry after member_id_required",
+              "cooperative_followup")  # fmt: skip
+
+
+def _wire_cause(reason: str) -> str | None:
+    """The cause a JoinGroup's KIP-800 reason names; None for a reaction."""
+    low = reason.lower()
+    if any(r in low for r in _REACTIONS) and "first_join" not in low:
+        return None
+    return _broker_cause(reason)
 
 
 def _broker_cause(reason: str) -> str:
