@@ -206,10 +206,15 @@ class Diagnosis:
     revoked: int = 0  # partitions revoked from members that kept being members
     advice: tuple[Advice, ...] = ()
     notes: tuple[str, ...] = ()
+    # False when only the broker's stored record dates the generation (no member traced,
+    # no broker log): when its rebalance began is unknown.
+    timed: bool = True
 
     @property
     def duration_ms(self) -> int | None:
-        return None if self.stable_ms is None else self.stable_ms - self.start_ms
+        if self.stable_ms is None or not self.timed:
+            return None
+        return self.stable_ms - self.start_ms
 
     @property
     def waited_for(self) -> tuple[str, ...]:
@@ -236,6 +241,7 @@ class Diagnosis:
             "sync_ms": self.sync_ms,
             "stable_ms": self.stable_ms,
             "duration_ms": self.duration_ms,
+            "timed": self.timed,
             "trigger": self.trigger.to_dict(),
             "also": [t.to_dict() for t in self.also],
             "critical_path": [w.to_dict() for w in self.waits],
@@ -1209,6 +1215,7 @@ def _diagnose_one(
         # Untraced: the stored record says when the generation was written; the broker's
         # log says when the rebalance began.
         start = min(start, chosen.at_ms)
+    traced = any(k in members for k in rec.members)
     mine = [b for b in ctx.broker_reasons if b.group == state.group]
     waits = _waits(events, replace(rec, start_ms=start), prev, state, members, chosen, mine)
     if not waits and (rec.inferred or not any(k in members for k in rec.members)):
@@ -1246,6 +1253,19 @@ def _diagnose_one(
         revoked=revoked,
         advice=tuple(advice),
         notes=tuple(notes),
+        timed=traced or start < rec.start_ms or not rec.stable_ms or not _stored_only(events, rec),
+    )
+
+
+def _stored_only(events: Sequence[Event], rec: GenerationRecord) -> bool:
+    """The generation is known only from the broker's stored record (read after the fact):
+    its start is when the record was written."""
+    return any(
+        e.type == "GenerationChanged"
+        and e.data.get("stored_in")
+        and e.generation == rec.generation
+        and e.data.get("rebalance_started_ms") is None
+        for e in events
     )
 
 

@@ -19,10 +19,13 @@ def _line(label: str, body: str, style: str = "") -> tuple[Text, Text]:
 
 def render_diagnosis(d: Diagnosis) -> RenderableType:
     """One rebalance: when, trigger (and how we know), critical path, cost, advice."""
-    took = fmt_ms(d.duration_ms) if d.duration_ms is not None else "never stable"
+    if not d.timed:
+        took = "? (when it began is not known)"
+    else:
+        took = fmt_ms(d.duration_ms) if d.duration_ms is not None else "never stable"
     head = Text.assemble(
         (f"generation {d.generation}", "bold"),
-        ("  began ", "dim"),
+        ("  began " if d.timed else "  stored ", "dim"),
         fmt_clock(d.start_ms),
         ("  took ", "dim"),
         took,
