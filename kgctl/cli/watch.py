@@ -106,7 +106,8 @@ def watch_command(
 ) -> None:
     """Watch a consumer group live: members, generations, lag, and why it rebalanced.
 
-    Keys in the live view: q quits, p pauses. Without a terminal, or with --output json,
+    Keys in the live view: q quits, p pauses, e explains the newest generation. Without a
+    terminal, or with --output json,
     prints one JSON event per line.
     """
     env = make_env(output, verbose, quiet)
