@@ -107,8 +107,8 @@ def watch_command(
     """Watch a consumer group live: members, generations, lag, and why it rebalanced.
 
     Keys in the live view: q quits, p pauses, e explains the newest generation. Without a
-    terminal, or with --output json,
-    prints one JSON event per line.
+    terminal, or with --output json, prints one JSON event per line; --once --output json
+    prints one document (the group now and its recent generations, diagnosed).
     """
     env = make_env(output, verbose, quiet)
 
