@@ -224,3 +224,12 @@ def test_a_client_that_gives_no_reason_is_told_in_the_brokers_words() -> None:
     trig = diagnose(state, events, events[-1].ts_ms, Context(broker_reasons=reasons))[2].trigger
     assert trig.who == "a" and trig.confidence == "exact"
     assert trig.reason == "Leader re-joining group during Stable"
+
+
+def test_since_on_a_recording_counts_back_from_its_end() -> None:
+    path = DATA / "dead_member_growth.jsonl"
+    group = events_of(path.name)[0].group
+    # Generation 3 was stable 0.9 s before the recording ends; generation 2, 6.9 s before.
+    args = ["explain", group, "--recording", str(path), "-o", "json", "--since", "3s"]
+    doc = json.loads(runner.invoke(app, args).stdout)
+    assert [g["generation"] for g in doc["generations"]] == [3]

@@ -180,3 +180,29 @@ def test_cooperative_sticky_prediction_matches_a_real_cooperative_run(
         for ids in (e.data.get("partitions") or {}).values()
     )  # fmt: skip
     assert predicted == revoked == 2
+
+
+def test_explain_reads_the_members_own_words_from_a_trace_topic(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    from recorder import Recording, create_topic, grow_topic
+
+    topic = create_topic(bootstrap, 2)
+    trace = f"kgctl-trace-{topic}"
+    group = f"kgctl-explain-trace-{topic}"
+    rec = Recording(bootstrap, group)
+    try:
+        rec.start("a", topic, "--trace-topic", trace, session_ms=2000)
+        rec.wait_converged(["a"], 2)
+        grow_topic(bootstrap, topic, 4)
+        rec.wait_converged(["a"], 4)
+        args = ["explain", group, "-b", bootstrap, "--trace-topic", trace, "-o", "json"]
+        doc = json.loads(runner.invoke(app, [*args, "--broker-log", "/dev/null"]).stdout)
+    finally:
+        rec.close()
+    assert doc["healthy"], doc["health"]  # a is still consuming when explain runs
+    assert any(s.startswith(f"trace topic {trace}") for s in doc["sources"])
+    growth = doc["generations"][0]
+    assert growth["trigger"]["who"] == "a" and growth["trigger"]["confidence"] == "exact"
+    assert growth["trigger"]["cause"] == "partitions_changed"
+    assert growth["trigger"]["evidence"].startswith("a's trace:")

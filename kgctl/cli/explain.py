@@ -160,13 +160,17 @@ def explain_command(
             broker_reasons=tuple(got.broker_reasons),
             cooperative=cooperative_sticky,
         )
+        # Without the cluster, "now" is the end of what was read (a recording's last event).
+        if not cluster:
+            now = max(e.ts_ms for e in got.events)
+            since_ms = now - window
         result = explain(
             group,
             got.events,
-            now if cluster else max(e.ts_ms for e in got.events),
+            now,
             ctx,
             last=last,
-            since_ms=since_ms if (since is not None and cluster) else None,
+            since_ms=since_ms if since is not None else None,
             sources=got.sources,
             live=got.live,
             notes=got.notes,
