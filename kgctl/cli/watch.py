@@ -189,7 +189,10 @@ def _watch(
         if once:
             drained = watch.drain()
             if env.json and not events:
-                emit_json(env, _document(group, drained, live=replay is None))
+                emit_json(
+                    env,
+                    _document(settings, group, drained, replay is None, trace_topic, offsets_topic),
+                )
             elif env.json or not env.stdout_stream.isatty():
                 _write_lines(env, drained)
             else:
@@ -208,15 +211,49 @@ def _watch(
         run_live(watch, console=env.out)
 
 
-def _document(group: str, drained: list[Event], live: bool) -> dict[str, object]:
-    """`watch --once --output json`: the group now and its recent generations, each with
-    its diagnosis (the same document as `kgctl explain --output json`)."""
+# How far back `watch --once --output json` looks for recent generations.
+RECENT_MS = 3_600_000
+
+
+def _document(
+    settings: ClientSettings,
+    group: str,
+    drained: list[Event],
+    live: bool,
+    trace_topic: str | None,
+    offsets_topic: bool,
+) -> dict[str, object]:
+    """`watch --once --output json`: the group now and its generations of the last hour,
+    each diagnosed: the same document as `kgctl explain --since 1h --output json`, from
+    the same sources (a replay: the recording alone)."""
     from kgctl.adapters.assignors import cooperative_sticky
+    from kgctl.explain.sources import (
+        Gathered,
+        local_broker_logs,
+        read_broker_log,
+        read_cluster,
+    )
     from kgctl.model.diagnosis import Context
     from kgctl.model.explanation import explain
 
-    now = _now() if live else max((e.ts_ms for e in drained), default=0)
-    result = explain(group, drained, now, Context(cooperative=cooperative_sticky), live=live)
+    if not live:
+        now = max((e.ts_ms for e in drained), default=0)
+        ctx = Context(cooperative=cooperative_sticky)
+        return explain(group, drained, now, ctx, sources=["replay"]).to_dict()
+    now = _now()
+    got = Gathered()
+    read_cluster(
+        settings, group, now - RECENT_MS, now, got, offsets=offsets_topic, trace_topic=trace_topic
+    )
+    for path in local_broker_logs(settings.bootstrap):
+        read_broker_log(path, group, got)
+    ctx = Context(
+        bounds=got.bounds, broker_reasons=tuple(got.broker_reasons), cooperative=cooperative_sticky
+    )
+    result = explain(
+        group, got.events, now, ctx, since_ms=now - RECENT_MS, sources=got.sources, live=True,
+        notes=got.notes,
+    )  # fmt: skip
     return result.to_dict()
 
 
