@@ -811,7 +811,26 @@ def _ceil_s(ms: float) -> int:
     return int(math.ceil(ms / 1000.0) * 1000)
 
 
-def _advise_dead(w: Wait, members: Mapping[str, _Member], ctx: Context) -> list[Advice]:
+def _longest_heartbeat_gap(events: Sequence[Event]) -> int:
+    """The longest time between two successive answered heartbeats of one member, while it
+    was in a generation (a gap across its own rejoin is the protocol's, not a silence)."""
+    last: dict[str, int] = {}
+    longest = 0
+    for e in events:
+        if e.source != "member" or not e.member:
+            continue
+        if e.type == "HeartbeatSucceeded":
+            if e.member in last:
+                longest = max(longest, e.ts_ms - last[e.member])
+            last[e.member] = e.ts_ms
+        elif e.type in ("JoinGroupSent", "MemberStarted", "LeaveGroupSent", "PollIntervalExceeded"):
+            last.pop(e.member, None)
+    return longest
+
+
+def _advise_dead(
+    w: Wait, members: Mapping[str, _Member], ctx: Context, events: Sequence[Event] = ()
+) -> list[Advice]:
     session = w.session_timeout_ms
     if not session or w.member not in members:
         return [
@@ -826,8 +845,15 @@ def _advise_dead(w: Wait, members: Mapping[str, _Member], ctx: Context) -> list[
             )
         ]
     hb = members[w.member].heartbeat_ms or max(session // 3, 1)
-    # A session must outlive a few missed heartbeats; the cluster sets the floor.
-    suggested = max(3 * hb, ctx.bounds.min_session_ms if ctx.bounds else 0)
+    # A session must outlive a few missed heartbeats and the longest silence a live
+    # member was seen to have between two heartbeats (a GC pause, a slow network); the
+    # cluster sets the floor.
+    gap = _longest_heartbeat_gap(events)
+    floor = ctx.bounds.min_session_ms if ctx.bounds else 0
+    suggested = max(3 * hb, _ceil_s(2 * gap) if gap else 0, floor)
+    why = f"3 × heartbeat.interval.ms={hb}"
+    if gap and _ceil_s(2 * gap) > 3 * hb:
+        why = f"2 × the longest gap seen between two heartbeats, {gap} ms"
     what = "the join waited" if w.phase == "join" else "the group waited"
     out = []
     if suggested < session:
@@ -839,7 +865,7 @@ def _advise_dead(w: Wait, members: Mapping[str, _Member], ctx: Context) -> list[
                 str(suggested),
                 f"{what} {w.ms / 1000:.1f}s for dead {w.member} until its "
                 f"session.timeout.ms={session}; session.timeout.ms={suggested} "
-                f"(3 × heartbeat.interval.ms={hb}){bound} would have cut the wait to "
+                f"({why}){bound} would have cut the wait to "
                 f"about {suggested / 1000:.1f}s",
             )
         )
@@ -1228,7 +1254,7 @@ def _diagnose_one(
     advice: list[Advice] = []
     for w in waits:
         if w.why == WAIT_DEAD:
-            advice += _advise_dead(w, members, ctx)
+            advice += _advise_dead(w, members, ctx, events)
         elif w.why == WAIT_PROCESSING:
             advice += _advise_poll(events, w.member, members, rec.sync_ms or rec.start_ms)
     if chosen.reason == "max.poll.interval.ms exceeded" or chosen.reason == (
