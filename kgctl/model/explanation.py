@@ -74,7 +74,7 @@ def health_of(state: GroupState, live: bool) -> tuple[bool, str]:
     """Healthy: the group exists, has live members and no rebalance is running (as the
     broker says now when `live`, else as the events ended)."""
     if state.missing:
-        return False, "the group does not exist"
+        return False, "the group does not exist (`kgctl watch` without a group lists them)"
     if not state.live_members:
         return False, "no live member: nothing consumes"
     if state.state in REBALANCING_STATES or state.rebalancing:
