@@ -109,9 +109,16 @@ def read_cluster(
         else:
             stored = Inferrer(group)
             stored.stored_source = True
+            first = records[0].metadata if records else None
+            if first is not None and first.generation <= 1:
+                # The group's own beginning is in the window: its first members joined
+                # an empty group (not a generation found already made).
+                stored.stored_members = {}
             for i, rec in enumerate(records):
                 at = rec.timestamp_ms if rec.timestamp_ms > 0 else now_ms
-                into.events += stored.stored_record(rec, at, initial=i == 0)
+                into.events += stored.stored_record(
+                    rec, at, initial=i == 0 and stored.stored_members is None
+                )
             into.sources.append(f"__consumer_offsets ({len(records)} records of the group)")
     elif snap.group_epoch is not None:
         into.notes.append(
