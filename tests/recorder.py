@@ -5,7 +5,8 @@ fixture tests/data/two_members_growth.jsonl from a real broker:
 
     .venv/bin/python tests/recorder.py 127.0.0.1:19092 tests/data/two_members_growth.jsonl
 
-and the explain fixtures (`KIND`: dead_member_growth, slow_member):
+and the explain fixtures (`KIND`: dead_member_growth, slow_member, busy_member,
+dynamic_restart, static_restart):
 
     .venv/bin/python tests/recorder.py 127.0.0.1:39887 tests/data/KIND.jsonl KIND
 """
@@ -255,6 +256,58 @@ def record_scale_out(bootstrap: str, out: Path, assignor: str = "range") -> str:
     return group
 
 
+class Trickle(threading.Thread):
+    """Produces `count` records every `every_s` until stopped: a consumer that polls
+    always finds a batch."""
+
+    def __init__(self, bootstrap: str, topic: str, count: int = 5, every_s: float = 0.3):
+        super().__init__(daemon=True)
+        self.bootstrap, self.topic, self.count, self.every_s = bootstrap, topic, count, every_s
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            from kafka import KafkaProducer
+
+        producer = KafkaProducer(bootstrap_servers=self.bootstrap)
+        try:
+            # The pace of the records, not a synchronisation: wait() returns early on stop.
+            while not self.stopping.wait(self.every_s):
+                for i in range(self.count):
+                    producer.send(self.topic, str(i).encode())
+                producer.flush()
+        finally:
+            producer.close()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(timeout=10)
+
+
+def record_busy_member(bootstrap: str, out: Path, processing_ms: int = 2500) -> str:
+    """a processes each batch for `processing_ms` and always finds another (records keep
+    coming); b joins: the join waits for a to finish the batch it is on."""
+    topic = create_topic(bootstrap, 2)
+    group = f"kgctl-explain-{uuid.uuid4().hex[:8]}"
+    rec = Recording(bootstrap, group)
+    trickle = Trickle(bootstrap, topic)
+    try:
+        rec.start("a", topic, "--processing-ms", str(processing_ms), "--max-poll-interval", "60000")
+        rec.wait_converged(["a"], 2)
+        trickle.start()
+        wait_for(rec, "a", "RecordsConsumed", 2)  # busy: one batch done, the next begun
+        rec.start("b", topic, "--max-poll-interval", "60000")
+        rec.wait_converged(["a", "b"], 2, timeout=60)
+        rec.stop("b")
+        rec.stop("a", signal.SIGKILL)
+    finally:
+        trickle.stop()
+        rec.close()
+        rec.write(out)
+    return group
+
+
 def record_two_members(bootstrap: str, out: Path, grow: bool = True) -> str:
     """a joins; b joins; (the topic grows 4 -> 6); b leaves on SIGTERM; a stops."""
     topic = create_topic(bootstrap, 4)
@@ -283,6 +336,7 @@ RECORDERS = {
     "two_members_growth": record_two_members,
     "dead_member_growth": record_dead_member_growth,
     "slow_member": record_slow_member,
+    "busy_member": record_busy_member,
     "dynamic_restart": lambda b, out: record_restart(b, out, static=False),
     "static_restart": lambda b, out: record_restart(b, out, static=True),
 }

@@ -20,6 +20,7 @@ from kgctl.report.summary import build_report, parse_lines
 
 sys.path.insert(0, str(Path(__file__).parent))
 from recorder import (  # noqa: E402
+    record_busy_member,
     record_dead_member_growth,
     record_restart,
     record_scale_out,
@@ -216,3 +217,21 @@ def test_explain_reads_the_members_own_words_from_a_trace_topic(
     assert growth["trigger"]["who"] == "a" and growth["trigger"]["confidence"] == "exact"
     assert growth["trigger"]["cause"] == "partitions_changed"
     assert growth["trigger"]["evidence"].startswith("a's trace:")
+
+
+def test_a_member_busy_with_its_batch_holds_the_join(bootstrap: str, tmp_path: Path) -> None:
+    processing = 2500
+    path = tmp_path / "run.jsonl"
+    record_busy_member(bootstrap, path, processing_ms=processing)
+    _group, diags = diagnosed(path)
+    [joined] = [d for d in diags.values() if d.trigger.who == "b"]
+    assert joined.trigger.cause == "member_joined"
+    [wait] = joined.waits
+    assert (wait.phase, wait.member, wait.why) == ("join", "a", "processing")
+    assert 0 < wait.ms <= processing + 500  # at most the batch it was on
+    [fix] = [a for a in joined.advice if a.pattern == "processing-held-join"]
+    n = int(fix.text.split("a batch of ")[1].split()[0])
+    seconds = float(fix.text.split(" records (")[1].split("s,")[0])
+    # About a second's worth of records at the measured pace (the text rounds the time).
+    assert fix.setting == "max.poll.records"
+    assert abs(int(fix.value) - 1000 * n / (seconds * 1000)) <= 2 and int(fix.value) < n

@@ -14,6 +14,7 @@ from kgctl.model.diagnosis import (
     EXACT,
     INFERRED,
     WAIT_DEAD,
+    WAIT_PROCESSING,
     AssignmentInput,
     BrokerReason,
     Context,
@@ -213,3 +214,24 @@ def test_the_proxys_wire_events_give_an_exact_trigger() -> None:
     )
     assert d.trigger.evidence.startswith("wire: java-app's JoinGroup reason")
     assert "java-other" not in {t.who for t in d.also}
+
+
+def test_a_join_held_by_a_member_finishing_its_batch() -> None:
+    # a spends 2.5 s on every batch and always has another; b joins.
+    g2 = diagnosed("busy_member.jsonl")[2]
+    assert (g2.trigger.who, g2.trigger.cause) == ("b", "member_joined")
+    [wait] = g2.waits
+    assert (wait.phase, wait.member, wait.why) == ("join", "a", WAIT_PROCESSING)
+    assert 0 < wait.ms <= 2600  # at most one batch
+    [fix] = [a for a in g2.advice if a.pattern == "processing-held-join"]
+    assert fix.setting == "max.poll.records"
+    n, per_record = _batch_in(fix.text)
+    assert int(fix.value) == int(1000 / per_record) < n
+
+
+def _batch_in(text: str) -> tuple[int, float]:
+    """(records, ms each) of the batch an advice names: `a batch of 44 records (2.5s, 57 ms
+    each)`; the value is checked against them."""
+    n = int(text.split("a batch of ")[1].split()[0])
+    seconds = float(text.split(" records (")[1].split("s,")[0])
+    return n, seconds * 1000 / n

@@ -1016,6 +1016,45 @@ def restarts(state: GroupState, events: Sequence[Event]) -> tuple[Restart, ...]:
     return tuple(out)
 
 
+def _advise_batch(events: Sequence[Event], w: Wait, start_ms: int) -> list[Advice]:
+    """A join held by a member finishing its batch: a batch of about a second keeps the
+    wait to about a second (the per-record time measured on the batch it was finishing)."""
+    batches = [
+        e
+        for e in events
+        if e.member == w.member and e.type == "RecordsConsumed" and e.ts_ms <= start_ms + w.ms
+    ]
+    if not batches:
+        return []
+    b = batches[-1]
+    n = int(b.data.get("count", 0) or 0)
+    nxt = next(
+        (
+            e.ts_ms
+            for e in events
+            if e.member == w.member and e.ts_ms > b.ts_ms and e.type in _MAIN_THREAD
+        ),
+        None,
+    )
+    if n <= 0 or nxt is None:
+        return []
+    took = nxt - b.ts_ms
+    per_record = took / n
+    records = int(1000 / per_record) if per_record > 0 else n
+    if records >= n or records < 1:
+        return []
+    return [
+        Advice(
+            "processing-held-join",
+            "max.poll.records",
+            str(records),
+            f"the join waited {w.ms / 1000:.1f}s for {w.member} to finish a batch of {n} "
+            f"records ({took / 1000:.1f}s, {per_record:.0f} ms each): with "
+            f"max.poll.records={records} a batch takes about a second, and so does the wait",
+        )
+    ]
+
+
 def _advise_restart(
     trigger: Trigger, back: Sequence[Restart], since: int, until: int, ctx: Context
 ) -> list[Advice]:
@@ -1256,7 +1295,7 @@ def _diagnose_one(
         if w.why == WAIT_DEAD:
             advice += _advise_dead(w, members, ctx, events)
         elif w.why == WAIT_PROCESSING:
-            advice += _advise_poll(events, w.member, members, rec.sync_ms or rec.start_ms)
+            advice += _advise_batch(events, w, rec.start_ms)
     if chosen.reason == "max.poll.interval.ms exceeded" or chosen.reason == (
         RejoinReason.POLL_INTERVAL_EXCEEDED.value
     ):
