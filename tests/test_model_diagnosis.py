@@ -235,3 +235,25 @@ def _batch_in(text: str) -> tuple[int, float]:
     n = int(text.split("a batch of ")[1].split()[0])
     seconds = float(text.split(" records (")[1].split("s,")[0])
     return n, seconds * 1000 / n
+
+
+def test_a_leader_slow_to_send_the_assignment_holds_the_sync_phase() -> None:
+    """The two-member run with everything after the leader's JoinGroup answer of
+    generation 2 moved 1.5 s later: the followers waited that long in SyncGroup."""
+    from dataclasses import replace
+
+    events, _ = parse_lines((DATA / "two_members_growth.jsonl").read_text().splitlines())
+    events.sort(key=lambda e: e.ts_ms)
+    answer = next(
+        e
+        for e in events
+        if e.type == "JoinGroupReceived"
+        and e.data.get("generation") == 2
+        and e.data.get("is_leader")
+    )
+    slowed = [replace(e, ts_ms=e.ts_ms + 1500) if e.ts_ms > answer.ts_ms else e for e in events]
+    report = build_report(slowed)
+    g2 = {d.generation: d for d in diagnose(report.state, report.events, report.last_ms)}[2]
+    [sync] = [w for w in g2.waits if w.phase == "sync"]
+    assert (sync.member, sync.why) == (answer.member, "slow_assignment")
+    assert 1500 <= sync.ms <= 1600
