@@ -9,8 +9,13 @@ would change is one the cooperative protocol revokes; every other one stays cons
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
+
+from kafka.coordinator.assignors.sticky.sticky_assignor import (
+    StickyAssignmentExecutor,
+    StickyAssignorMemberMetadataV1,
+)
+from kafka.structs import TopicPartition as KafkaTP
 
 from kgctl.model.diagnosis import AssignmentInput
 from kgctl.model.state import TopicPartition
@@ -32,14 +37,6 @@ class _Cluster:
 
 def cooperative_sticky(given: AssignmentInput) -> dict[str, tuple[TopicPartition, ...]]:
     """Where the sticky algorithm puts every partition, given who owns what now."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        from kafka.coordinator.assignors.sticky.sticky_assignor import (
-            StickyAssignmentExecutor,
-            StickyAssignorMemberMetadataV1,
-        )
-        from kafka.structs import TopicPartition as KafkaTP
-
     members = {
         member: StickyAssignorMemberMetadataV1(
             partitions=[KafkaTP(t, p) for t, p in given.owned.get(member, ())],

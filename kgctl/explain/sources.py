@@ -18,10 +18,18 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kgctl.adapters.admin import GroupAdmin
+from kgctl.adapters.chaos import ChaosAdmin
+from kgctl.adapters.group_log import GroupLogReader, GroupLogUnavailable
+from kgctl.adapters.trace import read_trace
+from kgctl.broker.local import LocalBroker
 from kgctl.errors import KgctlError, UsageError
 from kgctl.model.bounds import GroupBounds
 from kgctl.model.diagnosis import BrokerReason
 from kgctl.model.events import Event
+from kgctl.observe.broker_log import parse_broker_log
+from kgctl.observe.infer import Inferrer
+from kgctl.observe.watch import read_events
 from kgctl.settings import ClientSettings
 
 log = logging.getLogger(__name__)
@@ -40,8 +48,6 @@ class Gathered:
 
 
 def read_recording(path: Path, group: str, into: Gathered) -> None:
-    from kgctl.observe.watch import read_events
-
     try:
         events = [e for e in read_events(path) if e.group == group or e.source == "chaos"]
     except UsageError as exc:
@@ -51,8 +57,6 @@ def read_recording(path: Path, group: str, into: Gathered) -> None:
 
 
 def read_broker_log(path: Path, group: str, into: Gathered) -> None:
-    from kgctl.observe.broker_log import parse_broker_log
-
     try:
         with path.open(encoding="utf-8", errors="replace") as handle:
             found = parse_broker_log(handle, group)
@@ -64,8 +68,6 @@ def read_broker_log(path: Path, group: str, into: Gathered) -> None:
 
 def local_broker_logs(bootstrap: str) -> list[Path]:
     """The logs of the local `kgctl broker` cluster, when `bootstrap` is one of its nodes."""
-    from kgctl.broker.local import LocalBroker
-
     try:
         state = LocalBroker().load()
     except Exception:  # no local broker, or an unreadable state file: no log to offer
@@ -90,11 +92,6 @@ def read_cluster(
     trace_topic: str | None = None,
 ) -> None:
     """The live description, the stored generations and the trace topic."""
-    from kgctl.adapters.admin import GroupAdmin
-    from kgctl.adapters.chaos import ChaosAdmin
-    from kgctl.adapters.group_log import GroupLogReader, GroupLogUnavailable
-    from kgctl.observe.infer import Inferrer
-
     admin = GroupAdmin(settings)
     try:
         snap = admin.describe(group)
@@ -130,8 +127,6 @@ def read_cluster(
     into.sources.append("DescribeGroups now" if snap.group_epoch is None else
                         "ConsumerGroupDescribe now")  # fmt: skip
     if trace_topic:
-        from kgctl.adapters.trace import read_trace
-
         traced = read_trace(settings, trace_topic, group, since_ms, settings.timeout_s)
         into.events += traced
         into.sources.append(f"trace topic {trace_topic} ({len(traced)} events)")

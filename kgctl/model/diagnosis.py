@@ -27,6 +27,7 @@ from kgctl.model.state import GenerationRecord, GroupState, TopicPartition
 from kgctl.model.timeline import rebalance_moves, rebalance_unassigned
 
 EXACT = "exact"
+POLL_BREACH = "max.poll.interval.ms exceeded"  # a PollIntervalExceeded's reason
 INFERRED = "inferred"
 
 # A cause within this much after the rebalance's first sign still started it: members
@@ -306,6 +307,122 @@ def _opt_int(value: Any) -> int | None:
 # -- triggers --------------------------------------------------------------------------
 
 
+def _said_rejoin(e: Event, who: str, src: str) -> list[Trigger]:
+    """A member's own rejoin reason (RejoinRequested; a wire JoinGroupSent)."""
+    reason = str(e.data.get("reason", "") or "")
+    cause = cause_of_reason(reason)
+    if cause is None:
+        return []
+    if reason == RejoinReason.FIRST_JOIN.value and e.type == "RejoinRequested":
+        evidence = f"{who}'s {src}: first join"
+    else:
+        evidence = f"{who}'s {src}: {e.type} reason {reason}"
+        extra = _reason_detail(e)
+        if extra:
+            evidence += f" ({extra})"
+    return [Trigger(cause, who, reason, EXACT, evidence, e.ts_ms)]
+
+
+def _wire_join(e: Event, who: str, src: str) -> list[Trigger]:
+    """kgctl proxy: a JoinGroup request as the client sent it (its KIP-800 reason)."""
+    req = e.data.get("request") or {}
+    who = e.member or e.client_id or str(req.get("member_id", "") or "")
+    reason = str(req.get("reason") or "")
+    if reason:
+        cause = _wire_cause(reason)
+        if cause is None:
+            return []
+        evidence = f"wire: {who}'s JoinGroup reason {reason!r}"
+        return [Trigger(cause, who, reason, EXACT, evidence, e.ts_ms)]
+    if req.get("member_id"):
+        return []
+    evidence = f"wire: {who}'s JoinGroup without a member id (a new member)"
+    return [Trigger(Cause.MEMBER_JOINED.value, who, "", EXACT, evidence, e.ts_ms)]
+
+
+def _wire_leave(e: Event, who: str, src: str) -> list[Trigger]:
+    """kgctl proxy: a LeaveGroup request, each member with its reason."""
+    out = []
+    for m in (e.data.get("request") or {}).get("members") or []:
+        if isinstance(m, dict):
+            name = str(m.get("instance_id") or e.member or m.get("member_id") or "")
+            reason = str(m.get("reason") or "")
+            evidence = f"wire: {name}'s LeaveGroup reason {reason!r}"
+            out.append(Trigger(Cause.MEMBER_LEFT.value, name, reason, EXACT, evidence, e.ts_ms))
+    return out
+
+
+def _said_poll(e: Event, who: str, src: str) -> list[Trigger]:
+    ms = e.data.get("max_poll_interval_ms")
+    evidence = f"{who}'s {src}: no poll within max.poll.interval.ms={ms}"
+    return [Trigger(Cause.TIMED_OUT.value, who, POLL_BREACH, EXACT, evidence, e.ts_ms)]
+
+
+def _said_leave(e: Event, who: str, src: str) -> list[Trigger]:
+    reason = str(e.data.get("reason", "") or "")
+    evidence = f"{who}'s {src}: LeaveGroup reason {reason!r}"
+    return [Trigger(Cause.MEMBER_LEFT.value, who, reason, EXACT, evidence, e.ts_ms)]
+
+
+def _said_failed(e: Event, who: str, src: str) -> list[Trigger]:
+    error = str(e.data.get("error", "") or "")
+    evidence = f"{who}'s trace: failed with {error}"
+    return [Trigger(Cause.MEMBER_FAILED.value, who, error, EXACT, evidence, e.ts_ms)]
+
+
+def _seen_left(e: Event, who: str, src: str) -> list[Trigger]:
+    evidence = f"snapshots: {who} missing from the broker's description"
+    return [Trigger(Cause.MEMBER_LEFT.value, who, "", INFERRED, evidence, e.ts_ms)]
+
+
+def _seen_joined(e: Event, who: str, src: str) -> list[Trigger]:
+    evidence = f"snapshots: {who} new in the broker's description"
+    return [Trigger(Cause.MEMBER_JOINED.value, who, "", INFERRED, evidence, e.ts_ms)]
+
+
+# (event type, the source it must come from, or None: any but chaos) -> its triggers.
+_READERS: dict[tuple[str, str | None], Callable[[Event, str, str], list[Trigger]]] = {
+    ("RejoinRequested", None): _said_rejoin,
+    ("JoinGroupSent", "wire"): _said_rejoin,
+    ("JoinGroupTraced", "wire"): _wire_join,
+    ("LeaveGroupTraced", "wire"): _wire_leave,
+    ("PollIntervalExceeded", None): _said_poll,
+    ("LeaveGroupSent", None): _said_leave,
+    ("MemberFailed", None): _said_failed,
+    ("MemberLeftGroup", "observer"): _seen_left,
+    ("MemberJoinedGroup", "observer"): _seen_joined,
+}
+
+
+def _read(e: Event) -> list[Trigger]:
+    reader = _READERS.get((e.type, e.source)) or _READERS.get((e.type, None))
+    if reader is None or e.source == "chaos":
+        return []
+    src = "wire" if e.source == "wire" else "trace"
+    return reader(e, e.member or e.member_id, src)
+
+
+def _from_broker_log(br: BrokerReason, state: GroupState) -> Trigger:
+    member_id = _broker_who(br.reason)
+    who = _member_name(state, member_id)
+    client = br.reason.partition("client reason: ")[2]
+    if not client or client == "not provided":
+        # The client gave no reason (kafka-python, older clients): the broker's own
+        # words, without the member id they repeat.
+        words = br.reason.partition("; client reason")[0].split()
+        client = " ".join(w for w in words if w.strip("()") != (member_id or None))
+    if br.kind == FAILED:
+        return Trigger(
+            Cause.TIMED_OUT.value, who, client or br.reason, EXACT,
+            f"broker log {_clock(br.ts_ms)}: {br.reason}", br.ts_ms,
+        )  # fmt: skip
+    return Trigger(
+        _broker_cause(br.reason), who, client or br.reason, EXACT,
+        f"broker log {_clock(br.ts_ms)}: Preparing to rebalance (reason: {br.reason})",
+        br.ts_ms,
+    )  # fmt: skip
+
+
 def _candidates(
     events: Sequence[Event],
     since: int,
@@ -317,142 +434,13 @@ def _candidates(
     ctx: Context,
 ) -> list[Trigger]:
     """Everything in (since, until] that could have started the rebalance."""
-    out: list[Trigger] = []
-    window = [e for e in events if since < e.ts_ms <= until]
-    for e in window:
-        who = e.member or e.member_id
-        src = "wire" if e.source == "wire" else "trace"
-        if e.type == "RejoinRequested" or (e.type == "JoinGroupSent" and e.source == "wire"):
-            reason = str(e.data.get("reason", "") or "")
-            cause = cause_of_reason(reason)
-            if cause is None:
-                continue
-            if reason == RejoinReason.FIRST_JOIN.value and e.type == "RejoinRequested":
-                evidence = f"{who}'s {src}: first join"
-            else:
-                evidence = f"{who}'s {src}: {e.type} reason {reason}"
-                extra = _reason_detail(e)
-                if extra:
-                    evidence += f" ({extra})"
-            out.append(Trigger(cause, who, reason, EXACT, evidence, e.ts_ms))
-        elif e.type == "JoinGroupTraced" and e.source == "wire":
-            # kgctl proxy: the JoinGroup request as the client sent it (KIP-800 reason).
-            req = e.data.get("request") or {}
-            who = e.member or e.client_id or str(req.get("member_id", "") or "")
-            reason = str(req.get("reason") or "")
-            if reason:
-                cause = _wire_cause(reason)
-                if cause is not None:
-                    out.append(
-                        Trigger(
-                            cause, who, reason, EXACT, f"wire: {who}'s JoinGroup reason "
-                            f"{reason!r}", e.ts_ms
-                        )
-                    )  # fmt: skip
-            elif not req.get("member_id"):
-                out.append(
-                    Trigger(
-                        Cause.MEMBER_JOINED.value, who, "", EXACT,
-                        f"wire: {who}'s JoinGroup without a member id (a new member)", e.ts_ms,
-                    )
-                )  # fmt: skip
-        elif e.type == "LeaveGroupTraced" and e.source == "wire":
-            req = e.data.get("request") or {}
-            for m in req.get("members") or []:
-                if not isinstance(m, dict):
-                    continue
-                who = str(m.get("instance_id") or e.member or m.get("member_id") or "")
-                reason = str(m.get("reason") or "")
-                out.append(
-                    Trigger(
-                        Cause.MEMBER_LEFT.value, who, reason, EXACT,
-                        f"wire: {who}'s LeaveGroup reason {reason!r}", e.ts_ms,
-                    )
-                )  # fmt: skip
-        elif e.type == "PollIntervalExceeded":
-            ms = e.data.get("max_poll_interval_ms")
-            out.append(
-                Trigger(
-                    Cause.TIMED_OUT.value,
-                    who,
-                    "max.poll.interval.ms exceeded",
-                    EXACT,
-                    f"{who}'s {src}: no poll within max.poll.interval.ms={ms}",
-                    e.ts_ms,
-                )
-            )
-        elif e.type == "LeaveGroupSent":
-            reason = str(e.data.get("reason", "") or "")
-            out.append(
-                Trigger(
-                    Cause.MEMBER_LEFT.value,
-                    who,
-                    reason,
-                    EXACT,
-                    f"{who}'s {src}: LeaveGroup reason {reason!r}",
-                    e.ts_ms,
-                )
-            )
-        elif e.type == "MemberFailed" and e.source != "chaos":
-            out.append(
-                Trigger(
-                    Cause.MEMBER_FAILED.value,
-                    who,
-                    str(e.data.get("error", "") or ""),
-                    EXACT,
-                    f"{who}'s trace: failed with {e.data.get('error', '')}",
-                    e.ts_ms,
-                )
-            )
-        elif e.type == "MemberLeftGroup" and e.source == "observer":
-            out.append(
-                Trigger(
-                    Cause.MEMBER_LEFT.value,
-                    who,
-                    "",
-                    INFERRED,
-                    f"snapshots: {who} missing from the broker's description",
-                    e.ts_ms,
-                )
-            )
-        elif e.type == "MemberJoinedGroup" and e.source == "observer":
-            out.append(
-                Trigger(
-                    Cause.MEMBER_JOINED.value,
-                    who,
-                    "",
-                    INFERRED,
-                    f"snapshots: {who} new in the broker's description",
-                    e.ts_ms,
-                )
-            )
+    out = [t for e in events if since < e.ts_ms <= until for t in _read(e)]
     out += _silent_departures(events, since, until, prev, rec, state, members)
-    for br in ctx.broker_reasons:
-        if since < br.ts_ms <= until and br.group == state.group:
-            who = _member_name(state, _broker_who(br.reason))
-            client = br.reason.partition("client reason: ")[2]
-            if not client or client == "not provided":
-                # The client gave no reason (kafka-python, older clients): the broker's
-                # own words, without the member id they repeat.
-                broker_words = br.reason.partition("; client reason")[0]
-                client = " ".join(
-                    w
-                    for w in broker_words.split()
-                    if w.strip("()") != (_broker_who(br.reason) or None)
-                )
-            out.append(
-                Trigger(
-                    Cause.TIMED_OUT.value if br.kind == FAILED else _broker_cause(br.reason),
-                    who,
-                    client or br.reason,
-                    EXACT,
-                    f"broker log {_clock(br.ts_ms)}: {br.reason}"
-                    if br.kind == FAILED
-                    else f"broker log {_clock(br.ts_ms)}: Preparing to rebalance (reason: "
-                    f"{br.reason})",
-                    br.ts_ms,
-                )
-            )
+    out += [
+        _from_broker_log(br, state)
+        for br in ctx.broker_reasons
+        if since < br.ts_ms <= until and br.group == state.group
+    ]
     return out
 
 
@@ -622,105 +610,135 @@ def _waits(
     trigger: Trigger,
     broker: Sequence[BrokerReason] = (),
 ) -> list[Wait]:
-    out: list[Wait] = []
+    """What the join phase, the detection of a dead member and the sync phase waited for."""
     if rec.sync_ms is None:
-        return out
-    start, sync = rec.start_ms, rec.sync_ms
-    joined = [k for k in rec.members if k in members]
-    sends = {k: _last_join_sent(events, k, start, sync) for k in joined}
-    sent_at = {k: e.ts_ms for k, e in sends.items() if e is not None}
+        return []
+    out = _join_waits(events, rec, prev, members)
+    if not any(k in members for k in rec.members):
+        out += _logged_waits(rec, state, broker)
+    detect = _detect_wait(events, rec.start_ms, members, trigger)
+    return detect + out + _sync_waits(events, rec, members)
+
+
+def _join_waits(
+    events: Sequence[Event],
+    rec: GenerationRecord,
+    prev: GenerationRecord | None,
+    members: Mapping[str, _Member],
+) -> list[Wait]:
+    """The join phase held for a dead member (until its session timed out), or for the
+    last live member to send its JoinGroup."""
+    start, sync = rec.start_ms, rec.sync_ms or rec.start_ms
+    sent_at = {}
+    for k in rec.members:
+        sent = _last_join_sent(events, k, start, sync) if k in members else None
+        if sent is not None:
+            sent_at[k] = sent.ts_ms
     last_live = max(sent_at.values(), default=start)
-    # Members of the previous generation that were not in this one and said nothing:
-    # the join phase held for them until their session timed out.
+    # Members of the previous generation that were not in this one and said nothing.
     gone = [
         k
         for k in (prev.members if prev else ())
         if k not in rec.members and k in members and not _spoke(events, k, start, sync)
     ]
     if sync - last_live > WAIT_SLACK_MS and gone:
-        for k in gone:
-            last = _last_seen(events, k, sync)
-            session = members[k].session_ms
-            since_last = None if last is None else sync - last
-            detail = f"no heartbeat since {_clock(last)}" if last is not None else "silent"
-            if session and since_last is not None and since_last >= SESSION_MATCH * session:
-                detail += (
-                    f": dead, the broker removed it at its session timeout "
-                    f"(session.timeout.ms={session}, {since_last / 1000:.1f}s after it was "
-                    f"last heard of); the live members had all joined by {_clock(last_live)}"
-                )
-            out.append(Wait("join", k, sync - start, WAIT_DEAD, detail, INFERRED, session))
-    elif joined and sent_at:
-        # The last live member to send its JoinGroup held the phase.
-        k = max(sent_at, key=lambda name: sent_at[name])
-        first = min(sent_at.values())
-        waited = sent_at[k] - first
-        if waited > WAIT_SLACK_MS:
-            why, detail, conf = _why_late(events, k, start, sent_at[k], members)
-            out.append(Wait("join", k, waited, why, detail, conf, members[k].session_ms))
+        return [_dead_wait(events, k, start, sync, last_live, members) for k in gone]
     if not sent_at:
-        # Untraced: the broker's log says when it removed a member whose session timed
-        # out while the join phase waited for it.
-        for br in broker:
-            if br.kind == FAILED and start + WAIT_SLACK_MS < br.ts_ms <= sync + WAIT_SLACK_MS:
-                who = _member_name(state, _broker_who(br.reason))
-                out.append(
-                    Wait(
-                        "join",
-                        who,
-                        br.ts_ms - start,
-                        WAIT_DEAD,
-                        f"the broker removed it at {_clock(br.ts_ms)} when its session timed "
-                        "out (broker log): the join phase waited for it until then",
-                        EXACT,
-                    )
-                )
-    if trigger.reason == "session timeout" and trigger.who in members:
-        # Nothing held the join: the time went to noticing the member was gone.
-        last = _last_seen(events, trigger.who, start)
-        if last is not None and start - last > WAIT_SLACK_MS:
-            session = members[trigger.who].session_ms
-            out.insert(
-                0,
-                Wait(
-                    "detect",
-                    trigger.who,
-                    start - last,
-                    WAIT_DEAD,
-                    f"no heartbeat since {_clock(last)}: the rebalance began only when its "
-                    f"session timed out (session.timeout.ms={session}); its partitions were "
-                    "not consumed meanwhile",
-                    INFERRED,
-                    session,
-                ),
-            )
-    # The sync phase: followers wait for the leader's SyncGroup.
-    if rec.stable_ms is not None and rec.leader in members:
-        leader = rec.leader
-        got = [
-            e.ts_ms
-            for e in events
-            if e.member == leader and e.type == "JoinGroupReceived" and sync <= e.ts_ms
-        ]
-        synced = [
-            e
-            for e in events
-            if e.member == leader and e.type == "SyncGroupSent" and sync <= e.ts_ms
-        ]
-        if got and synced:
-            took = synced[0].ts_ms - got[0]
-            if took > WAIT_SLACK_MS:
-                computed = [
-                    e
-                    for e in events
-                    if e.member == leader and e.type == "AssignmentComputed" and sync <= e.ts_ms
-                ]
-                assign_ms = computed[0].data.get("duration_ms") if computed else None
-                detail = f"the leader sent its SyncGroup {took / 1000:.1f}s after the join"
-                if assign_ms is not None:
-                    detail += f" (its assignor ran {float(assign_ms):.0f} ms)"
-                out.append(Wait("sync", leader, took, WAIT_SLOW_ASSIGNMENT, detail, EXACT))
-    return out
+        return []
+    k = max(sent_at, key=lambda name: sent_at[name])
+    waited = sent_at[k] - min(sent_at.values())
+    if waited <= WAIT_SLACK_MS:
+        return []
+    why, detail, conf = _why_late(events, k, start, sent_at[k], members)
+    return [Wait("join", k, waited, why, detail, conf, members[k].session_ms)]
+
+
+def _dead_wait(
+    events: Sequence[Event],
+    k: str,
+    start: int,
+    sync: int,
+    last_live: int,
+    members: Mapping[str, _Member],
+) -> Wait:
+    last = _last_seen(events, k, sync)
+    session = members[k].session_ms
+    since_last = None if last is None else sync - last
+    detail = f"no heartbeat since {_clock(last)}" if last is not None else "silent"
+    if session and since_last is not None and since_last >= SESSION_MATCH * session:
+        detail += (
+            f": dead, the broker removed it at its session timeout "
+            f"(session.timeout.ms={session}, {since_last / 1000:.1f}s after it was "
+            f"last heard of); the live members had all joined by {_clock(last_live)}"
+        )
+    return Wait("join", k, sync - start, WAIT_DEAD, detail, INFERRED, session)
+
+
+def _logged_waits(
+    rec: GenerationRecord, state: GroupState, broker: Sequence[BrokerReason]
+) -> list[Wait]:
+    """Untraced: the broker's log says when it removed a member whose session timed out
+    while the join phase waited for it."""
+    start, sync = rec.start_ms, rec.sync_ms or rec.start_ms
+    return [
+        Wait(
+            "join",
+            _member_name(state, _broker_who(br.reason)),
+            br.ts_ms - start,
+            WAIT_DEAD,
+            f"the broker removed it at {_clock(br.ts_ms)} when its session timed out "
+            "(broker log): the join phase waited for it until then",
+            EXACT,
+        )
+        for br in broker
+        if br.kind == FAILED and start + WAIT_SLACK_MS < br.ts_ms <= sync + WAIT_SLACK_MS
+    ]
+
+
+def _detect_wait(
+    events: Sequence[Event], start: int, members: Mapping[str, _Member], trigger: Trigger
+) -> list[Wait]:
+    """Nothing held the join, but the rebalance began only when a silent member's
+    session timed out: the time went to noticing it was gone."""
+    if trigger.reason != "session timeout" or trigger.who not in members:
+        return []
+    last = _last_seen(events, trigger.who, start)
+    if last is None or start - last <= WAIT_SLACK_MS:
+        return []
+    session = members[trigger.who].session_ms
+    return [
+        Wait(
+            "detect",
+            trigger.who,
+            start - last,
+            WAIT_DEAD,
+            f"no heartbeat since {_clock(last)}: the rebalance began only when its session "
+            f"timed out (session.timeout.ms={session}); its partitions were not consumed "
+            "meanwhile",
+            INFERRED,
+            session,
+        )
+    ]
+
+
+def _sync_waits(
+    events: Sequence[Event], rec: GenerationRecord, members: Mapping[str, _Member]
+) -> list[Wait]:
+    """The sync phase: followers wait for the leader's SyncGroup (its assignment)."""
+    sync, leader = rec.sync_ms or rec.start_ms, rec.leader
+    if rec.stable_ms is None or leader not in members:
+        return []
+    mine = [e for e in events if e.member == leader and sync <= e.ts_ms]
+    got = [e.ts_ms for e in mine if e.type == "JoinGroupReceived"]
+    synced = [e.ts_ms for e in mine if e.type == "SyncGroupSent"]
+    if not got or not synced or synced[0] - got[0] <= WAIT_SLACK_MS:
+        return []
+    took = synced[0] - got[0]
+    computed = [e for e in mine if e.type == "AssignmentComputed"]
+    detail = f"the leader sent its SyncGroup {took / 1000:.1f}s after the join"
+    if computed and computed[0].data.get("duration_ms") is not None:
+        detail += f" (its assignor ran {float(computed[0].data['duration_ms']):.0f} ms)"
+    return [Wait("sync", leader, took, WAIT_SLOW_ASSIGNMENT, detail, EXACT)]
 
 
 def _spoke(events: Sequence[Event], member: str, t0: int, t1: int) -> bool:
@@ -1296,9 +1314,7 @@ def _diagnose_one(
             advice += _advise_dead(w, members, ctx, events)
         elif w.why == WAIT_PROCESSING:
             advice += _advise_batch(events, w, rec.start_ms)
-    if chosen.reason == "max.poll.interval.ms exceeded" or chosen.reason == (
-        RejoinReason.POLL_INTERVAL_EXCEEDED.value
-    ):
+    if chosen.reason == POLL_BREACH or chosen.reason == (RejoinReason.POLL_INTERVAL_EXCEEDED.value):
         if not any(a.pattern == "max-poll-interval" for a in advice):
             advice += _advise_poll(events, chosen.who, members, chosen.at_ms)
     advice += _advise_restart(chosen, restarts(state, events), since, until, ctx)

@@ -20,7 +20,8 @@ from rich.live import Live
 from rich.text import Text
 
 from kgctl.observe.watch import Watch
-from kgctl.render.group_view import render_group
+from kgctl.render.explain_text import render_diagnosis
+from kgctl.render.group_view import diagnoses_of, render_group
 
 REFRESH_PER_S = 8
 
@@ -73,9 +74,6 @@ def run_live(watch: Watch, console: Console | None = None) -> None:
         )
         now = watch.clock()
         if explaining:
-            from kgctl.render.explain_text import render_diagnosis
-            from kgctl.render.group_view import diagnoses_of
-
             top = render_group(
                 watch.state, now, width=width, height=max(height // 2, 12), paused=paused,
                 scroll=scroll,
