@@ -186,10 +186,12 @@ def test_a_static_restart_within_the_session_timeout_rebalances_nothing() -> Non
 
 def test_the_proxys_wire_events_give_an_exact_trigger() -> None:
     """A plain client behind `kgctl proxy`: its JoinGroup's KIP-800 reason, as the proxy
-    traced it (source `wire`), names the trigger; a reaction's reason does not."""
+    traced it (source `wire`, read as its steps by `member_steps`), names the trigger; a
+    reaction's reason does not."""
     from kgctl.model.events import Event
     from kgctl.model.fold import fold_all
     from kgctl.model.state import GroupState
+    from kgctl.model.wire import member_steps
 
     events, _ = parse_lines((DATA / "dead_member_growth.jsonl").read_text().splitlines())
     events = [e for e in events if e.type != "RejoinRequested"]  # the members say nothing
@@ -200,12 +202,14 @@ def test_the_proxys_wire_events_give_an_exact_trigger() -> None:
     def wire(ts: int, client: str, reason: str | None) -> Event:
         request = {"group": group, "member_id": f"{client}-1", "reason": reason}
         return Event("JoinGroupTraced", ts, 0.0, 1, group, member=client, client_id=client,
-                     source="wire", data={"request": request})  # fmt: skip
+                     source="wire", data={"request": request, "latency_ms": 0})  # fmt: skip
 
-    traced = [
-        wire(g3.start_ms - 10, "java-app", "cached metadata has changed from 4 to 8 partitions"),
-        wire(g3.start_ms + 100, "java-other", "group is already rebalancing"),
-    ]
+    traced = member_steps(
+        [
+            wire(g3.start_ms - 10, "java-app", "cached metadata has changed from 4 to 8"),
+            wire(g3.start_ms + 100, "java-other", "group is already rebalancing"),
+        ]
+    )
     d = diagnose(state, events + traced, events[-1].ts_ms)[2]
     assert (d.trigger.who, d.trigger.cause, d.trigger.confidence) == (
         "java-app",

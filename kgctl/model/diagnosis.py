@@ -324,32 +324,20 @@ def _said_rejoin(e: Event, who: str, src: str) -> list[Trigger]:
 
 
 def _wire_join(e: Event, who: str, src: str) -> list[Trigger]:
-    """kgctl proxy: a JoinGroup request as the client sent it (its KIP-800 reason)."""
-    req = e.data.get("request") or {}
-    who = e.member or e.client_id or str(req.get("member_id", "") or "")
-    reason = str(req.get("reason") or "")
+    """kgctl proxy: a JoinGroup as the client sent it (its KIP-800 reason), read as a
+    member step by kgctl/model/wire.py (`member_steps`)."""
+    reason = str(e.data.get("wire_reason") or e.data.get("reason") or "")
+    who = e.member or e.client_id or who
     if reason:
         cause = _wire_cause(reason)
         if cause is None:
             return []
         evidence = f"wire: {who}'s JoinGroup reason {reason!r}"
         return [Trigger(cause, who, reason, EXACT, evidence, e.ts_ms)]
-    if req.get("member_id"):
+    if e.data.get("member_id"):
         return []
     evidence = f"wire: {who}'s JoinGroup without a member id (a new member)"
     return [Trigger(Cause.MEMBER_JOINED.value, who, "", EXACT, evidence, e.ts_ms)]
-
-
-def _wire_leave(e: Event, who: str, src: str) -> list[Trigger]:
-    """kgctl proxy: a LeaveGroup request, each member with its reason."""
-    out = []
-    for m in (e.data.get("request") or {}).get("members") or []:
-        if isinstance(m, dict):
-            name = str(m.get("instance_id") or e.member or m.get("member_id") or "")
-            reason = str(m.get("reason") or "")
-            evidence = f"wire: {name}'s LeaveGroup reason {reason!r}"
-            out.append(Trigger(Cause.MEMBER_LEFT.value, name, reason, EXACT, evidence, e.ts_ms))
-    return out
 
 
 def _said_poll(e: Event, who: str, src: str) -> list[Trigger]:
@@ -360,6 +348,7 @@ def _said_poll(e: Event, who: str, src: str) -> list[Trigger]:
 
 def _said_leave(e: Event, who: str, src: str) -> list[Trigger]:
     reason = str(e.data.get("reason", "") or "")
+    who = who or e.client_id
     evidence = f"{who}'s {src}: LeaveGroup reason {reason!r}"
     return [Trigger(Cause.MEMBER_LEFT.value, who, reason, EXACT, evidence, e.ts_ms)]
 
@@ -383,9 +372,7 @@ def _seen_joined(e: Event, who: str, src: str) -> list[Trigger]:
 # (event type, the source it must come from, or None: any but chaos) -> its triggers.
 _READERS: dict[tuple[str, str | None], Callable[[Event, str, str], list[Trigger]]] = {
     ("RejoinRequested", None): _said_rejoin,
-    ("JoinGroupSent", "wire"): _said_rejoin,
-    ("JoinGroupTraced", "wire"): _wire_join,
-    ("LeaveGroupTraced", "wire"): _wire_leave,
+    ("JoinGroupSent", "wire"): _wire_join,
     ("PollIntervalExceeded", None): _said_poll,
     ("LeaveGroupSent", None): _said_leave,
     ("MemberFailed", None): _said_failed,

@@ -12,6 +12,7 @@ from kgctl.model.diagnosis import Context, Diagnosis, Restart, diagnose, restart
 from kgctl.model.events import Event
 from kgctl.model.fold import fold
 from kgctl.model.state import REBALANCING_STATES, GroupState
+from kgctl.model.wire import member_steps
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,9 @@ def explain(
     notes: Sequence[str] = (),
 ) -> Explanation:
     """Fold `events` of `group` (any order) and diagnose its generations."""
-    ordered = sorted((e for e in events if e.group == group), key=lambda e: e.ts_ms)
+    # A proxy's trace of clients that report nothing themselves counts as their steps.
+    mine = member_steps(e for e in events if e.group == group)
+    ordered = sorted(mine, key=lambda e: e.ts_ms)
     state = GroupState(group, log_limit=0)
     for ev in ordered:
         state = fold(state, ev, ev.ts_ms)
