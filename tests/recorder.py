@@ -6,7 +6,7 @@ fixture tests/data/two_members_growth.jsonl from a real broker:
     .venv/bin/python tests/recorder.py 127.0.0.1:19092 tests/data/two_members_growth.jsonl
 
 and the explain fixtures (`KIND`: dead_member_growth, slow_member, busy_member,
-dynamic_restart, static_restart):
+dynamic_restart, static_restart, wire_dead_member_growth):
 
     .venv/bin/python tests/recorder.py 127.0.0.1:39887 tests/data/KIND.jsonl KIND
 """
@@ -308,6 +308,61 @@ def record_busy_member(bootstrap: str, out: Path, processing_ms: int = 2500) -> 
     return group
 
 
+PLAIN_CONSUMER = """
+import sys, warnings
+warnings.simplefilter("ignore")
+from kafka import KafkaConsumer
+c = KafkaConsumer(sys.argv[2], bootstrap_servers=sys.argv[1], group_id=sys.argv[3],
+                  client_id=sys.argv[4], session_timeout_ms=6000, heartbeat_interval_ms=1000,
+                  metadata_max_age_ms=1000)
+try:
+    while True:
+        c.poll(timeout_ms=200)
+finally:
+    c.close()
+"""
+
+
+def record_wire_dead_member_growth(bootstrap: str, out: Path) -> str:
+    """Plain kafka-python consumers app-a, app-b, app-c behind `kgctl proxy` (its wire
+    trace is the recording): app-c is SIGKILLed and the topic grown from 4 to 8."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    topic = create_topic(bootstrap, 4)
+    group = f"kgctl-wire-{uuid.uuid4().hex[:8]}"
+    proxy = subprocess.Popen(
+        [sys.executable, "-m", "kgctl", "proxy", "-b", bootstrap, "--listen",
+         f"127.0.0.1:{port}", "--record", str(out), "-o", "json"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    consumers: dict[str, subprocess.Popen[str]] = {}
+    try:
+        assert proxy.stdout is not None
+        proxy.stdout.readline()  # ProxyStarted: it listens
+        for name in ("app-a", "app-b", "app-c"):
+            consumers[name] = subprocess.Popen(
+                [sys.executable, "-c", PLAIN_CONSUMER, f"127.0.0.1:{port}", topic, group, name]
+            )
+            time.sleep(1.5)  # joins one at a time, app-a first (it leads): not a sync
+        time.sleep(5)  # the group settles on 4 partitions (no events to wait on: plain)
+        consumers["app-c"].kill()
+        grow_topic(bootstrap, topic, 8)
+        time.sleep(12)  # app-c's 6 s session times out and the group settles on 8
+    finally:
+        for proc in consumers.values():
+            if proc.poll() is None:
+                proc.terminate()
+            proc.wait(timeout=20)
+        proxy.terminate()
+        proxy.wait(timeout=20)
+        if proxy.stdout is not None:
+            proxy.stdout.close()
+    return group
+
+
 def record_two_members(bootstrap: str, out: Path, grow: bool = True) -> str:
     """a joins; b joins; (the topic grows 4 -> 6); b leaves on SIGTERM; a stops."""
     topic = create_topic(bootstrap, 4)
@@ -337,6 +392,7 @@ RECORDERS = {
     "dead_member_growth": record_dead_member_growth,
     "slow_member": record_slow_member,
     "busy_member": record_busy_member,
+    "wire_dead_member_growth": record_wire_dead_member_growth,
     "dynamic_restart": lambda b, out: record_restart(b, out, static=False),
     "static_restart": lambda b, out: record_restart(b, out, static=True),
 }

@@ -233,3 +233,23 @@ def test_since_on_a_recording_counts_back_from_its_end() -> None:
     args = ["explain", group, "--recording", str(path), "-o", "json", "--since", "3s"]
     doc = json.loads(runner.invoke(app, args).stdout)
     assert [g["generation"] for g in doc["generations"]] == [3]
+
+
+def test_plain_clients_behind_the_proxy_are_explained_from_the_wire() -> None:
+    """kafka-python consumers (no KIP-800 reason, no kgctl member) behind `kgctl proxy`:
+    app-c SIGKILLed, the topic grown 4 → 8 (tests/recorder.py wire_dead_member_growth)."""
+    path = DATA / "wire_dead_member_growth.jsonl"
+    group = next(e.group for e in events_of(path.name) if e.group)
+    doc = json.loads(
+        runner.invoke(app, ["explain", group, "--recording", str(path), "-o", "json"]).stdout
+    )
+    growth = doc["generations"][0]
+    # The leader rejoined on its own: the wire shows it, the client gave no reason.
+    assert growth["trigger"]["who"] == "app-a" and growth["trigger"]["confidence"] == "exact"
+    assert growth["trigger"]["cause"] == "rejoin_requested"
+    assert "the leader" in growth["trigger"]["reason"]
+    [wait] = growth["critical_path"]
+    assert (wait["member"], wait["why"], wait["session_timeout_ms"]) == ("app-c", "dead", 6000)
+    # Its heartbeat interval was not traced: measured on the wire (about 1 s), x 3.
+    fix = [a for a in growth["advice"] if a["setting"] == "session.timeout.ms"]
+    assert fix and fix[0]["value"] == "4000" and "seen between heartbeats" in fix[0]["text"]

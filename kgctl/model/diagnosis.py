@@ -389,6 +389,44 @@ def _read(e: Event) -> list[Trigger]:
     return reader(e, e.member or e.member_id, src)
 
 
+def _wire_rejoins(
+    events: Sequence[Event], since: int, until: int, prev: GenerationRecord | None
+) -> list[Trigger]:
+    """kgctl proxy: a member of the last generation that sent JoinGroup again without a
+    reason (kafka-python and older clients send none) and without having been told of a
+    rebalance (no REBALANCE_IN_PROGRESS answer before it): it started the rebalance
+    itself. A leader does that when it sees new partitions or a subscription change."""
+    out: list[Trigger] = []
+    told: set[str] = set()
+    for e in events:
+        if not since < e.ts_ms <= until or e.source != "wire":
+            continue
+        who = e.member or e.client_id
+        if e.type in ("HeartbeatFailed", "JoinGroupReceived") and e.data.get("error") not in (
+            None, "", "NONE",
+        ):  # fmt: skip
+            told.add(who)
+        if (
+            e.type == "JoinGroupSent"
+            and e.data.get("member_id")
+            and not (e.data.get("wire_reason") or e.data.get("reason"))
+            and who not in told
+        ):
+            leader = prev is not None and prev.leader in (who, e.member_id)
+            role = "the leader" if leader else "a member"
+            reason = f"{role} rejoined on its own (the client gave no reason)"
+            hint = ": a leader does so when it sees new partitions or a subscription change"
+            evidence = f"wire: {who}'s JoinGroup with its member id, not told of a rebalance"
+            out.append(
+                Trigger(
+                    Cause.REJOIN_REQUESTED.value, who, reason, EXACT,
+                    evidence + (hint if leader else ""), e.ts_ms,
+                )
+            )  # fmt: skip
+            told.add(who)
+    return out
+
+
 def _from_broker_log(br: BrokerReason, state: GroupState) -> Trigger:
     member_id = _broker_who(br.reason)
     who = _member_name(state, member_id)
@@ -422,6 +460,7 @@ def _candidates(
 ) -> list[Trigger]:
     """Everything in (since, until] that could have started the rebalance."""
     out = [t for e in events if since < e.ts_ms <= until for t in _read(e)]
+    out += _wire_rejoins(events, since, until, prev)
     out += _silent_departures(events, since, until, prev, rec, state, members)
     out += [
         _from_broker_log(br, state)
@@ -816,20 +855,36 @@ def _ceil_s(ms: float) -> int:
     return int(math.ceil(ms / 1000.0) * 1000)
 
 
+def _is_heartbeat(e: Event) -> bool:
+    """An answered heartbeat: a member's own, or one the proxy traced."""
+    if e.type == "HeartbeatSucceeded" and e.source == "member":
+        return True
+    return e.type == "HeartbeatTraced" and e.source == "wire" and e.data.get("error") == "NONE"
+
+
+def _heartbeat_every(events: Sequence[Event], member: str) -> int | None:
+    """The usual time between `member`'s heartbeats (the median gap), when it was seen:
+    its heartbeat.interval.ms when its configuration was not traced."""
+    ts = [e.ts_ms for e in events if _is_heartbeat(e) and (e.member or e.client_id) == member]
+    gaps = sorted(b - a for a, b in zip(ts, ts[1:], strict=False) if b > a)
+    return gaps[len(gaps) // 2] if gaps else None
+
+
 def _longest_heartbeat_gap(events: Sequence[Event]) -> int:
     """The longest time between two successive answered heartbeats of one member, while it
     was in a generation (a gap across its own rejoin is the protocol's, not a silence)."""
     last: dict[str, int] = {}
     longest = 0
     for e in events:
-        if e.source != "member" or not e.member:
+        who = e.member or e.client_id
+        if e.source not in ("member", "wire") or not who:
             continue
-        if e.type == "HeartbeatSucceeded":
-            if e.member in last:
-                longest = max(longest, e.ts_ms - last[e.member])
-            last[e.member] = e.ts_ms
+        if _is_heartbeat(e):
+            if who in last:
+                longest = max(longest, e.ts_ms - last[who])
+            last[who] = e.ts_ms
         elif e.type in ("JoinGroupSent", "MemberStarted", "LeaveGroupSent", "PollIntervalExceeded"):
-            last.pop(e.member, None)
+            last.pop(who, None)
     return longest
 
 
@@ -849,15 +904,21 @@ def _advise_dead(
                 "traced)",
             )
         ]
-    hb = members[w.member].heartbeat_ms or max(session // 3, 1)
+    configured = members[w.member].heartbeat_ms
+    hb = configured or _heartbeat_every(events, w.member) or session // 3
     # A session must outlive a few missed heartbeats and the longest silence a live
     # member was seen to have between two heartbeats (a GC pause, a slow network); the
     # cluster sets the floor.
     gap = _longest_heartbeat_gap(events)
     floor = ctx.bounds.min_session_ms if ctx.bounds else 0
-    suggested = max(3 * hb, _ceil_s(2 * gap) if gap else 0, floor)
-    why = f"3 × heartbeat.interval.ms={hb}"
-    if gap and _ceil_s(2 * gap) > 3 * hb:
+    three = 3 * hb if configured else _ceil_s(3 * hb)  # a measured interval: whole seconds
+    suggested = max(three, _ceil_s(2 * gap) if gap else 0, floor)
+    why = (
+        f"3 × heartbeat.interval.ms={hb}"
+        if configured
+        else f"3 × the {hb} ms seen between heartbeats"
+    )
+    if gap and _ceil_s(2 * gap) > three:
         why = f"2 × the longest gap seen between two heartbeats, {gap} ms"
     what = "the join waited" if w.phase == "join" else "the group waited"
     out = []
@@ -1307,6 +1368,7 @@ def _diagnose_one(
     advice += _advise_restart(chosen, restarts(state, events), since, until, ctx)
     advice += _advise_cooperative(events, since, state, rec, prev, members, ctx, revoked, now_ms)
     advice += _advise_kip848(state, waits, rec.start_ms)
+    advice = list({(a.pattern, a.setting, a.value): a for a in advice}.values())
     return Diagnosis(
         generation=rec.generation,
         inferred=rec.inferred,
