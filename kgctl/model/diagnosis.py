@@ -1051,35 +1051,59 @@ class Restart:
 
 def restarts(state: GroupState, events: Sequence[Event]) -> tuple[Restart, ...]:
     """Every member that stopped (or left) and joined again under the same name: from
-    the stop to its first JoinGroup after starting, and whether a generation began
-    meanwhile."""
+    the stop to its first JoinGroup after starting, and whether the group rebalanced for
+    it (the generation it came back to is newer than the one it left, or a generation
+    began while it was away)."""
     members = _members(events)
-    stopped: dict[str, int] = {}
+    ordered = sorted(events, key=lambda ev: ev.ts_ms)
+    out = []
+    for member, t0, back, gen_before in _returns(ordered):
+        info = members.get(member)
+        after = _generation_after(ordered, member, back)
+        began = any(t0 <= g.start_ms <= back.ts_ms + START_SLACK_MS for g in state.generations)
+        rebalanced = began or (after is not None and gen_before is not None and after > gen_before)
+        out.append(
+            Restart(
+                member,
+                t0,
+                back.ts_ms,
+                bool(back.instance_id or (info and info.instance_id)),
+                info.session_ms if info else None,
+                rebalanced,
+            )
+        )
+    return tuple(out)
+
+
+def _returns(ordered: Sequence[Event]) -> list[tuple[str, int, Event, int | None]]:
+    """(member, when it stopped, its first JoinGroup back, its generation when it stopped)."""
+    stopped: dict[str, tuple[int, int | None]] = {}
+    generation: dict[str, int] = {}
     started: set[str] = set()
     out = []
-    for e in sorted(events, key=lambda ev: ev.ts_ms):
+    for e in ordered:
         if e.source != "member" or not e.member:
             continue
+        if e.type == "JoinCompleted":
+            generation[e.member] = int(e.data.get("generation", e.generation) or -1)
         if e.type in ("MemberStopped", "LeaveGroupSent"):
-            stopped.setdefault(e.member, e.ts_ms)
+            stopped.setdefault(e.member, (e.ts_ms, generation.get(e.member)))
             started.discard(e.member)
         elif e.type == "MemberStarted" and e.member in stopped:
             started.add(e.member)
         elif e.type == "JoinGroupSent" and e.member in started:
-            t0 = stopped.pop(e.member)
+            t0, gen = stopped.pop(e.member)
             started.discard(e.member)
-            info = members.get(e.member)
-            out.append(
-                Restart(
-                    e.member,
-                    t0,
-                    e.ts_ms,
-                    bool(e.instance_id or (info and info.instance_id)),
-                    info.session_ms if info else None,
-                    any(t0 <= g.start_ms <= e.ts_ms + START_SLACK_MS for g in state.generations),
-                )
-            )
-    return tuple(out)
+            out.append((e.member, t0, e, gen))
+    return out
+
+
+def _generation_after(ordered: Sequence[Event], member: str, back: Event) -> int | None:
+    """The generation `member` completed first after coming back."""
+    for e in ordered:
+        if e.member == member and e.type == "JoinCompleted" and e.ts_ms >= back.ts_ms:
+            return int(e.data.get("generation", e.generation) or -1)
+    return None
 
 
 def _advise_batch(events: Sequence[Event], w: Wait, start_ms: int) -> list[Advice]:
