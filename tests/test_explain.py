@@ -253,3 +253,10 @@ def test_plain_clients_behind_the_proxy_are_explained_from_the_wire() -> None:
     # Its heartbeat interval was not traced: measured on the wire (about 1 s), x 3.
     fix = [a for a in growth["advice"] if a["setting"] == "session.timeout.ms"]
     assert fix and fix[0]["value"] == "4000" and "seen between heartbeats" in fix[0]["text"]
+
+
+def test_a_json_line_that_is_not_an_object_is_not_an_event() -> None:
+    # Random bytes hold such lines now and then (a run of digits): a usage error, not a crash.
+    events, skipped = parse_lines(["5", '"text"', "[1, 2]"])
+    assert events == [] and len(skipped) == 3
+    assert all("not an event object" in s for s in skipped)
