@@ -20,6 +20,7 @@ class ExitStatus(enum.IntEnum):
     MISSING_DEPENDENCY = 9  # Java, Maven or an Apache Kafka distribution is missing
     MEMBER_FAILED = 10  # a group member hit a fatal protocol error
     NOT_BUILT = 11  # the command exists but is not built yet
+    UNHEALTHY = 12  # explain: the group is not healthy now (missing, empty or rebalancing)
     INTERRUPTED = 130  # Ctrl-C
 
 

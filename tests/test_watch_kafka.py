@@ -97,6 +97,7 @@ def test_watch_once_prints_one_snapshot(bootstrap: str, topic: str) -> None:
                 "--once",
                 "-o",
                 "json",
+                "--events",
             ],
             capture_output=True,
             text=True,
@@ -117,6 +118,24 @@ def test_watch_once_prints_one_snapshot(bootstrap: str, topic: str) -> None:
         assert [m["client_id"] for m in data["members"]] == [consumer.client_id]
         assert data["members"][0]["partitions"] == {topic: [0, 1, 2, 3]}
         assert data["total_lag"] == 0
+        # Without --events: one document, the group now and its generation diagnosed.
+        doc = json.loads(
+            subprocess.run(
+                [sys.executable, "-m", "kgctl", "watch", group, "-b", bootstrap, "--once"]
+                + ["-o", "json"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=True,
+            ).stdout
+        )
+        assert doc["healthy"] and doc["state"]["state"] == "Stable"
+        assert doc["state"]["generation"] == consumer.generation
+        assert [m["client_id"] for m in doc["state"]["members"]] == [consumer.client_id]
+        # Newest first: the consumer's generation, its trigger named from the broker's records.
+        newest = doc["generations"][0]
+        assert newest["generation"] == consumer.generation
+        assert newest["trigger"]["cause"] != "unknown"
     finally:
         consumer.stop()
 

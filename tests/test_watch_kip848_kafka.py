@@ -156,7 +156,7 @@ def test_watch_describes_a_consumer_protocol_group_and_its_epoch_changes(
     # The CLI, one snapshot as JSON.
     done = subprocess.run(
         [sys.executable, "-m", "kgctl", "watch", group, "-b", bootstrap, "--once"]
-        + ["--output", "json"],
+        + ["--output", "json", "--events"],
         capture_output=True,
         text=True,
         timeout=60,

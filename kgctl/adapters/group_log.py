@@ -118,6 +118,35 @@ class GroupLogReader(threading.Thread):
         finally:
             _close(consumer)
 
+    def history(self, since_ms: int, max_records: int = LOOKBACK_MAX_RECORDS) -> list[GroupRecord]:
+        """Once (`kgctl explain`): every record of the group stored since `since_ms`, in
+        order, plus the latest one before it (what the group was when the window began).
+        Compaction may have removed older generations: what is left is what is told.
+        Raises GroupLogUnavailable when the topic cannot be read."""
+        consumer: Any = None
+        try:
+            consumer = self._consumer()
+            tp, end, latest, _scanned = self._start(consumer)
+            begin = consumer.beginning_offsets([tp])[tp]
+            found = consumer.offsets_for_times({tp: max(since_ms, 0)}).get(tp)
+            lo = found.offset if found is not None else end
+            lo = max(lo, end - max_records, begin)
+            deadline = time.monotonic() + LOOKBACK_MAX_S
+            records = self._scan_all(consumer, tp, lo, end, deadline)
+            before = [r for r in records if r.timestamp_ms < since_ms]
+            after = [r for r in records if r.timestamp_ms >= since_ms]
+            if not after and latest is not None and latest.timestamp_ms < since_ms:
+                before = [latest]
+            if not before and latest is not None and (not after or latest.offset < after[0].offset):
+                before = [latest]
+            return before[-1:] + after
+        except GroupLogUnavailable:
+            raise
+        except Exception as exc:
+            raise GroupLogUnavailable(_why(exc)) from None
+        finally:
+            _close(consumer)
+
     # -- steps --------------------------------------------------------------------------
 
     def _consumer(self) -> Any:
@@ -175,6 +204,21 @@ class GroupLogReader(threading.Thread):
                     if rec.offset < hi:
                         latest = self._parse(rec, tp.partition) or latest
         return latest
+
+    def _scan_all(
+        self, consumer: Any, tp: Any, lo: int, hi: int, deadline: float
+    ) -> list[GroupRecord]:
+        """The group's records with an offset in [lo, hi), in order."""
+        consumer.seek(tp, lo)
+        out: list[GroupRecord] = []
+        while consumer.position(tp) < hi and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=200).values():
+                for rec in records:
+                    if rec.offset < hi:
+                        parsed = self._parse(rec, tp.partition)
+                        if parsed is not None:
+                            out.append(parsed)
+        return out
 
     def _parse(self, rec: Any, partition: int) -> GroupRecord | None:
         try:

@@ -93,17 +93,56 @@ class TraceTopicReader(threading.Thread):
                 consumer.close()
 
     def _handle(self, value: bytes | None) -> None:
-        # A record holds one or more events, one JSON document per line.
-        for line in (value or b"").splitlines():
-            if not line.strip():
-                continue
-            try:
-                event = Event.from_json(line.decode("utf-8"))
-            except (ValueError, TypeError, UnicodeDecodeError):
-                log.debug("skipping a trace record line that is not a kgctl event")
-                continue
-            if event.group == self.group:
-                self.deliver(event)
+        for event in events_of(value, self.group):
+            self.deliver(event)
+
+
+def events_of(value: bytes | None, group: str) -> list[Event]:
+    """`group`'s events in one trace record (one or more JSON documents, one a line)."""
+    out = []
+    for line in (value or b"").splitlines():
+        if not line.strip():
+            continue
+        try:
+            event = Event.from_json(line.decode("utf-8"))
+        except (ValueError, TypeError, UnicodeDecodeError):
+            log.debug("skipping a trace record line that is not a kgctl event")
+            continue
+        if event.group == group:
+            out.append(event)
+    return out
+
+
+def read_trace(
+    settings: ClientSettings, topic: str, group: str, since_ms: int, timeout_s: float
+) -> list[Event]:
+    """Once (`kgctl explain`): `group`'s events on `topic` stamped since `since_ms`, up to
+    the end offsets as they were when asked (what members publish meanwhile is not
+    waited for). A topic that does not exist gives none."""
+    events: list[Event] = []
+    consumer = clients.consumer(
+        settings, "kgctl-explain-trace", enable_auto_commit=False, group_id=None
+    )
+    try:
+        parts = consumer.partitions_for_topic(topic)
+        if not parts:
+            return events
+        tps = [TopicPartition(topic, p) for p in sorted(parts)]
+        consumer.assign(tps)
+        ends = consumer.end_offsets(tps)
+        found = consumer.offsets_for_times({tp: max(since_ms, 0) for tp in tps})
+        for tp in tps:
+            at = found.get(tp)
+            consumer.seek(tp, at.offset if at is not None else ends[tp])
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and any(consumer.position(tp) < ends[tp] for tp in tps):
+            for records in consumer.poll(timeout_ms=200).values():
+                for record in records:
+                    if record.offset < ends[TopicPartition(record.topic, record.partition)]:
+                        events += events_of(record.value, group)
+    finally:
+        consumer.close()
+    return events
 
 
 # A burst larger than this is split over several records (brokers take 1 MB by default).

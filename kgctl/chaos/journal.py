@@ -44,6 +44,7 @@ class StepReport:
     errors: dict[str, dict[str, int]] = field(default_factory=dict)
     revoked: dict[str, int] = field(default_factory=dict)
     fenced: list[str] = field(default_factory=list)
+    diagnoses: list[dict[str, Any]] = field(default_factory=list)  # each new generation's
     details: dict[str, Any] = field(default_factory=dict)
     expect: dict[str, Any] = field(default_factory=dict)
     status: str = "running"  # running | ok | failed | not settled | interrupted

@@ -138,6 +138,7 @@ class ChaosRun:
         self._mono0 = time.monotonic()
         self._last_ts = 0
         self._step_events: list[Event] = []
+        self._history: list[Event] = []  # every event of the run, for the diagnosis
         self.interrupted = False
         # Started by setup when the scenario has fault rules; the fleet connects through it.
         self.proxy: ProxyThread | None = None
@@ -218,6 +219,7 @@ class ChaosRun:
                 self.refused = self._refusal(event)
         self.state = fold(self.state, event, now_ms())
         self._last_ts = max(self._last_ts, event.ts_ms)
+        self._history.append(event)
         if self.step is not None:
             self._step_events.append(event)
         if self.record is not None:
@@ -598,10 +600,12 @@ class ChaosRun:
             end_ms=report.settled_ms or now_ms(),
             baseline_generation=baseline_gen,
             acted_on=outcome.members,
+            history=self._history,
         )
         report.generations = facts.generations
         report.rejoin_reasons = facts.rejoin_reasons
-        report.cause = verdict.cause_line(report.cause, facts.rejoin_reasons)
+        report.cause = verdict.cause_line(report.cause, facts.rejoin_reasons, facts.diagnoses)
+        report.diagnoses = [d.to_dict() for d in facts.diagnoses]
         report.errors = facts.errors
         report.revoked = facts.revoked
         report.fenced = facts.fenced

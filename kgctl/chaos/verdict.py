@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kgctl.chaos.scenario import Expect
+from kgctl.model.diagnosis import Diagnosis, diagnose
 from kgctl.model.events import Event
 from kgctl.model.fold import fold
+from kgctl.model.reasons import Cause
 from kgctl.model.state import PHASE_STABLE, GroupState
 from kgctl.model.timeline import (
     counted_errors,
@@ -83,6 +85,9 @@ class StepFacts:
     affected: list[str] = field(default_factory=list)
     moved: list[dict[str, Any]] = field(default_factory=list)
     unassigned_ms: dict[str, int] = field(default_factory=dict)
+    # The diagnosis of each new generation (kgctl/model/diagnosis.py): trigger, what it
+    # waited for, cost, advice.
+    diagnoses: list[Diagnosis] = field(default_factory=list)
 
     @property
     def rebalances(self) -> int:
@@ -97,6 +102,7 @@ def step_facts(
     end_ms: int,
     baseline_generation: int,
     acted_on: Iterable[str] = (),
+    history: Sequence[Event] | None = None,
 ) -> StepFacts:
     """The facts of a step: `state` folded up to the step's end, `events` the step's own
     (from its start), the window from the action to `end_ms` (settled, or given up)."""
@@ -128,12 +134,25 @@ def step_facts(
         affected |= set(mv["from"]) | set(mv["to"])
     facts.affected = sorted(a for a in affected if a)
     facts.unassigned_ms = unassigned_by_member(state, action_ms, end_ms, with_zero=True)
+    wanted = set(facts.generations)
+    # The diagnosis needs what members said before the step too (their settings, when a
+    # killed one was last heard of): the run's events so far, when given.
+    told = members_events if history is None else history
+    facts.diagnoses = [d for d in diagnose(state, told, end_ms) if d.generation in wanted]
     return facts
 
 
-def cause_line(description: str, rejoin_reasons: dict[str, list[str]]) -> str:
-    """What the action did, then why members rejoined: `SIGKILL m2 → rebalance_in_progress
-    (m1, m3)`."""
+def cause_line(
+    description: str,
+    rejoin_reasons: dict[str, list[str]],
+    diagnoses: Sequence[Diagnosis] = (),
+) -> str:
+    """What the action did, then each new generation's trigger and critical path
+    (`SIGKILL m2 → gen 3: m2: timed out (inferred); detect waited 2.8s for m2 (dead)`),
+    or, without a diagnosis, why members rejoined (`→ rebalance_in_progress (m1, m3)`)."""
+    known = [d for d in diagnoses if d.trigger.cause != Cause.UNKNOWN.value]
+    if known:
+        return f"{description} → " + "; ".join(f"gen {d.generation}: {d.short()}" for d in known)
     if not rejoin_reasons:
         return description
     said = ", ".join(f"{r} ({', '.join(ms)})" for r, ms in rejoin_reasons.items())
@@ -212,6 +231,7 @@ def recorded_steps(events: Sequence[Event]) -> list[RecordedStep]:
     state: GroupState | None = None
     step_events: list[Event] | None = None
     baseline = -1
+    seen: list[Event] = []
     for ev in events:
         if state is None:
             state = GroupState(group=ev.group)
@@ -230,10 +250,12 @@ def recorded_steps(events: Sequence[Event]) -> list[RecordedStep]:
                 end_ms=int(d.get("settled_ms") or ev.ts_ms),
                 baseline_generation=baseline,
                 acted_on=acted,
+                history=seen,
             )
             out.append(RecordedStep(int(d.get("index", len(out))), str(d.get("name")), d, facts))
             step_events = None
         state = fold(state, ev, ev.ts_ms)
+        seen.append(ev)
         if step_events is not None:
             step_events.append(ev)
     return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer
 
 from kgctl import __version__
-from kgctl.cli import broker, chaos, demo, join, proxy, report, watch
+from kgctl.cli import broker, chaos, demo, explain, join, proxy, report, watch
 from kgctl.cli.common import Env, given_env
 
 app = typer.Typer(
@@ -40,6 +40,7 @@ def _root(
 app.add_typer(broker.broker_app, name="broker")
 app.add_typer(chaos.chaos_app, name="chaos")
 app.command("demo")(demo.demo_command)
+app.command("explain")(explain.explain_command)
 app.command("join")(join.join_command)
 app.command("proxy")(proxy.proxy_command)
 app.command("report")(report.report_command)

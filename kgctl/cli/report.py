@@ -56,9 +56,11 @@ def report_command(
     env = make_env(output, verbose, quiet)
 
     def body() -> None:
+        from kgctl.adapters.assignors import cooperative_sticky
+        from kgctl.model.diagnosis import Context
         from kgctl.report import load_report
 
-        report = load_report(file, group)
+        report = load_report(file, group, Context(cooperative=cooperative_sticky))
         if html is not None:
             from kgctl.render.html_report import render_html
 

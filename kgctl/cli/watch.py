@@ -82,6 +82,14 @@ def watch_command(
         ),
     ] = None,
     once: Annotated[bool, typer.Option("--once", help="Print one snapshot and exit.")] = False,
+    events: Annotated[
+        bool,
+        typer.Option(
+            "--events",
+            help="With --once --output json: the snapshot's events, one JSON line each, "
+            "instead of one document.",
+        ),
+    ] = False,
     fail_if_missing: Annotated[
         bool,
         typer.Option(
@@ -98,8 +106,9 @@ def watch_command(
 ) -> None:
     """Watch a consumer group live: members, generations, lag, and why it rebalanced.
 
-    Keys in the live view: q quits, p pauses. Without a terminal, or with --output json,
-    prints one JSON event per line.
+    Keys in the live view: q quits, p pauses, e explains the newest generation. Without a
+    terminal, or with --output json, prints one JSON event per line; --once --output json
+    prints one document (the group now and its recent generations, diagnosed).
     """
     env = make_env(output, verbose, quiet)
 
@@ -122,6 +131,7 @@ def watch_command(
             fail_if_missing,
             speed=speed,
             offsets_topic=offsets_topic,
+            events=events,
         )
 
     run(env, body)
@@ -152,6 +162,7 @@ def _watch(
     fail_if_missing: bool,
     speed: float = 1.0,
     offsets_topic: bool = True,
+    events: bool = False,
 ) -> None:
     from kgctl.observe.watch import Watch
 
@@ -176,9 +187,14 @@ def _watch(
         else:
             watch.start()
         if once:
-            events = watch.drain()
-            if env.json or not env.stdout_stream.isatty():
-                _write_lines(env, events)
+            drained = watch.drain()
+            if env.json and not events:
+                emit_json(
+                    env,
+                    _document(settings, group, drained, replay is None, trace_topic, offsets_topic),
+                )
+            elif env.json or not env.stdout_stream.isatty():
+                _write_lines(env, drained)
             else:
                 from kgctl.render.group_view import render_group
 
@@ -193,6 +209,52 @@ def _watch(
         from kgctl.render.live import run_live
 
         run_live(watch, console=env.out)
+
+
+# How far back `watch --once --output json` looks for recent generations.
+RECENT_MS = 3_600_000
+
+
+def _document(
+    settings: ClientSettings,
+    group: str,
+    drained: list[Event],
+    live: bool,
+    trace_topic: str | None,
+    offsets_topic: bool,
+) -> dict[str, object]:
+    """`watch --once --output json`: the group now and its generations of the last hour,
+    each diagnosed: the same document as `kgctl explain --since 1h --output json`, from
+    the same sources (a replay: the recording alone)."""
+    from kgctl.adapters.assignors import cooperative_sticky
+    from kgctl.explain.sources import (
+        Gathered,
+        local_broker_logs,
+        read_broker_log,
+        read_cluster,
+    )
+    from kgctl.model.diagnosis import Context
+    from kgctl.model.explanation import explain
+
+    if not live:
+        now = max((e.ts_ms for e in drained), default=0)
+        ctx = Context(cooperative=cooperative_sticky)
+        return explain(group, drained, now, ctx, sources=["replay"]).to_dict()
+    now = _now()
+    got = Gathered()
+    read_cluster(
+        settings, group, now - RECENT_MS, now, got, offsets=offsets_topic, trace_topic=trace_topic
+    )
+    for path in local_broker_logs(settings.bootstrap):
+        read_broker_log(path, group, got)
+    ctx = Context(
+        bounds=got.bounds, broker_reasons=tuple(got.broker_reasons), cooperative=cooperative_sticky
+    )
+    result = explain(
+        group, got.events, now, ctx, since_ms=now - RECENT_MS, sources=got.sources, live=True,
+        notes=got.notes,
+    )  # fmt: skip
+    return result.to_dict()
 
 
 def _now() -> int:

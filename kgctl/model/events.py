@@ -123,6 +123,8 @@ class Event:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Event:
+        if not isinstance(raw, dict):  # a JSON line that is a number, a string, a list
+            raise ValueError(f"not an event object: {type(raw).__name__}")
         known = {f for f in cls.__dataclass_fields__}
         unknown_type = raw.get("type") not in EVENT_TYPES
         if unknown_type:

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from rich import box
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from kgctl.model.diagnosis import Diagnosis, diagnose
 from kgctl.model.events import Event
-from kgctl.model.reasons import cause_text
+from kgctl.model.reasons import Cause, cause_text
 from kgctl.model.snapshot import GroupListing
 from kgctl.model.state import GenerationRecord, GroupState, MemberState, format_owned
 from kgctl.model.timeline import rebalance_unassigned
@@ -190,13 +191,21 @@ def _member_row(m: MemberState, now_ms: int, wide: bool, kip848: bool = False) -
 # -- generations ------------------------------------------------------------------------
 
 
-def render_generations(s: GroupState, now_ms: int, width: int, rows: int) -> RenderableType:
+def render_generations(
+    s: GroupState,
+    now_ms: int,
+    width: int,
+    rows: int,
+    diagnoses: Mapping[int, Diagnosis] | None = None,
+) -> RenderableType:
+    """One row a generation; its cause is the diagnosis's trigger and critical path in
+    short form when there is one (`kgctl explain GROUP` gives the full text)."""
     wide = width >= 120
     kip848 = _consumer_protocol(s)
     t = _table("Group epochs" if kip848 else "Generations", wide)
     t.add_column("epoch" if kip848 else "gen", justify="right", no_wrap=True, min_width=3)
     t.add_column("started", no_wrap=True, min_width=8)
-    t.add_column("cause", no_wrap=True, overflow="ellipsis", ratio=2)
+    t.add_column("cause", no_wrap=True, overflow="ellipsis", ratio=3)
     if wide:
         # Consumer groups: until the target assignment, then until members reconciled.
         t.add_column("assign" if kip848 else "join", justify="right", no_wrap=True)
@@ -206,7 +215,8 @@ def render_generations(s: GroupState, now_ms: int, width: int, rows: int) -> Ren
     t.add_column("no partitions", no_wrap=True, overflow="ellipsis", ratio=1)
     gens = list(s.generations)[-max(rows, 0) :] if rows > 0 else []
     for g in reversed(gens):
-        t.add_row(*_generation_row(s, g, now_ms, wide))
+        d = (diagnoses or {}).get(g.generation) if not g.inferred else None
+        t.add_row(*_generation_row(s, g, now_ms, wide, d))
     if not s.generations:
         t.add_row(
             "-", "-", "no rebalance seen since the watch started", *[""] * (len(t.columns) - 3)
@@ -214,13 +224,21 @@ def render_generations(s: GroupState, now_ms: int, width: int, rows: int) -> Ren
     return t
 
 
-def _generation_row(s: GroupState, g: GenerationRecord, now_ms: int, wide: bool) -> list[str]:
+def _generation_row(
+    s: GroupState, g: GenerationRecord, now_ms: int, wide: bool, d: Diagnosis | None = None
+) -> list[str]:
     unassigned = rebalance_unassigned(s, g, now_ms)
-    cause = cause_text(g.cause) or "-"
-    if g.cause and g.cause_guess:
-        cause += " (guess)"
-    if g.evidence and wide:
-        cause += f": {g.evidence}"
+    if d is not None and d.trigger.cause != Cause.UNKNOWN.value:
+        cause = d.short(reasons=wide)
+        if wide and d.advice:
+            a = d.advice[0]
+            cause += f"; advice: {a.setting}={a.value}" if a.value else f"; advice: {a.setting}"
+    else:
+        cause = cause_text(g.cause) or "-"
+        if g.cause and g.cause_guess:
+            cause += " (guess)"
+        if g.evidence and wide:
+            cause += f": {g.evidence}"
     label = f"+{g.generation}" if g.inferred else str(g.generation)
     row = [label, fmt_clock(g.start_ms)[:8], cause]
     if wide:
@@ -327,6 +345,11 @@ def render_log(events: Sequence[Event], width: int, rows: int, scroll: int = 0) 
 # -- the whole screen -------------------------------------------------------------------
 
 
+def diagnoses_of(s: GroupState, now_ms: int) -> dict[int, Diagnosis]:
+    """The diagnosis of each generation, from the events the state still holds."""
+    return {d.generation: d for d in diagnose(s, s.recent, now_ms)}
+
+
 def render_group(
     s: GroupState,
     now_ms: int,
@@ -347,7 +370,7 @@ def render_group(
         render_header(s, now_ms, paused),
         Text(""),
         render_members(s, now_ms, width, members_rows),
-        render_generations(s, now_ms, width, gen_rows),
+        render_generations(s, now_ms, width, gen_rows, diagnoses_of(s, now_ms)),
         render_log(s.recent, width, log_rows, scroll),
     )
 

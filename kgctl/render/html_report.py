@@ -14,8 +14,8 @@ from typing import Any
 from kgctl.model.events import Event
 from kgctl.render.group_view import describe_event, fmt_clock, fmt_ms
 from kgctl.render.member_lines import describe
-from kgctl.render.report_text import cause_text, errors_text, unassigned_text
-from kgctl.report import MemberTimeline, Report
+from kgctl.render.report_text import cause_text, errors_text, is_guess, unassigned_text
+from kgctl.report import MemberTimeline, Rebalance, Report
 
 PHASE_COLOUR = {
     "JoinGroup": "#f2b134",
@@ -100,8 +100,8 @@ def _rebalances(r: Report) -> str:
             "<tr>"
             f'<td class="num">{rb.index}</td><td>{escape(gen)}</td>'
             f"<td>{escape(fmt_clock(rb.start_ms))}</td>"
-            f'<td class="{"guess" if rb.cause_guess else ""}">{escape(cause_text(rb))}'
-            f"<br><small>{escape(rb.evidence)}</small></td>"
+            f'<td class="{"guess" if is_guess(rb) else ""}">{escape(cause_text(rb))}'
+            f"{_why_html(rb)}</td>"
             f'<td class="num">{escape(took)}</td>'
             f'<td class="num">{escape(fmt_ms(rb.join_ms))} / '
             f"{escape(fmt_ms(rb.sync_phase_ms))}</td>"
@@ -121,7 +121,44 @@ def _rebalances(r: Report) -> str:
     )
 
 
+def _why_html(rb: Rebalance) -> str:
+    """The diagnosis under the short cause: evidence, what it waited for, advice."""
+    d = rb.diagnosis
+    if d is None:
+        return f"<br><small>{escape(rb.evidence)}</small>"
+    parts = [f"{d.trigger.confidence}: {d.trigger.evidence}"]
+    parts += [w.text() for w in d.waits]
+    parts += [
+        f"advice: {a.setting}={a.value}: {a.text}" if a.value else f"advice: {a.text}"
+        for a in d.advice
+    ]
+    parts += list(d.notes)
+    return "".join(f'<br><small class="why">{escape(p)}</small>' for p in parts)
+
+
 # -- timeline -----------------------------------------------------------------------------
+
+
+LABEL_LANE_H = 12  # one line of generation labels
+CHAR_W = 5.6  # px per character of a 10px label (a generous estimate)
+
+
+def _label_lanes(starts: list[tuple[float, str]]) -> list[int]:
+    """A lane (line) for each generation label, so that none overlaps the one before it
+    in its lane: labels of rebalances close together go on separate lines."""
+    ends: list[float] = []  # per lane, where its last label ends
+    lanes = []
+    for x, text in starts:
+        width = len(text) * CHAR_W + 6
+        for lane, end in enumerate(ends):
+            if x >= end:
+                ends[lane] = x + width
+                lanes.append(lane)
+                break
+        else:
+            ends.append(x + width)
+            lanes.append(len(ends) - 1)
+    return lanes
 
 
 class _Scale:
@@ -146,7 +183,13 @@ def _tick_step(span_ms: int) -> int:
 
 def _timeline(r: Report) -> str:
     sc = _Scale(r.first_ms, r.last_ms)
-    height = TOP + ROW_H * max(len(r.members), 1) + 30
+    labels = [
+        (sc.x(rb.start_ms) + 3, f"#{rb.index} gen {rb.generation}: {_label(rb)}")
+        for rb in r.rebalances
+    ]
+    lanes = _label_lanes(labels)
+    top = TOP + LABEL_LANE_H * max(max(lanes, default=0), 0)
+    height = top + ROW_H * max(len(r.members), 1) + 30
     out: list[str] = [
         f'<svg id="timeline-svg" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" '
         f'height="{height}" viewBox="0 0 {WIDTH} {height}" role="img" '
@@ -166,7 +209,7 @@ def _timeline(r: Report) -> str:
         t += step
     # The group's phases per generation.
     out.append('<text x="8" y="42" font-size="12" font-weight="bold">group phases</text>')
-    for rb in r.rebalances:
+    for (lx, text), lane, rb in zip(labels, lanes, r.rebalances, strict=True):
         spans = _group_spans(rb.start_ms, rb.sync_ms, rb.stable_ms, rb.end_ms, r.last_ms)
         for phase, a, b in spans:
             out.append(
@@ -179,11 +222,31 @@ def _timeline(r: Report) -> str:
         out.append(
             f'<line x1="{x:.1f}" y1="26" x2="{x:.1f}" y2="{height - 20}" stroke="#b71c1c" '
             f'stroke-dasharray="3,3" stroke-width="1"/>'
-            f'<text x="{x + 3:.1f}" y="60" font-size="10" fill="#b71c1c">'
-            f"#{rb.index} gen {rb.generation}: {escape(cause_text(rb))}</text>"
+            f'<text class="gen-label" x="{lx:.1f}" y="{60 + lane * LABEL_LANE_H}" '
+            f'font-size="10" fill="#b71c1c">{escape(text)}</text>'
         )
+    rows = {m.key: top + i * ROW_H for i, m in enumerate(r.members)}
     for i, m in enumerate(r.members):
-        out.append(_member_row(m, sc, TOP + i * ROW_H))
+        out.append(_member_row(m, sc, top + i * ROW_H))
+    # The member each rebalance waited for: a red outline over the wait on its row.
+    for rb in r.rebalances:
+        d = rb.diagnosis
+        for w in d.waits if d is not None else ():
+            y = rows.get(w.member)
+            if y is None:
+                continue
+            a = rb.start_ms - w.ms if w.phase == "detect" else rb.start_ms
+            if w.phase == "sync" and rb.sync_ms is not None:
+                a = rb.sync_ms
+            b = a + w.ms
+            out.append(
+                f'<rect class="waited-for" data-member="{escape(w.member)}" '
+                f'data-generation="{rb.generation}" x="{sc.x(a):.1f}" y="{y + 2}" '
+                f'width="{sc.w(a, b):.1f}" height="{ROW_H - 8}" fill="none" '
+                f'stroke="#d50000" stroke-width="2" stroke-dasharray="4,2">'
+                f"<title>generation {rb.generation} waited {escape(fmt_ms(w.ms))} for "
+                f"{escape(w.member)}: {escape(w.detail)}</title></rect>"
+            )
     legend = "".join(
         f'<span><i style="background:{c}"></i>{escape(p)}</span>'
         for p, c in PHASE_COLOUR.items()
@@ -195,10 +258,20 @@ def _timeline(r: Report) -> str:
     return (
         '<section id="timeline"><h2>Timeline</h2>'
         '<p class="sub">Each member: its phase (thin strip) and the partitions it owned '
-        "(bar); dashed lines mark where each rebalance began.</p>"
+        "(bar); dashed lines mark where each rebalance began; a red dashed box marks the "
+        "member a rebalance waited for, over the wait.</p>"
         + "".join(out)
         + f'<div class="legend">{legend}</div></section>'
     )
+
+
+def _label(rb: Rebalance) -> str:
+    """A generation's label on the timeline: its trigger in a few words."""
+    d = rb.diagnosis
+    if d is not None and d.trigger.cause != "unknown":
+        t = d.trigger
+        return (f"{t.who}: " if t.who else "") + t.cause.replace("_", " ")
+    return cause_text(rb)
 
 
 def _group_spans(

@@ -20,7 +20,8 @@ from rich.live import Live
 from rich.text import Text
 
 from kgctl.observe.watch import Watch
-from kgctl.render.group_view import render_group
+from kgctl.render.explain_text import render_diagnosis
+from kgctl.render.group_view import diagnoses_of, render_group
 
 REFRESH_PER_S = 8
 
@@ -62,13 +63,27 @@ def run_live(watch: Watch, console: Console | None = None) -> None:
     paused = False
     frozen = None
     scroll = 0  # event-log lines back from the newest
+    explaining = False  # the newest generation's diagnosis in full, below the tables
     period = 1.0 / REFRESH_PER_S
 
     def frame() -> Group:
         width, height = console.size
-        hint = Text("q quit  p pause/resume  up/down scroll events", style="dim")
+        hint = Text(
+            "q quit  p pause/resume  up/down scroll events  e explain the newest generation",
+            style="dim",
+        )
+        now = watch.clock()
+        if explaining:
+            top = render_group(
+                watch.state, now, width=width, height=max(height // 2, 12), paused=paused,
+                scroll=scroll,
+            )  # fmt: skip
+            found = diagnoses_of(watch.state, now)
+            newest = found[max(found)] if found else None
+            pane = render_diagnosis(newest) if newest else Text("no generation seen yet")
+            return Group(top, pane, hint)
         body = render_group(
-            watch.state, watch.clock(), width=width, height=height - 1, paused=paused, scroll=scroll
+            watch.state, now, width=width, height=height - 1, paused=paused, scroll=scroll
         )
         return Group(body, hint)
 
@@ -85,6 +100,9 @@ def run_live(watch: Watch, console: Console | None = None) -> None:
                 return
             if key in ("p", "P"):
                 paused = not paused
+                frozen = frame() if paused else None
+            if key in ("e", "E"):
+                explaining = not explaining
                 frozen = frame() if paused else None
             if key in ("up", "down"):
                 scroll = max(0, scroll + (1 if key == "up" else -1))

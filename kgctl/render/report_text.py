@@ -7,14 +7,29 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from kgctl.model.diagnosis import INFERRED
+from kgctl.model.reasons import Cause
 from kgctl.model.reasons import cause_text as _cause_words
+from kgctl.render.explain_text import render_diagnosis
 from kgctl.render.group_view import fmt_clock, fmt_ms
 from kgctl.report import Rebalance, Report
 
 
 def cause_text(r: Rebalance) -> str:
+    """The rebalance's trigger and critical path in short form (its diagnosis), else the
+    cause the members' words name."""
+    d = r.diagnosis
+    if d is not None and d.trigger.cause != Cause.UNKNOWN.value:
+        return d.short()
     text = _cause_words(r.cause)
     return text + (" (guess)" if r.cause_guess else "")
+
+
+def is_guess(r: Rebalance) -> bool:
+    d = r.diagnosis
+    if d is not None and d.trigger.cause != Cause.UNKNOWN.value:
+        return d.trigger.confidence == INFERRED
+    return r.cause_guess
 
 
 def unassigned_text(r: Rebalance) -> str:
@@ -64,17 +79,22 @@ def render_report(report: Report) -> RenderableType:
             str(r.index),
             gen,
             fmt_clock(r.start_ms),
-            Text(cause_text(r), style="yellow" if r.cause_guess else ""),
+            Text(cause_text(r), style="yellow" if is_guess(r) else ""),
             took,
             f"{fmt_ms(r.join_ms)}/{fmt_ms(r.sync_phase_ms)}",
             unassigned_text(r),
             str(len(r.moves)),
             Text(errors_text(r), style="red" if r.errors else "dim"),
         )
-    causes = Table.grid(padding=(0, 1))
+    # Each rebalance explained: trigger and evidence, what it waited for, cost, advice.
+    why: list[RenderableType] = [Text("why, rebalance by rebalance:", style="bold")]
     for r in report.rebalances:
-        if r.evidence:
-            causes.add_row(Text(f"{r.index}.", style="dim"), Text(r.evidence, style="dim"))
+        if r.diagnosis is not None:
+            why.append(Text(f"#{r.index}", style="dim"))
+            why.append(render_diagnosis(r.diagnosis))
+        elif r.evidence:
+            why.append(Text(f"#{r.index} {r.evidence}", style="dim"))
+    causes = Group(*why) if report.rebalances else Text("")
     if report.violations:
         verdict = Text(f"invariants: {len(report.violations)} violation(s)", style="bold red")
         lines = [verdict] + [

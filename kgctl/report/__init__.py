@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kgctl.errors import NotFoundError, UsageError
+from kgctl.model.diagnosis import Context
 from kgctl.model.timeline import Move
 from kgctl.report.summary import (
     ErrorCount,
@@ -36,7 +37,7 @@ __all__ = [
 ]
 
 
-def load_report(path: Path, group: str | None = None) -> Report:
+def load_report(path: Path, group: str | None = None, context: Context | None = None) -> Report:
     """Read a JSON-lines events file (`--record`, `--output json`) and build its report."""
     try:
         # Undecodable bytes do not end the read: a recording with a damaged line still
@@ -57,4 +58,4 @@ def load_report(path: Path, group: str | None = None) -> Report:
         raise NotFoundError(f"{path}: no events of group {group!r} (groups: {', '.join(names)})")
     if group is None and len(names) > 1:
         raise UsageError(f"{path} holds several groups; pick one with --group: {', '.join(names)}")
-    return build_report(events, group, skipped)
+    return build_report(events, group, skipped, context)

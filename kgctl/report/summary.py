@@ -9,9 +9,10 @@ phase it was in is known at every instant; causes come from what the members sai
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from kgctl.model.diagnosis import Context, Diagnosis, diagnose
 from kgctl.model.events import Event
 from kgctl.model.fold import fold
 from kgctl.model.invariants import (
@@ -113,6 +114,7 @@ class Rebalance:
     unassigned_ms: Mapping[str, int]  # member -> ms without partitions during the rebalance
     moves: tuple[Move, ...]
     errors: tuple[ErrorCount, ...]
+    diagnosis: Diagnosis | None = None  # trigger, critical path, cost, advice
 
     @property
     def duration_ms(self) -> int | None:
@@ -152,6 +154,7 @@ class Rebalance:
             "partitions_moved": len(self.moves),
             "moves": [m.to_dict() for m in self.moves],
             "errors": [e.to_dict() for e in self.errors],
+            "diagnosis": None if self.diagnosis is None else self.diagnosis.to_dict(),
         }
 
 
@@ -280,10 +283,15 @@ def _extend(segs: list[list[Any]], t: int, label: str | None, count: int) -> Non
 
 
 def build_report(
-    events: Sequence[Event], group: str | None = None, skipped: Sequence[str] = ()
+    events: Sequence[Event],
+    group: str | None = None,
+    skipped: Sequence[str] = (),
+    context: Context | None = None,
 ) -> Report:
     """Fold `events` (any order; sorted by time here) into a report on `group`. A
-    proxy's trace of clients that report nothing themselves counts as their steps."""
+    proxy's trace of clients that report nothing themselves counts as their steps. Each
+    rebalance carries its diagnosis (`context`: what else is known,
+    kgctl/model/diagnosis.py)."""
     events = member_steps(events)
     names = groups_in(events)
     if group is None:
@@ -316,8 +324,12 @@ def build_report(
         _timeline(key, state, tracker, first, last)
         for key in sorted(tracker.owned, key=_first(tracker))
     )
+    diagnoses = diagnose(state, ordered, last, context)
     rebalances = tuple(
-        _rebalance(i, state.generations, ordered, state, tracker, last)
+        replace(
+            _rebalance(i, state.generations, ordered, state, tracker, last),
+            diagnosis=diagnoses[i],
+        )
         for i in range(len(state.generations))
     )
     return Report(

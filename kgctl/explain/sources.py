@@ -1,0 +1,140 @@
+"""Where `kgctl explain` learns about a group: every source the user has, read once.
+
+- a recording (`--recording FILE`: events written by `--record` or `--output json`);
+- the group's records in `__consumer_offsets` (a classic group's stored generations:
+  members, subscriptions, leader, when each was stored), turned into events by the
+  observer's inferrer, as `kgctl watch` does;
+- a live DescribeGroups / ConsumerGroupDescribe (the state now, for the exit status);
+- a trace topic (`--trace-topic`: kgctl members' and the proxy's own events);
+- a broker log (`--broker-log PATH`: the `Preparing to rebalance … (reason: …)` lines,
+  with the clients' KIP-800 reasons), or the local broker's own log when the bootstrap
+  is a `kgctl broker` cluster;
+- the cluster's group bounds (for advice within them).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kgctl.adapters.admin import GroupAdmin
+from kgctl.adapters.chaos import ChaosAdmin
+from kgctl.adapters.group_log import GroupLogReader, GroupLogUnavailable
+from kgctl.adapters.trace import read_trace
+from kgctl.broker.local import LocalBroker
+from kgctl.errors import KgctlError, UsageError
+from kgctl.model.bounds import GroupBounds
+from kgctl.model.diagnosis import BrokerReason
+from kgctl.model.events import Event
+from kgctl.observe.broker_log import parse_broker_log
+from kgctl.observe.infer import Inferrer
+from kgctl.observe.watch import read_events
+from kgctl.settings import ClientSettings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Gathered:
+    """Events and side facts from every source read, and what could not be read."""
+
+    events: list[Event] = field(default_factory=list)
+    broker_reasons: list[BrokerReason] = field(default_factory=list)
+    bounds: GroupBounds | None = None
+    sources: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    live: bool = False
+
+
+def read_recording(path: Path, group: str, into: Gathered) -> None:
+    try:
+        events = [e for e in read_events(path) if e.group == group or e.source == "chaos"]
+    except UsageError as exc:
+        raise UsageError(str(exc).replace("--replay", "--recording")) from None
+    into.events += events
+    into.sources.append(f"recording {path} ({len(events)} events)")
+
+
+def read_broker_log(path: Path, group: str, into: Gathered) -> None:
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            found = parse_broker_log(handle, group)
+    except OSError as exc:
+        raise UsageError(f"--broker-log {path}: cannot read it ({exc.strerror})") from None
+    into.broker_reasons += found
+    into.sources.append(f"broker log {path} ({len(found)} lines about the group)")
+
+
+def local_broker_logs(bootstrap: str) -> list[Path]:
+    """The logs of the local `kgctl broker` cluster, when `bootstrap` is one of its nodes."""
+    try:
+        state = LocalBroker().load()
+    except Exception:  # no local broker, or an unreadable state file: no log to offer
+        return []
+    if state is None:
+        return []
+    ports = {str(n.port) for n in state.nodes}
+    wanted = {addr.rsplit(":", 1)[-1] for addr in bootstrap.split(",")}
+    if not wanted & ports:
+        return []
+    return [Path(n.log) for n in state.nodes if Path(n.log).exists()]
+
+
+def read_cluster(
+    settings: ClientSettings,
+    group: str,
+    since_ms: int,
+    now_ms: int,
+    into: Gathered,
+    *,
+    offsets: bool = True,
+    trace_topic: str | None = None,
+) -> None:
+    """The live description, the stored generations and the trace topic."""
+    admin = GroupAdmin(settings)
+    try:
+        snap = admin.describe(group)
+    finally:
+        admin.close()
+    into.live = True
+    if offsets and not snap.missing and snap.group_epoch is None:
+        try:
+            records = GroupLogReader(settings, group).history(since_ms)
+        except GroupLogUnavailable as exc:
+            into.notes.append(f"__consumer_offsets not read: {exc}")
+        else:
+            stored = Inferrer(group)
+            stored.stored_source = True
+            first = records[0].metadata if records else None
+            if first is not None and first.generation <= 1:
+                # The group's own beginning is in the window: its first members joined
+                # an empty group (not a generation found already made).
+                stored.stored_members = {}
+            for i, rec in enumerate(records):
+                at = rec.timestamp_ms if rec.timestamp_ms > 0 else now_ms
+                into.events += stored.stored_record(
+                    rec, at, initial=i == 0 and stored.stored_members is None
+                )
+            into.sources.append(f"__consumer_offsets ({len(records)} records of the group)")
+    elif snap.group_epoch is not None:
+        into.notes.append(
+            "a consumer-protocol (KIP-848) group stores no generations in __consumer_offsets"
+        )
+    # The state now, last: its snapshot is what the exit status judges.
+    live = Inferrer(group)
+    into.events += [e for e in live.observe(snap, now_ms) if e.type == "GroupObserved"]
+    into.sources.append("DescribeGroups now" if snap.group_epoch is None else
+                        "ConsumerGroupDescribe now")  # fmt: skip
+    if trace_topic:
+        traced = read_trace(settings, trace_topic, group, since_ms, settings.timeout_s)
+        into.events += traced
+        into.sources.append(f"trace topic {trace_topic} ({len(traced)} events)")
+    try:
+        chaos_admin = ChaosAdmin(settings)
+        try:
+            into.bounds = chaos_admin.group_bounds()
+        finally:
+            chaos_admin.close()
+    except KgctlError as exc:
+        into.notes.append(f"group bounds not read: {exc}")

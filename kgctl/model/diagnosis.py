@@ -1,0 +1,1437 @@
+"""The diagnosis of a generation: what started its rebalance, what the rebalance waited
+for, what that cost, and which setting would have avoided it.
+
+Pure: a folded `GroupState`, the events it was folded from and what else is known
+(`Context`: the cluster's group bounds, reasons read from the broker's log, and a way to
+re-run the cooperative-sticky assignor, which lives in kgctl/adapters/assignors.py
+because it is kafka-python's) in; frozen dataclasses out. No I/O, no clock.
+
+Confidence is `exact` when the trigger is a member's or the wire's own words (a traced
+member's rejoin reason, LeaveGroup reason or poll-interval breach; a JoinGroup or
+LeaveGroup reason the proxy saw; a `Preparing to rebalance` line of the broker's log)
+and `inferred` when it is read from snapshots or from a silence (a member that stopped
+sending anything and is missing from the next generation). docs/explain.md.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from kgctl.model.bounds import GroupBounds
+from kgctl.model.events import Event
+from kgctl.model.reasons import Cause, RejoinReason, cause_of_reason, cause_text
+from kgctl.model.state import GenerationRecord, GroupState, TopicPartition
+from kgctl.model.timeline import rebalance_moves, rebalance_unassigned
+
+EXACT = "exact"
+POLL_BREACH = "max.poll.interval.ms exceeded"  # a PollIntervalExceeded's reason
+INFERRED = "inferred"
+
+# A cause within this much after the rebalance's first sign still started it: members
+# stamp their own events, and a member learns of a rebalance at its next heartbeat.
+START_SLACK_MS = 500
+# A join phase that ends this long after the last live member's JoinGroup waited for
+# someone else (or for that member).
+WAIT_SLACK_MS = 300
+# A wait this close to a member's session timeout (as a share) was that timeout.
+SESSION_MATCH = 0.8
+
+# A member's main-thread steps: the first one after a batch ends its processing.
+_MAIN_THREAD = frozenset({"RecordsConsumed", "RejoinRequested", "JoinGroupSent", "MemberStopped"})
+# Events that say nothing about why a member acts (routine or a reaction).
+_ROUTINE = frozenset({"HeartbeatSucceeded", "RecordsConsumed", "OffsetsCommitted"})
+
+
+# Kinds of broker log lines.
+PREPARING = "preparing"  # Preparing to rebalance group … (reason: …)
+FAILED = "failed"  # Member … in group … has failed, removing it from the group
+
+
+@dataclass(frozen=True)
+class BrokerReason:
+    """A line of the broker's log about a group: a rebalance prepared, with its reason,
+    or a member removed when its session timed out."""
+
+    ts_ms: int
+    group: str
+    reason: str
+    generation: int = -1  # the old generation the line names, when it does
+    kind: str = PREPARING
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ts_ms": self.ts_ms,
+            "group": self.group,
+            "reason": self.reason,
+            "generation": self.generation,
+            "kind": self.kind,
+        }
+
+
+@dataclass(frozen=True)
+class AssignmentInput:
+    """What an assignor needs to re-run one generation: each member's subscription and
+    what it owned before, and each topic's partition count."""
+
+    subscriptions: Mapping[str, tuple[str, ...]]
+    owned: Mapping[str, tuple[TopicPartition, ...]]
+    partitions: Mapping[str, int]
+
+
+# member -> the partitions it would get
+Reassign = Callable[[AssignmentInput], Mapping[str, tuple[TopicPartition, ...]]]
+
+
+@dataclass(frozen=True)
+class Context:
+    """What is known besides the events."""
+
+    bounds: GroupBounds | None = None
+    broker_reasons: tuple[BrokerReason, ...] = ()
+    cooperative: Reassign | None = None  # kgctl.adapters.assignors.cooperative_sticky
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """Who or what started a rebalance, and how we know."""
+
+    cause: str  # a `Cause` value
+    who: str = ""
+    reason: str = ""  # the member's or the wire's own words, when there are some
+    confidence: str = INFERRED
+    evidence: str = ""
+    at_ms: int = 0
+
+    def text(self) -> str:
+        who = f"{self.who}: " if self.who else ""
+        reason = f" ({self.reason})" if self.reason and self.reason != self.cause else ""
+        return f"{who}{cause_text(self.cause)}{reason}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cause": self.cause,
+            "who": self.who,
+            "reason": self.reason,
+            "confidence": self.confidence,
+            "evidence": self.evidence,
+            "at_ms": self.at_ms,
+        }
+
+
+# Why a phase waited for a member.
+WAIT_DEAD = "dead"  # no heartbeat since T; removed at its session timeout
+WAIT_PROCESSING = "processing"  # still processing a batch; rejoined at its next poll
+WAIT_RESTARTING = "restarting"  # a static member restarting within its session timeout
+WAIT_SLOW_ASSIGNMENT = "slow_assignment"  # the leader took long to send the assignment
+WAIT_LATE_JOIN = "late_join"  # rejoined late for another reason (reaction time)
+
+
+@dataclass(frozen=True)
+class Wait:
+    """A phase of the rebalance that waited for one member."""
+
+    phase: str  # join | sync
+    member: str
+    ms: int
+    why: str  # one of WAIT_*
+    detail: str
+    confidence: str = INFERRED
+    session_timeout_ms: int | None = None
+
+    def text(self) -> str:
+        return f"{self.phase} waited {self.ms / 1000:.1f}s for {self.member}: {self.detail}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "phase": self.phase,
+            "member": self.member,
+            "ms": self.ms,
+            "why": self.why,
+            "detail": self.detail,
+            "confidence": self.confidence,
+            "session_timeout_ms": self.session_timeout_ms,
+        }
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What one member lost during the rebalance."""
+
+    member: str
+    unassigned_ms: int
+    records_missed: int | None = None  # estimated from its consumption rate before
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "member": self.member,
+            "unassigned_ms": self.unassigned_ms,
+            "records_missed": self.records_missed,
+        }
+
+
+@dataclass(frozen=True)
+class Advice:
+    """A setting that would have avoided (or shortened) the rebalance, with its value."""
+
+    pattern: str
+    setting: str
+    value: str
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pattern": self.pattern,
+            "setting": self.setting,
+            "value": self.value,
+            "text": self.text,
+        }
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """One generation, explained."""
+
+    generation: int
+    inferred: bool
+    start_ms: int
+    sync_ms: int | None
+    stable_ms: int | None
+    trigger: Trigger
+    also: tuple[Trigger, ...] = ()
+    waits: tuple[Wait, ...] = ()
+    costs: tuple[Cost, ...] = ()
+    moved: int = 0
+    revoked: int = 0  # partitions revoked from members that kept being members
+    advice: tuple[Advice, ...] = ()
+    notes: tuple[str, ...] = ()
+    # False when only the broker's stored record dates the generation (no member traced,
+    # no broker log): when its rebalance began is unknown.
+    timed: bool = True
+
+    @property
+    def duration_ms(self) -> int | None:
+        if self.stable_ms is None or not self.timed:
+            return None
+        return self.stable_ms - self.start_ms
+
+    @property
+    def waited_for(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(w.member for w in self.waits))
+
+    def short(self, reasons: bool = False) -> str:
+        """Trigger and critical path in a few words, for a table cell (with the trigger's
+        own words when `reasons`)."""
+        t = self.trigger
+        text = (f"{t.who}: " if t.who else "") + cause_text(t.cause)
+        if reasons and t.reason and t.reason != t.cause:
+            text += f" ({t.reason})"
+        if t.confidence == INFERRED:
+            text += " (inferred)"
+        for w in self.waits:
+            text += f"; {w.phase} waited {w.ms / 1000:.1f}s for {w.member} ({w.why})"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "generation": self.generation,
+            "inferred": self.inferred,
+            "start_ms": self.start_ms,
+            "sync_ms": self.sync_ms,
+            "stable_ms": self.stable_ms,
+            "duration_ms": self.duration_ms,
+            "timed": self.timed,
+            "trigger": self.trigger.to_dict(),
+            "also": [t.to_dict() for t in self.also],
+            "critical_path": [w.to_dict() for w in self.waits],
+            "cost": [c.to_dict() for c in self.costs],
+            "partitions_moved": self.moved,
+            "partitions_revoked": self.revoked,
+            "advice": [a.to_dict() for a in self.advice],
+            "notes": list(self.notes),
+        }
+
+
+# -- what each member said about itself ---------------------------------------------------
+
+
+@dataclass
+class _Member:
+    """A member's configuration and the moments that matter, from its own events."""
+
+    key: str
+    session_ms: int | None = None
+    heartbeat_ms: int | None = None
+    max_poll_ms: int | None = None
+    instance_id: str | None = None
+    protocol: str = ""  # eager | cooperative, from JoinPrepared
+    subscription: tuple[str, ...] = ()
+
+
+def _members(events: Sequence[Event]) -> dict[str, _Member]:
+    out: dict[str, _Member] = {}
+    for e in events:
+        if e.source not in ("member", "wire") or not e.member:
+            continue
+        m = out.setdefault(e.member, _Member(e.member))
+        if e.type == "MemberStarted":
+            cfg = e.data.get("config") or {}
+            m.session_ms = _opt_int(cfg.get("session_timeout_ms")) or m.session_ms
+            m.heartbeat_ms = _opt_int(cfg.get("heartbeat_interval_ms")) or m.heartbeat_ms
+            m.max_poll_ms = _opt_int(cfg.get("max_poll_interval_ms")) or m.max_poll_ms
+            m.instance_id = cfg.get("instance_id") or m.instance_id
+            topics = cfg.get("topics")
+            if isinstance(topics, list):
+                m.subscription = tuple(sorted(str(t) for t in topics))
+        elif e.type == "JoinGroupSent":
+            m.session_ms = _opt_int(e.data.get("session_timeout_ms")) or m.session_ms
+            rebalance = _opt_int(e.data.get("rebalance_timeout_ms"))
+            m.max_poll_ms = m.max_poll_ms or rebalance
+        elif e.type == "JoinPrepared":
+            m.protocol = str(e.data.get("protocol", "") or m.protocol)
+        elif e.type == "PollIntervalExceeded":
+            m.max_poll_ms = _opt_int(e.data.get("max_poll_interval_ms")) or m.max_poll_ms
+        if e.instance_id:
+            m.instance_id = e.instance_id
+    return out
+
+
+def _opt_int(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value)
+
+
+# -- triggers --------------------------------------------------------------------------
+
+
+def _said_rejoin(e: Event, who: str, src: str) -> list[Trigger]:
+    """A member's own rejoin reason (RejoinRequested; a wire JoinGroupSent)."""
+    reason = str(e.data.get("reason", "") or "")
+    cause = cause_of_reason(reason)
+    if cause is None:
+        return []
+    if reason == RejoinReason.FIRST_JOIN.value and e.type == "RejoinRequested":
+        evidence = f"{who}'s {src}: first join"
+    else:
+        evidence = f"{who}'s {src}: {e.type} reason {reason}"
+        extra = _reason_detail(e)
+        if extra:
+            evidence += f" ({extra})"
+    return [Trigger(cause, who, reason, EXACT, evidence, e.ts_ms)]
+
+
+def _wire_join(e: Event, who: str, src: str) -> list[Trigger]:
+    """kgctl proxy: a JoinGroup as the client sent it (its KIP-800 reason), read as a
+    member step by kgctl/model/wire.py (`member_steps`)."""
+    reason = str(e.data.get("wire_reason") or e.data.get("reason") or "")
+    who = e.member or e.client_id or who
+    if reason:
+        cause = _wire_cause(reason)
+        if cause is None:
+            return []
+        evidence = f"wire: {who}'s JoinGroup reason {reason!r}"
+        return [Trigger(cause, who, reason, EXACT, evidence, e.ts_ms)]
+    if e.data.get("member_id"):
+        return []
+    evidence = f"wire: {who}'s JoinGroup without a member id (a new member)"
+    return [Trigger(Cause.MEMBER_JOINED.value, who, "", EXACT, evidence, e.ts_ms)]
+
+
+def _said_poll(e: Event, who: str, src: str) -> list[Trigger]:
+    ms = e.data.get("max_poll_interval_ms")
+    evidence = f"{who}'s {src}: no poll within max.poll.interval.ms={ms}"
+    return [Trigger(Cause.TIMED_OUT.value, who, POLL_BREACH, EXACT, evidence, e.ts_ms)]
+
+
+def _said_leave(e: Event, who: str, src: str) -> list[Trigger]:
+    reason = str(e.data.get("reason", "") or "")
+    who = who or e.client_id
+    evidence = f"{who}'s {src}: LeaveGroup reason {reason!r}"
+    return [Trigger(Cause.MEMBER_LEFT.value, who, reason, EXACT, evidence, e.ts_ms)]
+
+
+def _said_failed(e: Event, who: str, src: str) -> list[Trigger]:
+    error = str(e.data.get("error", "") or "")
+    evidence = f"{who}'s trace: failed with {error}"
+    return [Trigger(Cause.MEMBER_FAILED.value, who, error, EXACT, evidence, e.ts_ms)]
+
+
+def _seen_left(e: Event, who: str, src: str) -> list[Trigger]:
+    evidence = f"snapshots: {who} missing from the broker's description"
+    return [Trigger(Cause.MEMBER_LEFT.value, who, "", INFERRED, evidence, e.ts_ms)]
+
+
+def _seen_joined(e: Event, who: str, src: str) -> list[Trigger]:
+    evidence = f"snapshots: {who} new in the broker's description"
+    return [Trigger(Cause.MEMBER_JOINED.value, who, "", INFERRED, evidence, e.ts_ms)]
+
+
+# (event type, the source it must come from, or None: any but chaos) -> its triggers.
+_READERS: dict[tuple[str, str | None], Callable[[Event, str, str], list[Trigger]]] = {
+    ("RejoinRequested", None): _said_rejoin,
+    ("JoinGroupSent", "wire"): _wire_join,
+    ("PollIntervalExceeded", None): _said_poll,
+    ("LeaveGroupSent", None): _said_leave,
+    ("MemberFailed", None): _said_failed,
+    ("MemberLeftGroup", "observer"): _seen_left,
+    ("MemberJoinedGroup", "observer"): _seen_joined,
+}
+
+
+def _read(e: Event) -> list[Trigger]:
+    reader = _READERS.get((e.type, e.source)) or _READERS.get((e.type, None))
+    if reader is None or e.source == "chaos":
+        return []
+    src = "wire" if e.source == "wire" else "trace"
+    return reader(e, e.member or e.member_id, src)
+
+
+def _wire_rejoins(
+    events: Sequence[Event], since: int, until: int, prev: GenerationRecord | None
+) -> list[Trigger]:
+    """kgctl proxy: a member of the last generation that sent JoinGroup again without a
+    reason (kafka-python and older clients send none) and without having been told of a
+    rebalance (no REBALANCE_IN_PROGRESS answer before it): it started the rebalance
+    itself. A leader does that when it sees new partitions or a subscription change."""
+    out: list[Trigger] = []
+    told: set[str] = set()
+    for e in events:
+        if not since < e.ts_ms <= until or e.source != "wire":
+            continue
+        who = e.member or e.client_id
+        if e.type in ("HeartbeatFailed", "JoinGroupReceived") and e.data.get("error") not in (
+            None, "", "NONE",
+        ):  # fmt: skip
+            told.add(who)
+        if (
+            e.type == "JoinGroupSent"
+            and e.data.get("member_id")
+            and not (e.data.get("wire_reason") or e.data.get("reason"))
+            and who not in told
+        ):
+            leader = prev is not None and prev.leader in (who, e.member_id)
+            role = "the leader" if leader else "a member"
+            reason = f"{role} rejoined on its own (the client gave no reason)"
+            hint = ": a leader does so when it sees new partitions or a subscription change"
+            evidence = f"wire: {who}'s JoinGroup with its member id, not told of a rebalance"
+            out.append(
+                Trigger(
+                    Cause.REJOIN_REQUESTED.value, who, reason, EXACT,
+                    evidence + (hint if leader else ""), e.ts_ms,
+                )
+            )  # fmt: skip
+            told.add(who)
+    return out
+
+
+def _from_broker_log(br: BrokerReason, state: GroupState) -> Trigger:
+    member_id = _broker_who(br.reason)
+    who = _member_name(state, member_id)
+    client = br.reason.partition("client reason: ")[2]
+    if not client or client == "not provided":
+        # The client gave no reason (kafka-python, older clients): the broker's own
+        # words, without the member id they repeat.
+        words = br.reason.partition("; client reason")[0].split()
+        client = " ".join(w for w in words if w.strip("()") != (member_id or None))
+    if br.kind == FAILED:
+        return Trigger(
+            Cause.TIMED_OUT.value, who, client or br.reason, EXACT,
+            f"broker log {_clock(br.ts_ms)}: {br.reason}", br.ts_ms,
+        )  # fmt: skip
+    return Trigger(
+        _broker_cause(br.reason), who, client or br.reason, EXACT,
+        f"broker log {_clock(br.ts_ms)}: Preparing to rebalance (reason: {br.reason})",
+        br.ts_ms,
+    )  # fmt: skip
+
+
+def _candidates(
+    events: Sequence[Event],
+    since: int,
+    until: int,
+    prev: GenerationRecord | None,
+    rec: GenerationRecord,
+    state: GroupState,
+    members: Mapping[str, _Member],
+    ctx: Context,
+) -> list[Trigger]:
+    """Everything in (since, until] that could have started the rebalance."""
+    out = [t for e in events if since < e.ts_ms <= until for t in _read(e)]
+    out += _wire_rejoins(events, since, until, prev)
+    out += _silent_departures(events, since, until, prev, rec, state, members)
+    out += [
+        _from_broker_log(br, state)
+        for br in ctx.broker_reasons
+        if since < br.ts_ms <= until and br.group == state.group
+    ]
+    return out
+
+
+def _reason_detail(e: Event) -> str:
+    counts, before = e.data.get("partition_counts"), e.data.get("assigned_with")
+    if isinstance(counts, dict) and isinstance(before, dict):
+        grown = [f"{t} {before.get(t, '?')} → {n}" for t, n in sorted(counts.items())]
+        grown = [g for g, (t, n) in zip(grown, sorted(counts.items()), strict=True)
+                 if before.get(t) != n]  # fmt: skip
+        return ", ".join(grown)
+    sub, joined = e.data.get("subscription"), e.data.get("joined_subscription")
+    if isinstance(sub, list) and isinstance(joined, list):
+        return f"{','.join(map(str, joined))} → {','.join(map(str, sub))}"
+    return ""
+
+
+# Reasons a client gives when it only follows a rebalance someone else started.
+_REACTIONS = ("rebalance_in_progress", "already rebalancing", "rebalance in progress",
+              "need to re-join with the given member-id", "retry after member_id_required",
+              "cooperative_followup")  # fmt: skip
+
+
+def _wire_cause(reason: str) -> str | None:
+    """The cause a JoinGroup's KIP-800 reason names; None for a reaction."""
+    low = reason.lower()
+    if any(r in low for r in _REACTIONS) and "first_join" not in low:
+        return None
+    return _broker_cause(reason)
+
+
+def _broker_cause(reason: str) -> str:
+    """The cause a broker log reason names (KIP-800 reasons are free text)."""
+    low = reason.lower()
+    if "heartbeat expiration" in low or "session" in low:
+        return Cause.TIMED_OUT.value
+    if "poll timeout" in low or "max.poll" in low or "poll_interval" in low:
+        return Cause.TIMED_OUT.value
+    if "leave" in low or "removing member" in low or "stopping" in low:
+        return Cause.MEMBER_LEFT.value
+    if "metadata" in low or "partition" in low:
+        return Cause.PARTITIONS_CHANGED.value
+    if "subscription" in low:
+        return Cause.SUBSCRIPTION_CHANGED.value
+    if "new member" in low or "adding" in low or "first_join" in low or "need to re-join" in low:
+        return Cause.MEMBER_JOINED.value
+    if "static member" in low and "replace" in low:
+        return Cause.MEMBER_JOINED.value
+    for r in RejoinReason:
+        if r.value in low:
+            return cause_of_reason(r.value) or Cause.REJOIN_REQUESTED.value
+    return Cause.REJOIN_REQUESTED.value
+
+
+def _broker_who(reason: str) -> str:
+    """The member id a broker reason names (`removing member X on …`), if any."""
+    words = reason.replace("(", " ").replace(")", " ").split()
+    for i, w in enumerate(words[:-1]):
+        if w.lower() in ("member", "leader", "for") and "-" in words[i + 1]:
+            return words[i + 1].rstrip(".,;")
+    return ""
+
+
+def _member_name(state: GroupState, member_id: str) -> str:
+    """A member id as its member's name; an unknown dynamic id (client.id, a dash and a
+    UUID) as its client id."""
+    found = state.find_member(member_id)
+    if found is not None:
+        return found.name
+    if len(member_id) > 37 and member_id[-37] == "-" and member_id[-28] == "-":
+        return member_id[:-37]
+    return member_id
+
+
+def _last_seen(events: Sequence[Event], member: str, until: int) -> int | None:
+    ts = [e.ts_ms for e in events if e.member == member and e.ts_ms <= until]
+    return max(ts) if ts else None
+
+
+def _silent_departures(
+    events: Sequence[Event],
+    since: int,
+    until: int,
+    prev: GenerationRecord | None,
+    rec: GenerationRecord,
+    state: GroupState,
+    members: Mapping[str, _Member],
+) -> list[Trigger]:
+    """Members of the previous generation gone without a word: removed by the coordinator
+    when their session timed out (estimated from when they were last heard of)."""
+    if prev is None:
+        return []
+    said = {
+        e.member
+        for e in events
+        if since < e.ts_ms <= until and e.type not in _ROUTINE and e.source == "member"
+    }
+    out = []
+    for key in prev.members:
+        m = state.members.get(key)
+        info = members.get(key)
+        if m is None or info is None or key in said or key in rec.members:
+            continue
+        if m.alive and (m.left_ms is None or m.left_ms > until):
+            continue
+        last = _last_seen(events, key, until)
+        if last is None:
+            continue
+        session = info.session_ms
+        at = last + session if session else (m.left_ms or until)
+        what = f"session.timeout.ms={session}" if session else "its session timeout"
+        out.append(
+            Trigger(
+                Cause.TIMED_OUT.value,
+                key,
+                "session timeout",
+                INFERRED,
+                f"{key} silent since {_clock(last)} and missing from generation "
+                f"{rec.generation}: removed at {what} (killed or frozen)",
+                min(at, until),
+            )
+        )
+    return out
+
+
+def _pick(cands: list[Trigger], start_ms: int) -> tuple[Trigger | None, tuple[Trigger, ...]]:
+    """The trigger is the earliest candidate at the rebalance's start (exact ones first
+    when two are as early); later ones joined a rebalance already running."""
+    if not cands:
+        return None, ()
+    early = [c for c in cands if c.at_ms <= start_ms + START_SLACK_MS]
+    pool = early or cands
+    chosen = min(pool, key=lambda c: (c.at_ms, c.confidence != EXACT))
+    # The broker log and a member's trace often say the same thing: keep the member's
+    # words as the trigger and the log line as evidence.
+    also = tuple(c for c in sorted(cands, key=lambda c: c.at_ms) if c is not chosen)
+    return chosen, _dedupe(also, chosen)
+
+
+def _dedupe(items: tuple[Trigger, ...], chosen: Trigger) -> tuple[Trigger, ...]:
+    seen = {(chosen.cause, chosen.who)}
+    out = []
+    for t in items:
+        if (t.cause, t.who) in seen:
+            continue
+        seen.add((t.cause, t.who))
+        out.append(t)
+    return tuple(out)
+
+
+# -- critical path ----------------------------------------------------------------------
+
+
+def _last_join_sent(events: Sequence[Event], member: str, start: int, sync: int) -> Event | None:
+    found = None
+    for e in events:
+        if e.member == member and e.type == "JoinGroupSent" and start - 1 <= e.ts_ms <= sync:
+            found = e
+    return found
+
+
+def _waits(
+    events: Sequence[Event],
+    rec: GenerationRecord,
+    prev: GenerationRecord | None,
+    state: GroupState,
+    members: Mapping[str, _Member],
+    trigger: Trigger,
+    broker: Sequence[BrokerReason] = (),
+) -> list[Wait]:
+    """What the join phase, the detection of a dead member and the sync phase waited for."""
+    if rec.sync_ms is None:
+        return []
+    out = _join_waits(events, rec, prev, members)
+    if not any(k in members for k in rec.members):
+        out += _logged_waits(rec, state, broker)
+    detect = _detect_wait(events, rec.start_ms, members, trigger)
+    return detect + out + _sync_waits(events, rec, members)
+
+
+def _join_waits(
+    events: Sequence[Event],
+    rec: GenerationRecord,
+    prev: GenerationRecord | None,
+    members: Mapping[str, _Member],
+) -> list[Wait]:
+    """The join phase held for a dead member (until its session timed out), or for the
+    last live member to send its JoinGroup."""
+    start, sync = rec.start_ms, rec.sync_ms or rec.start_ms
+    sent_at = {}
+    for k in rec.members:
+        sent = _last_join_sent(events, k, start, sync) if k in members else None
+        if sent is not None:
+            sent_at[k] = sent.ts_ms
+    last_live = max(sent_at.values(), default=start)
+    # Members of the previous generation that were not in this one and said nothing.
+    gone = [
+        k
+        for k in (prev.members if prev else ())
+        if k not in rec.members and k in members and not _spoke(events, k, start, sync)
+    ]
+    if sync - last_live > WAIT_SLACK_MS and gone:
+        return [_dead_wait(events, k, start, sync, last_live, members) for k in gone]
+    if not sent_at:
+        return []
+    k = max(sent_at, key=lambda name: sent_at[name])
+    waited = sent_at[k] - min(sent_at.values())
+    if waited <= WAIT_SLACK_MS:
+        return []
+    why, detail, conf = _why_late(events, k, start, sent_at[k], members)
+    return [Wait("join", k, waited, why, detail, conf, members[k].session_ms)]
+
+
+def _dead_wait(
+    events: Sequence[Event],
+    k: str,
+    start: int,
+    sync: int,
+    last_live: int,
+    members: Mapping[str, _Member],
+) -> Wait:
+    last = _last_seen(events, k, sync)
+    session = members[k].session_ms
+    since_last = None if last is None else sync - last
+    detail = f"no heartbeat since {_clock(last)}" if last is not None else "silent"
+    if session and since_last is not None and since_last >= SESSION_MATCH * session:
+        detail += (
+            f": dead, the broker removed it at its session timeout "
+            f"(session.timeout.ms={session}, {since_last / 1000:.1f}s after it was "
+            f"last heard of); the live members had all joined by {_clock(last_live)}"
+        )
+    return Wait("join", k, sync - start, WAIT_DEAD, detail, INFERRED, session)
+
+
+def _logged_waits(
+    rec: GenerationRecord, state: GroupState, broker: Sequence[BrokerReason]
+) -> list[Wait]:
+    """Untraced: the broker's log says when it removed a member whose session timed out
+    while the join phase waited for it."""
+    start, sync = rec.start_ms, rec.sync_ms or rec.start_ms
+    return [
+        Wait(
+            "join",
+            _member_name(state, _broker_who(br.reason)),
+            br.ts_ms - start,
+            WAIT_DEAD,
+            f"the broker removed it at {_clock(br.ts_ms)} when its session timed out "
+            "(broker log): the join phase waited for it until then",
+            EXACT,
+        )
+        for br in broker
+        if br.kind == FAILED and start + WAIT_SLACK_MS < br.ts_ms <= sync + WAIT_SLACK_MS
+    ]
+
+
+def _detect_wait(
+    events: Sequence[Event], start: int, members: Mapping[str, _Member], trigger: Trigger
+) -> list[Wait]:
+    """Nothing held the join, but the rebalance began only when a silent member's
+    session timed out: the time went to noticing it was gone."""
+    if trigger.reason != "session timeout" or trigger.who not in members:
+        return []
+    last = _last_seen(events, trigger.who, start)
+    if last is None or start - last <= WAIT_SLACK_MS:
+        return []
+    session = members[trigger.who].session_ms
+    return [
+        Wait(
+            "detect",
+            trigger.who,
+            start - last,
+            WAIT_DEAD,
+            f"no heartbeat since {_clock(last)}: the rebalance began only when its session "
+            f"timed out (session.timeout.ms={session}); its partitions were not consumed "
+            "meanwhile",
+            INFERRED,
+            session,
+        )
+    ]
+
+
+def _sync_waits(
+    events: Sequence[Event], rec: GenerationRecord, members: Mapping[str, _Member]
+) -> list[Wait]:
+    """The sync phase: followers wait for the leader's SyncGroup (its assignment)."""
+    sync, leader = rec.sync_ms or rec.start_ms, rec.leader
+    if rec.stable_ms is None or leader not in members:
+        return []
+    mine = [e for e in events if e.member == leader and sync <= e.ts_ms]
+    got = [e.ts_ms for e in mine if e.type == "JoinGroupReceived"]
+    synced = [e.ts_ms for e in mine if e.type == "SyncGroupSent"]
+    if not got or not synced or synced[0] - got[0] <= WAIT_SLACK_MS:
+        return []
+    took = synced[0] - got[0]
+    computed = [e for e in mine if e.type == "AssignmentComputed"]
+    detail = f"the leader sent its SyncGroup {took / 1000:.1f}s after the join"
+    if computed and computed[0].data.get("duration_ms") is not None:
+        detail += f" (its assignor ran {float(computed[0].data['duration_ms']):.0f} ms)"
+    return [Wait("sync", leader, took, WAIT_SLOW_ASSIGNMENT, detail, EXACT)]
+
+
+def _spoke(events: Sequence[Event], member: str, t0: int, t1: int) -> bool:
+    return any(
+        e.member == member and t0 <= e.ts_ms <= t1 and e.type not in _ROUTINE for e in events
+    )
+
+
+def _why_late(
+    events: Sequence[Event], member: str, start: int, sent: int, members: Mapping[str, _Member]
+) -> tuple[str, str, str]:
+    """Why `member` sent its JoinGroup only at `sent`."""
+    mine = [e for e in events if e.member == member and e.ts_ms <= sent]
+    started = [e for e in mine if e.type == "MemberStarted" and e.ts_ms >= start - 1]
+    if started:
+        static = members[member].instance_id
+        kind = f"static member {static} restarting" if static else "restarting"
+        return WAIT_RESTARTING, f"{kind}: process started {_clock(started[-1].ts_ms)}", EXACT
+    told = [
+        e
+        for e in mine
+        if e.ts_ms >= start - 1
+        and (e.type == "HeartbeatFailed" or (e.type == "RejoinRequested" and e.source == "member"))
+    ]
+    if told:
+        # Its heartbeat thread learnt of the rebalance at `told`; the JoinGroup waits for
+        # the main thread's next poll: the time between is processing.
+        busy = sent - told[0].ts_ms
+        if busy > WAIT_SLACK_MS:
+            limit = members[member].max_poll_ms
+            batches = [e for e in mine if e.type == "RecordsConsumed"]
+            polled = (
+                f" of {batches[-1].data.get('count', '?')} records polled at "
+                f"{_clock(batches[-1].ts_ms)}"
+                if batches
+                else ""
+            )
+            detail = (
+                f"still processing: told of the rebalance at {_clock(told[0].ts_ms)} "
+                f"by its heartbeat, it polled (and joined) only {busy / 1000:.1f}s later"
+                f"{polled}"
+            )
+            if limit:
+                detail += f"; the broker waits up to max.poll.interval.ms={limit}"
+            return WAIT_PROCESSING, detail, EXACT
+        hb = members[member].heartbeat_ms
+        every = f" (heartbeat.interval.ms={hb})" if hb else ""
+        return (
+            WAIT_LATE_JOIN,
+            f"learnt of the rebalance only at its heartbeat at {_clock(told[0].ts_ms)}{every}",
+            EXACT,
+        )
+    return WAIT_LATE_JOIN, "rejoined late (it learnt of the rebalance at a heartbeat)", EXACT
+
+
+# -- cost --------------------------------------------------------------------------------
+
+
+def _rate_per_ms(events: Sequence[Event], member: str, until: int, span: int) -> float | None:
+    """Records per ms `member` consumed in the `span` ms before `until`."""
+    got = [
+        e
+        for e in events
+        if e.member == member and e.type == "RecordsConsumed" and until - span <= e.ts_ms < until
+    ]
+    if len(got) < 2:
+        return None
+    n = sum(int(e.data.get("count", 0) or 0) for e in got)
+    return n / span
+
+
+def _costs(
+    events: Sequence[Event], state: GroupState, rec: GenerationRecord, now_ms: int
+) -> tuple[Cost, ...]:
+    out = []
+    for member, ms in sorted(rebalance_unassigned(state, rec, now_ms).items()):
+        rate = _rate_per_ms(events, member, rec.start_ms, 10_000)
+        missed = None if rate is None else round(rate * ms)
+        out.append(Cost(member, ms, missed))
+    return tuple(out)
+
+
+# -- advice ------------------------------------------------------------------------------
+
+
+def _ceil_s(ms: float) -> int:
+    """Round up to a whole second, in ms."""
+    return int(math.ceil(ms / 1000.0) * 1000)
+
+
+def _is_heartbeat(e: Event) -> bool:
+    """An answered heartbeat: a member's own, or one the proxy traced."""
+    if e.type == "HeartbeatSucceeded" and e.source == "member":
+        return True
+    return e.type == "HeartbeatTraced" and e.source == "wire" and e.data.get("error") == "NONE"
+
+
+def _heartbeat_every(events: Sequence[Event], member: str) -> int | None:
+    """The usual time between `member`'s heartbeats (the median gap), when it was seen:
+    its heartbeat.interval.ms when its configuration was not traced."""
+    ts = [e.ts_ms for e in events if _is_heartbeat(e) and (e.member or e.client_id) == member]
+    gaps = sorted(b - a for a, b in zip(ts, ts[1:], strict=False) if b > a)
+    return gaps[len(gaps) // 2] if gaps else None
+
+
+def _longest_heartbeat_gap(events: Sequence[Event]) -> int:
+    """The longest time between two successive answered heartbeats of one member, while it
+    was in a generation (a gap across its own rejoin is the protocol's, not a silence)."""
+    last: dict[str, int] = {}
+    longest = 0
+    for e in events:
+        who = e.member or e.client_id
+        if e.source not in ("member", "wire") or not who:
+            continue
+        if _is_heartbeat(e):
+            if who in last:
+                longest = max(longest, e.ts_ms - last[who])
+            last[who] = e.ts_ms
+        elif e.type in ("JoinGroupSent", "MemberStarted", "LeaveGroupSent", "PollIntervalExceeded"):
+            last.pop(who, None)
+    return longest
+
+
+def _advise_dead(
+    w: Wait, members: Mapping[str, _Member], ctx: Context, events: Sequence[Event] = ()
+) -> list[Advice]:
+    session = w.session_timeout_ms
+    if not session or w.member not in members:
+        return [
+            Advice(
+                "dead-member-held-join",
+                "shutdown",
+                "LeaveGroup",
+                f"the join waited {w.ms / 1000:.1f}s for {w.member}, dead until its session "
+                "timed out: stopped gracefully (consumer.close()) it would have sent "
+                "LeaveGroup; a lower session.timeout.ms shortens the wait (its value was not "
+                "traced)",
+            )
+        ]
+    configured = members[w.member].heartbeat_ms
+    hb = configured or _heartbeat_every(events, w.member) or session // 3
+    # A session must outlive a few missed heartbeats and the longest silence a live
+    # member was seen to have between two heartbeats (a GC pause, a slow network); the
+    # cluster sets the floor.
+    gap = _longest_heartbeat_gap(events)
+    floor = ctx.bounds.min_session_ms if ctx.bounds else 0
+    three = 3 * hb if configured else _ceil_s(3 * hb)  # a measured interval: whole seconds
+    suggested = max(three, _ceil_s(2 * gap) if gap else 0, floor)
+    why = (
+        f"3 × heartbeat.interval.ms={hb}"
+        if configured
+        else f"3 × the {hb} ms seen between heartbeats"
+    )
+    if gap and _ceil_s(2 * gap) > three:
+        why = f"2 × the longest gap seen between two heartbeats, {gap} ms"
+    what = "the join waited" if w.phase == "join" else "the group waited"
+    out = []
+    if suggested < session:
+        bound = f" (the cluster's floor: {ctx.bounds.session_range()})" if ctx.bounds else ""
+        out.append(
+            Advice(
+                "dead-member-held-join",
+                "session.timeout.ms",
+                str(suggested),
+                f"{what} {w.ms / 1000:.1f}s for dead {w.member} until its "
+                f"session.timeout.ms={session}; session.timeout.ms={suggested} "
+                f"({why}){bound} would have cut the wait to "
+                f"about {suggested / 1000:.1f}s",
+            )
+        )
+    out.append(
+        Advice(
+            "dead-member-held-join",
+            "shutdown",
+            "LeaveGroup",
+            f"stop {w.member} gracefully (SIGTERM, consumer.close()): it sends LeaveGroup "
+            f"and the group does not wait {session / 1000:.0f}s for it",
+        )
+    )
+    return out
+
+
+def _advise_poll(
+    events: Sequence[Event], member: str, members: Mapping[str, _Member], until: int
+) -> list[Advice]:
+    """Processing longer than max.poll.interval.ms: the batch and its time, measured."""
+    info = members.get(member)
+    limit = info.max_poll_ms if info else None
+    mine = [e for e in events if e.member == member and e.ts_ms <= until + 60_000]
+    worst: tuple[int, int] | None = None  # (batch ms, records)
+    for i, e in enumerate(mine):
+        if e.type != "RecordsConsumed":
+            continue
+        # Measured only for a batch whose processing outlived a poll interval (the
+        # heartbeat thread said so) or held a join: the next main-thread step after it
+        # is the end of its processing. Gaps between other polls may be idle time.
+        later = mine[i + 1 :]
+        nxt = next((x for x in later if x.type in _MAIN_THREAD), None)
+        if nxt is None:
+            continue
+        breached = any(
+            x.type in ("PollIntervalExceeded", "HeartbeatFailed") and x.ts_ms <= nxt.ts_ms
+            for x in later
+        )
+        took, n = nxt.ts_ms - e.ts_ms, int(e.data.get("count", 0) or 0)
+        if breached and n > 0 and (worst is None or took > worst[0]):
+            worst = (took, n)
+    if limit is None:
+        return []
+    if worst is None:
+        return [
+            Advice(
+                "max-poll-interval",
+                "max.poll.interval.ms",
+                "",
+                f"{member} did not poll within max.poll.interval.ms={limit}; no batch was "
+                "traced, so kgctl cannot measure its processing time",
+            )
+        ]
+    took, n = worst
+    per_record = took / n
+    records = int(0.8 * limit / per_record)
+    interval = _ceil_s(1.5 * took)
+    out = []
+    if records >= 1:
+        out.append(
+            Advice(
+                "max-poll-interval",
+                "max.poll.records",
+                str(records),
+                f"{member} spent {took / 1000:.1f}s on {n} records ({per_record:.0f} ms each) "
+                f"against max.poll.interval.ms={limit}: max.poll.records={records} keeps a batch "
+                "within 80% of the interval",
+            )
+        )
+    single = " (one record alone outlives the interval)" if records < 1 else ""
+    out.append(
+        Advice(
+            "max-poll-interval",
+            "max.poll.interval.ms",
+            str(interval),
+            f"{'or ' if out else ''}max.poll.interval.ms={interval} (1.5 × the "
+            f"{took / 1000:.1f}s batch of {n} records seen){single}",
+        )
+    )
+    return out
+
+
+@dataclass(frozen=True)
+class Restart:
+    """A member that stopped and came back under the same name."""
+
+    member: str
+    stopped_ms: int
+    back_ms: int  # its first JoinGroup after starting again
+    static: bool
+    session_timeout_ms: int | None = None
+    rebalanced: bool = True  # a new generation began while it was away
+
+    @property
+    def down_ms(self) -> int:
+        return self.back_ms - self.stopped_ms
+
+    def text(self) -> str:
+        kind = "static" if self.static else "dynamic"
+        within = ""
+        if self.session_timeout_ms:
+            side = "within" if self.down_ms < self.session_timeout_ms else "beyond"
+            within = f", {side} session.timeout.ms={self.session_timeout_ms}"
+        outcome = "the group rebalanced" if self.rebalanced else "no rebalance"
+        return f"{self.member} ({kind}) was away {self.down_ms / 1000:.1f}s{within}: {outcome}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "member": self.member,
+            "stopped_ms": self.stopped_ms,
+            "back_ms": self.back_ms,
+            "down_ms": self.down_ms,
+            "static": self.static,
+            "session_timeout_ms": self.session_timeout_ms,
+            "rebalanced": self.rebalanced,
+        }
+
+
+def restarts(state: GroupState, events: Sequence[Event]) -> tuple[Restart, ...]:
+    """Every member that stopped (or left) and joined again under the same name: from
+    the stop to its first JoinGroup after starting, and whether the group rebalanced for
+    it (the generation it came back to is newer than the one it left, or a generation
+    began while it was away)."""
+    members = _members(events)
+    ordered = sorted(events, key=lambda ev: ev.ts_ms)
+    out = []
+    for member, t0, back, gen_before in _returns(ordered):
+        info = members.get(member)
+        after = _generation_after(ordered, member, back)
+        began = any(t0 <= g.start_ms <= back.ts_ms + START_SLACK_MS for g in state.generations)
+        rebalanced = began or (after is not None and gen_before is not None and after > gen_before)
+        out.append(
+            Restart(
+                member,
+                t0,
+                back.ts_ms,
+                bool(back.instance_id or (info and info.instance_id)),
+                info.session_ms if info else None,
+                rebalanced,
+            )
+        )
+    return tuple(out)
+
+
+def _returns(ordered: Sequence[Event]) -> list[tuple[str, int, Event, int | None]]:
+    """(member, when it stopped, its first JoinGroup back, its generation when it stopped)."""
+    stopped: dict[str, tuple[int, int | None]] = {}
+    generation: dict[str, int] = {}
+    started: set[str] = set()
+    out = []
+    for e in ordered:
+        if e.source != "member" or not e.member:
+            continue
+        if e.type == "JoinCompleted":
+            generation[e.member] = int(e.data.get("generation", e.generation) or -1)
+        if e.type in ("MemberStopped", "LeaveGroupSent"):
+            stopped.setdefault(e.member, (e.ts_ms, generation.get(e.member)))
+            started.discard(e.member)
+        elif e.type == "MemberStarted" and e.member in stopped:
+            started.add(e.member)
+        elif e.type == "JoinGroupSent" and e.member in started:
+            t0, gen = stopped.pop(e.member)
+            started.discard(e.member)
+            out.append((e.member, t0, e, gen))
+    return out
+
+
+def _generation_after(ordered: Sequence[Event], member: str, back: Event) -> int | None:
+    """The generation `member` completed first after coming back."""
+    for e in ordered:
+        if e.member == member and e.type == "JoinCompleted" and e.ts_ms >= back.ts_ms:
+            return int(e.data.get("generation", e.generation) or -1)
+    return None
+
+
+def _advise_batch(events: Sequence[Event], w: Wait, start_ms: int) -> list[Advice]:
+    """A join held by a member finishing its batch: a batch of about a second keeps the
+    wait to about a second (the per-record time measured on the batch it was finishing)."""
+    batches = [
+        e
+        for e in events
+        if e.member == w.member and e.type == "RecordsConsumed" and e.ts_ms <= start_ms + w.ms
+    ]
+    if not batches:
+        return []
+    b = batches[-1]
+    n = int(b.data.get("count", 0) or 0)
+    nxt = next(
+        (
+            e.ts_ms
+            for e in events
+            if e.member == w.member and e.ts_ms > b.ts_ms and e.type in _MAIN_THREAD
+        ),
+        None,
+    )
+    if n <= 0 or nxt is None:
+        return []
+    took = nxt - b.ts_ms
+    per_record = took / n
+    records = int(1000 / per_record) if per_record > 0 else n
+    if records >= n or records < 1:
+        return []
+    return [
+        Advice(
+            "processing-held-join",
+            "max.poll.records",
+            str(records),
+            f"the join waited {w.ms / 1000:.1f}s for {w.member} to finish a batch of {n} "
+            f"records ({took / 1000:.1f}s, {per_record:.0f} ms each): with "
+            f"max.poll.records={records} a batch takes about a second, and so does the wait",
+        )
+    ]
+
+
+def _advise_restart(
+    trigger: Trigger, back: Sequence[Restart], since: int, until: int, ctx: Context
+) -> list[Advice]:
+    out = []
+    for r in back:
+        if r.static or r.member != trigger.who or not since < r.back_ms <= until:
+            continue
+        session = _ceil_s(max(1.5 * r.down_ms, 1000))
+        if ctx.bounds is not None:
+            session = min(max(session, ctx.bounds.min_session_ms), ctx.bounds.max_session_ms)
+        out.append(
+            Advice(
+                "dynamic-restart",
+                "group.instance.id",
+                f"session.timeout.ms={session}",
+                f"{r.member} restarted in {r.down_ms / 1000:.1f}s as a dynamic member (a new "
+                "member id: a rebalance to leave, one to join); as a static member "
+                f"(group.instance.id) with session.timeout.ms={session} (1.5 × the restart "
+                "seen) the group would not rebalance",
+            )
+        )
+    return out
+
+
+def _prepared_owned(
+    events: Sequence[Event], since: int, until: int
+) -> dict[str, tuple[TopicPartition, ...]]:
+    """Each member's partitions as it prepared to join (JoinPrepared `owned`)."""
+    out: dict[str, tuple[TopicPartition, ...]] = {}
+    for e in events:
+        if e.type == "JoinPrepared" and since < e.ts_ms <= until and e.member:
+            raw = e.data.get("owned") or {}
+            if isinstance(raw, dict):
+                out[e.member] = tuple(
+                    sorted((str(t), int(p)) for t, ids in raw.items() for p in ids)
+                )
+    return out
+
+
+def _advise_cooperative(
+    events: Sequence[Event],
+    since: int,
+    state: GroupState,
+    rec: GenerationRecord,
+    prev: GenerationRecord | None,
+    members: Mapping[str, _Member],
+    ctx: Context,
+    revoked: int,
+    now_ms: int,
+) -> list[Advice]:
+    eager = [k for k in rec.members if k in members and members[k].protocol == "eager"]
+    if not eager or ctx.cooperative is None or prev is None or revoked == 0:
+        return []
+    after_t = rec.stable_ms if rec.stable_ms is not None else now_ms
+    after = state.owners(after_t)
+    partitions: dict[str, int] = {}
+    for (topic, p), who in after.items():
+        if who:  # owners() lists every partition ever owned, later ones included
+            partitions[topic] = max(partitions.get(topic, 0), p + 1)
+    subs = {k: members[k].subscription or tuple(sorted(partitions)) for k in rec.members}
+    # What each member owned when it prepared to join (its own words), else the owners
+    # when the previous generation was stable.
+    owned: dict[str, list[TopicPartition]] = {k: [] for k in rec.members}
+    prepared = _prepared_owned(events, since, rec.sync_ms or rec.start_ms)
+    before_t = prev.stable_ms if prev.stable_ms is not None else rec.start_ms - 1
+    for tp, who in state.owners(min(before_t, rec.start_ms - 1)).items():
+        for k in who:
+            if k in owned and k not in prepared:
+                owned[k].append(tp)
+    for k, claimed in prepared.items():
+        if k in owned:
+            owned[k] = list(claimed)
+    for held in owned.values():
+        for topic, p in held:
+            partitions[topic] = max(partitions.get(topic, 0), p + 1)
+    plan = ctx.cooperative(
+        AssignmentInput(subs, {k: tuple(sorted(v)) for k, v in owned.items()}, partitions)
+    )
+    moving = sum(1 for k, tps in owned.items() for tp in tps if tp not in set(plan.get(k, ())))
+    if moving >= revoked:
+        return []
+    return [
+        Advice(
+            "eager-stop-the-world",
+            "partition.assignment.strategy",
+            "cooperative-sticky",
+            f"the eager protocol revoked {revoked} partitions from members that stayed; "
+            f"cooperative-sticky, re-run on this generation's members and subscriptions, "
+            f"would have revoked {moving} and left the others consuming",
+        )
+    ]
+
+
+def _advise_loop(diags: Sequence[Diagnosis], window: int = 5, times: int = 3) -> dict[int, Advice]:
+    """A member that started `times` of the last `window` rebalances: its reasons."""
+    out: dict[int, Advice] = {}
+    for i in range(len(diags)):
+        recent = diags[max(0, i - window + 1) : i + 1]
+        who = diags[i].trigger.who
+        if not who:
+            continue
+        mine = [
+            d
+            for d in recent
+            if d.trigger.who == who
+            and d.trigger.reason != RejoinReason.FIRST_JOIN.value
+            and d.trigger.cause != Cause.MEMBER_JOINED.value
+        ]
+        if len(mine) >= times:
+            reasons = sorted({d.trigger.reason or d.trigger.cause for d in mine})
+            out[diags[i].generation] = Advice(
+                "rejoin-loop",
+                "member",
+                who,
+                f"{who} started {len(mine)} of the last {len(recent)} rebalances "
+                f"(reasons: {', '.join(reasons)}): fix that member first",
+            )
+    return out
+
+
+def _advise_kip848(state: GroupState, waits: Sequence[Wait], start_ms: int) -> list[Advice]:
+    """A classic group whose join barrier held live members: the consumer protocol has no
+    barrier (each member is reconciled on its own heartbeats)."""
+    if state.group_type == "consumer" or not waits:
+        return []
+    held = sum(
+        w.ms
+        for w in waits
+        if w.phase == "join" and w.why in (WAIT_DEAD, WAIT_PROCESSING, WAIT_RESTARTING)
+    )
+    if held <= 1000:
+        return []
+    who = ", ".join(dict.fromkeys(w.member for w in waits))
+    return [
+        Advice(
+            "kip-848",
+            "group.protocol",
+            "consumer",
+            f"with group.protocol=consumer (KIP-848, brokers 4.0+) no member waits at a "
+            f"join barrier: the {held / 1000:.1f}s spent waiting for {who} would have "
+            "delayed only the partitions that had to move",
+        )
+    ]
+
+
+# -- putting it together ------------------------------------------------------------------
+
+
+def _clock(ms: int | None) -> str:
+    """HH:MM:SS.mmm UTC of an epoch millisecond (pure arithmetic, no clock read)."""
+    if ms is None:
+        return "?"
+    s, milli = divmod(ms, 1000)
+    day = s % 86400
+    return f"{day // 3600:02d}:{day % 3600 // 60:02d}:{day % 60:02d}.{milli:03d}"
+
+
+def diagnose(
+    state: GroupState,
+    events: Sequence[Event],
+    now_ms: int,
+    ctx: Context | None = None,
+) -> tuple[Diagnosis, ...]:
+    """A diagnosis of every generation of `state` (folded from `events`, in time order)."""
+    ctx = ctx or Context()
+    events = sorted(events, key=lambda e: e.ts_ms)
+    members = _members(events)
+    out: list[Diagnosis] = []
+    gens = state.generations
+    for i, rec in enumerate(gens):
+        prev = gens[i - 1] if i > 0 else None
+        out.append(_diagnose_one(state, events, rec, prev, members, ctx, now_ms))
+    loops = _advise_loop(out)
+    return tuple(
+        d if d.generation not in loops else _with_advice(d, loops[d.generation]) for d in out
+    )
+
+
+def _with_advice(d: Diagnosis, a: Advice) -> Diagnosis:
+    return replace(d, advice=d.advice + (a,))
+
+
+def _diagnose_one(
+    state: GroupState,
+    events: Sequence[Event],
+    rec: GenerationRecord,
+    prev: GenerationRecord | None,
+    members: Mapping[str, _Member],
+    ctx: Context,
+    now_ms: int,
+) -> Diagnosis:
+    since = (prev.stable_ms if prev.stable_ms is not None else prev.start_ms) if prev else -1
+    until = rec.sync_ms if rec.sync_ms is not None else (rec.stable_ms or rec.start_ms)
+    cands = _candidates(events, since, until, prev, rec, state, members, ctx)
+    chosen, also = _pick(cands, rec.start_ms)
+    notes: list[str] = []
+    if chosen is None:
+        if rec.cause:
+            # The observer's attribution compares the broker's descriptions or stored
+            # records: who came and went is a fact there, why the group rebalanced is not.
+            chosen = Trigger(
+                rec.cause,
+                "",
+                "",
+                INFERRED,
+                f"broker's records/snapshots: {rec.evidence or 'the observer attribution'}",
+                rec.start_ms,
+            )
+        elif prev is None and not any(e.ts_ms < rec.start_ms for e in events):
+            chosen = Trigger(
+                Cause.UNKNOWN.value,
+                "",
+                "",
+                INFERRED,
+                "already made when the sources begin: what started it was not seen",
+            )
+        else:
+            chosen = Trigger(Cause.UNKNOWN.value, "", "", INFERRED, "no source said why")
+    if chosen.confidence == INFERRED:
+        notes.append("kgctl infers this trigger: no member, wire event or broker log said it")
+    start = rec.start_ms
+    if chosen.evidence.startswith("broker log") and not any(k in members for k in rec.members):
+        # Untraced: the stored record says when the generation was written; the broker's
+        # log says when the rebalance began.
+        start = min(start, chosen.at_ms)
+    traced = any(k in members for k in rec.members)
+    mine = [b for b in ctx.broker_reasons if b.group == state.group]
+    waits = _waits(events, replace(rec, start_ms=start), prev, state, members, chosen, mine)
+    if not waits and (rec.inferred or not any(k in members for k in rec.members)):
+        notes.append(
+            "no member of this generation was traced: what the rebalance waited for is "
+            "unknown (kgctl join members, --trace-topic or the proxy's wire events show it)"
+        )
+    moved = rebalance_moves(state, rec, now_ms)
+    revoked = _revoked(events, rec, prev)
+    advice: list[Advice] = []
+    for w in waits:
+        if w.why == WAIT_DEAD:
+            advice += _advise_dead(w, members, ctx, events)
+        elif w.why == WAIT_PROCESSING:
+            advice += _advise_batch(events, w, rec.start_ms)
+    if chosen.reason == POLL_BREACH or chosen.reason == (RejoinReason.POLL_INTERVAL_EXCEEDED.value):
+        if not any(a.pattern == "max-poll-interval" for a in advice):
+            advice += _advise_poll(events, chosen.who, members, chosen.at_ms)
+    advice += _advise_restart(chosen, restarts(state, events), since, until, ctx)
+    advice += _advise_cooperative(events, since, state, rec, prev, members, ctx, revoked, now_ms)
+    advice += _advise_kip848(state, waits, rec.start_ms)
+    advice = list({(a.pattern, a.setting, a.value): a for a in advice}.values())
+    return Diagnosis(
+        generation=rec.generation,
+        inferred=rec.inferred,
+        start_ms=start,
+        sync_ms=rec.sync_ms,
+        stable_ms=rec.stable_ms,
+        trigger=chosen,
+        also=also,
+        waits=tuple(waits),
+        costs=_costs(events, state, rec, now_ms),
+        moved=len(moved),
+        revoked=revoked,
+        advice=tuple(advice),
+        notes=tuple(notes),
+        timed=traced or start < rec.start_ms or not rec.stable_ms or not _stored_only(events, rec),
+    )
+
+
+def _stored_only(events: Sequence[Event], rec: GenerationRecord) -> bool:
+    """The generation is known only from the broker's stored record (read after the fact):
+    its start is when the record was written."""
+    return any(
+        e.type == "GenerationChanged"
+        and e.data.get("stored_in")
+        and e.generation == rec.generation
+        and e.data.get("rebalance_started_ms") is None
+        for e in events
+    )
+
+
+def _revoked(events: Sequence[Event], rec: GenerationRecord, prev: GenerationRecord | None) -> int:
+    """Partitions revoked in this rebalance from members that are in the new generation."""
+    if prev is None:
+        return 0
+    since = prev.stable_ms if prev.stable_ms is not None else prev.start_ms
+    until = rec.stable_ms if rec.stable_ms is not None else (rec.sync_ms or rec.start_ms)
+    n = 0
+    for e in events:
+        if e.type == "PartitionsRevoked" and since < e.ts_ms <= until and e.member in rec.members:
+            parts = e.data.get("partitions") or {}
+            n += sum(len(v) for v in parts.values() if isinstance(v, list))
+    return n

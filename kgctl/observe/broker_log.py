@@ -1,0 +1,59 @@
+"""The broker's own reasons for each rebalance, read from its log (pure: lines in).
+
+A Kafka coordinator logs one line when it moves a group to PreparingRebalance:
+
+    [2026-11-30 09:01:17,791] INFO [GroupCoordinator id=1 ...] Preparing to rebalance
+    group G in state PreparingRebalance with old generation 2 (reason: Leader M
+    re-joining group during Stable; client reason: kgctl: metadata_changed). (logger)
+
+The reason holds the broker's words and, since KIP-800, the client's own (`client
+reason:`). The timestamp is the log's local time; kgctl reads it as UTC (the local
+broker's log, and most servers', are written in UTC).
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+import time
+from collections.abc import Iterable
+
+from kgctl.model.diagnosis import FAILED, BrokerReason
+
+_LINE = re.compile(
+    r"^\[(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)[,.](?P<ms>\d{3})\].*?"
+    r"Preparing to rebalance group (?P<group>\S+) in state \S+ with old generation "
+    r"(?P<gen>-?\d+)(?: \(__consumer_offsets-\d+\))? \(reason: (?P<rest>.*)$"
+)
+_FAILED = re.compile(
+    r"^\[(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)[,.](?P<ms>\d{3})\].*?"
+    r"Member (?P<member>\S+) in group (?P<group>\S+) has failed, removing it from the group"
+)
+_LOGGER = re.compile(r"\s+\((?:org\.apache|kafka)\.[\w.$]+\)\s*$")
+
+
+def _ts(m: re.Match[str]) -> int:
+    parsed = time.strptime(m["ts"].replace("T", " "), "%Y-%m-%d %H:%M:%S")
+    return calendar.timegm(parsed) * 1000 + int(m["ms"])
+
+
+def parse_broker_log(lines: Iterable[str], group: str | None = None) -> list[BrokerReason]:
+    """Every `Preparing to rebalance` line (of `group`, if given), and every `Member M in
+    group G has failed, removing it` line (a session that timed out), in file order."""
+    out = []
+    for line in lines:
+        if "has failed, removing it" in line:
+            f = _FAILED.match(line)
+            if f is not None and (group is None or f["group"] == group):
+                reason = f"member {f['member']} has failed (session timeout), removed"
+                out.append(BrokerReason(_ts(f), f["group"], reason, kind=FAILED))
+            continue
+        if "Preparing to rebalance" not in line:
+            continue
+        m = _LINE.match(line.rstrip("\n"))
+        if m is None or (group is not None and m["group"] != group):
+            continue
+        rest = _LOGGER.sub("", m["rest"]).rstrip()
+        rest = rest.removesuffix(".").removesuffix(")").removesuffix(".")
+        out.append(BrokerReason(_ts(m), m["group"], rest, int(m["gen"])))
+    return out

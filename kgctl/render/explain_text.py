@@ -1,0 +1,85 @@
+"""Pure rich view of an `Explanation`: one short paragraph per rebalance, newest first,
+each line naming its evidence (`kgctl explain`)."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
+
+from kgctl.model.diagnosis import INFERRED, Diagnosis
+from kgctl.model.explanation import Explanation
+from kgctl.render.group_view import fmt_clock, fmt_ms
+
+
+def _line(label: str, body: str, style: str = "") -> tuple[Text, Text]:
+    return Text(label, style="dim"), Text(body, style=style)
+
+
+def render_diagnosis(d: Diagnosis) -> RenderableType:
+    """One rebalance: when, trigger (and how we know), critical path, cost, advice."""
+    if not d.timed:
+        took = "? (when it began is not known)"
+    else:
+        took = fmt_ms(d.duration_ms) if d.duration_ms is not None else "never stable"
+    head = Text.assemble(
+        (f"generation {d.generation}", "bold"),
+        ("  began " if d.timed else "  stored ", "dim"),
+        fmt_clock(d.start_ms),
+        ("  took ", "dim"),
+        took,
+        ("  trigger ", "dim"),
+        (d.trigger.confidence, "yellow" if d.trigger.confidence == INFERRED else "green"),
+    )
+    lines: list[tuple[Text, Text]] = []
+    t = d.trigger
+    lines.append(_line("trigger", t.text(), "bold"))
+    lines.append(_line("evidence", t.evidence))
+    for other in d.also:
+        lines.append(_line("also", f"{other.text()} ({other.confidence}: {other.evidence})"))
+    for w in d.waits:
+        lines.append(_line("waited", w.text(), "magenta"))
+    if d.costs:
+        cost = ", ".join(
+            f"{c.member} {fmt_ms(c.unassigned_ms)} without partitions"
+            + (f" (~{c.records_missed} records not consumed)" if c.records_missed else "")
+            for c in d.costs
+        )
+        lines.append(_line("cost", cost))
+    if d.revoked or d.moved:
+        lines.append(_line("moved", f"{d.moved} partitions moved, {d.revoked} revoked"))
+    for a in d.advice:
+        shown = f"{a.setting}={a.value}" if a.value else a.setting
+        lines.append(_line("advice", f"{shown}: {a.text}", "cyan"))
+    for n in d.notes:
+        lines.append(_line("note", n, "dim"))
+    # A label column and a body that wraps under itself: each paragraph fits a terminal.
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    for label, body in lines:
+        grid.add_row(label, body)
+    return Group(head, Padding(grid, (0, 0, 1, 2)))
+
+
+def render_explanation(x: Explanation) -> RenderableType:
+    health_style = "green" if x.healthy else "red"
+    head = Text.assemble(
+        ("group ", "dim"),
+        (x.group, "bold"),
+        ("  ", ""),
+        ("healthy" if x.healthy else "unhealthy", health_style),
+        (f": {x.health}", ""),
+    )
+    parts: list[RenderableType] = [head]
+    shown = len(x.generations)
+    more = f" (of {x.total} known)" if x.total > shown else ""
+    parts.append(Text(f"sources: {'; '.join(x.sources) or 'none'}", style="dim"))
+    parts.append(Text(f"{shown} rebalance{'s' if shown != 1 else ''}, newest first{more}\n"))
+    parts += [render_diagnosis(d) for d in x.generations]
+    for r in x.restarts:
+        parts.append(Text(f"restart: {r.text()}", style="green" if not r.rebalanced else ""))
+    for n in x.notes:
+        parts.append(Text(f"note: {n}", style="dim"))
+    return Group(*parts)

@@ -1,0 +1,263 @@
+"""Pure tests of the diagnosis of a generation (kgctl/model/diagnosis.py), on runs
+recorded from a real broker (tests/recorder.py regenerates them)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from kgctl.adapters.assignors import cooperative_sticky
+from kgctl.model.bounds import GroupBounds
+from kgctl.model.diagnosis import (
+    EXACT,
+    INFERRED,
+    WAIT_DEAD,
+    WAIT_PROCESSING,
+    AssignmentInput,
+    BrokerReason,
+    Context,
+    Diagnosis,
+    diagnose,
+    restarts,
+)
+from kgctl.report.summary import build_report, parse_lines
+
+DATA = Path(__file__).parent / "data"
+
+
+def diagnosed(name: str, ctx: Context | None = None) -> dict[int, Diagnosis]:
+    events, _ = parse_lines((DATA / name).read_text().splitlines())
+    report = build_report(events)
+    return {d.generation: d for d in diagnose(report.state, report.events, report.last_ms, ctx)}
+
+
+def test_dead_member_during_growth_names_the_growth_and_the_wait_for_the_dead_member() -> None:
+    # a, b, c on 4 partitions; c SIGKILLed; the topic grown to 8 at once (session 6 s).
+    g3 = diagnosed("dead_member_growth.jsonl")[3]
+    assert g3.trigger.who == "a"
+    assert g3.trigger.cause == "partitions_changed"
+    assert g3.trigger.confidence == EXACT
+    assert "4 → 8" in g3.trigger.evidence
+    # c's silent departure came later: it joined a rebalance that was already running.
+    assert [(t.who, t.cause) for t in g3.also] == [("c", "timed_out")]
+    [wait] = g3.waits
+    assert (wait.phase, wait.member, wait.why) == ("join", "c", WAIT_DEAD)
+    assert wait.ms == g3.sync_ms - g3.start_ms  # type: ignore[operator]
+    assert 4500 <= wait.ms <= 6500  # its session timeout, less the time it took a to notice
+    assert "session.timeout.ms=6000" in wait.detail
+    costs = {c.member: c.unassigned_ms for c in g3.costs}
+    assert set(costs) == {"a", "b"} and min(costs.values()) >= 4500
+    advice = {(a.setting, a.value) for a in g3.advice}
+    assert ("session.timeout.ms", "3000") in advice  # 3 × heartbeat.interval.ms=1000
+    assert ("shutdown", "LeaveGroup") in advice
+    assert ("group.protocol", "consumer") in advice
+
+
+def test_session_advice_respects_the_cluster_floor() -> None:
+    bounds = GroupBounds.from_configs({"group.min.session.timeout.ms": "4500"})
+    g3 = diagnosed("dead_member_growth.jsonl", Context(bounds=bounds))[3]
+    assert ("session.timeout.ms", "4500") in {(a.setting, a.value) for a in g3.advice}
+
+
+def test_a_killed_member_alone_is_an_inferred_session_timeout() -> None:
+    g3 = diagnosed("chaos_member_kill.jsonl")[3]
+    assert (g3.trigger.who, g3.trigger.cause, g3.trigger.confidence) == (
+        "m2",
+        "timed_out",
+        INFERRED,
+    )
+    assert any("infers" in n for n in g3.notes)
+    [detect] = g3.waits
+    assert (detect.phase, detect.member) == ("detect", "m2")
+    assert 2000 <= detect.ms <= 3500  # session.timeout.ms=3000
+    # heartbeat.interval.ms=300, but a heartbeat once came 309 ms after the one before:
+    # 2 × that, rounded up to a second, is above 3 × 300.
+    [advice] = [a for a in g3.advice if a.setting == "session.timeout.ms"]
+    assert advice.value == "1000" and "309 ms" in advice.text
+
+
+def test_a_broker_log_line_makes_a_silent_departure_exact() -> None:
+    events, _ = parse_lines((DATA / "chaos_member_kill.jsonl").read_text().splitlines())
+    report = build_report(events)
+    g3 = report.state.generations[2]
+    line = BrokerReason(
+        g3.start_ms - 5, report.group, "removing member m2-id on heartbeat expiration", 2
+    )
+    d = diagnose(report.state, report.events, report.last_ms, Context(broker_reasons=(line,)))
+    trig = d[2].trigger
+    assert trig.confidence == EXACT and trig.cause == "timed_out"
+    assert trig.evidence.startswith("broker log ")
+
+
+def test_max_poll_interval_breach_is_the_members_own_words_with_a_measured_fix() -> None:
+    # b spends 4 s on one batch against max.poll.interval.ms=2000.
+    g3 = diagnosed("slow_member.jsonl")[3]
+    assert (g3.trigger.who, g3.trigger.cause, g3.trigger.confidence) == ("b", "timed_out", EXACT)
+    assert "max.poll.interval.ms=2000" in g3.trigger.evidence
+    [advice] = [a for a in g3.advice if a.pattern == "max-poll-interval"]
+    # One record alone took 4 s: fewer records cannot help, a longer interval can.
+    assert advice.setting == "max.poll.interval.ms"
+    assert advice.value == "6000"  # 1.5 × 4.0 s, rounded up to a second
+
+
+def test_growth_under_eager_says_what_cooperative_sticky_would_have_revoked() -> None:
+    # a and b own 4 partitions (2 each) under range; the topic grows to 6.
+    ctx = Context(cooperative=cooperative_sticky)
+    g3 = diagnosed("two_members_growth.jsonl", ctx)[3]
+    assert g3.trigger.cause == "partitions_changed"
+    assert g3.revoked == 4
+    [coop] = [a for a in g3.advice if a.pattern == "eager-stop-the-world"]
+    assert coop.value == "cooperative-sticky"
+    assert "revoked 4" in coop.text and "would have revoked 0" in coop.text
+    # Without the assignor passed in, no claim is made.
+    plain = diagnosed("two_members_growth.jsonl")[3]
+    assert not [a for a in plain.advice if a.pattern == "eager-stop-the-world"]
+
+
+def test_cooperative_sticky_keeps_owners_and_moves_only_what_balance_needs() -> None:
+    owned = {"a": (("t", 0), ("t", 1), ("t", 2)), "b": (("t", 3), ("t", 4), ("t", 5))}
+    plan = cooperative_sticky(
+        AssignmentInput({"a": ("t",), "b": ("t",), "c": ("t",)}, owned, {"t": 6})
+    )
+    assert sorted(p for tps in plan.values() for p in tps) == [("t", i) for i in range(6)]
+    assert all(len(tps) == 2 for tps in plan.values())
+    kept = sum(1 for m, tps in owned.items() for tp in tps if tp in plan[m])
+    assert kept == 4
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("*.jsonl")))
+def test_every_recorded_generation_gets_a_trigger(name: str) -> None:
+    diags = diagnosed(name)
+    assert diags
+    for d in diags.values():
+        assert d.trigger.cause != "unknown", (name, d.generation)
+        assert d.trigger.confidence in (EXACT, INFERRED)
+        assert d.to_dict()["trigger"]["evidence"]
+
+
+def test_a_member_that_keeps_starting_rebalances_is_named_with_its_reasons() -> None:
+    from kgctl.model.diagnosis import Trigger, _advise_loop
+
+    def d(gen: int, who: str, reason: str) -> Diagnosis:
+        return Diagnosis(gen, False, gen * 100, None, None, Trigger("timed_out", who, reason))
+
+    diags = [d(1, "a", "first_join"), d(2, "b", "x"), d(3, "b", "y"), d(4, "a", "z"),
+             d(5, "b", "x")]  # fmt: skip
+    loops = _advise_loop(diags)
+    assert set(loops) == {5}
+    assert loops[5].value == "b" and "x, y" in loops[5].text
+
+
+def test_a_dynamic_restart_is_advised_static_membership_sized_from_the_restart_seen() -> None:
+    # b stopped (LeaveGroup) and started again: two rebalances.
+    diags = diagnosed("dynamic_restart.jsonl")
+    [(gen, advice)] = [
+        (d.generation, a)
+        for d in diags.values()
+        for a in d.advice
+        if a.pattern == "dynamic-restart"
+    ]
+    assert diags[gen].trigger.who == "b" and diags[gen].trigger.reason == "first_join"
+    assert diags[gen - 1].trigger.cause == "member_left"
+    events, _ = parse_lines((DATA / "dynamic_restart.jsonl").read_text().splitlines())
+    report = build_report(events)
+    [back] = restarts(report.state, report.events)
+    assert back.rebalanced and not back.static
+    expected = max(math.ceil(1.5 * back.down_ms / 1000) * 1000, 1000)
+    assert advice.setting == "group.instance.id"
+    assert advice.value == f"session.timeout.ms={expected}"
+
+
+def test_a_static_restart_within_the_session_timeout_rebalances_nothing() -> None:
+    events, _ = parse_lines((DATA / "static_restart.jsonl").read_text().splitlines())
+    report = build_report(events)
+    [back] = restarts(report.state, report.events)
+    assert back.static and not back.rebalanced
+    assert back.session_timeout_ms == 6000 and back.down_ms < 6000
+    assert "no rebalance" in back.text()
+    # Only the two first joins made generations.
+    assert [d.trigger.reason for d in diagnose(report.state, report.events, report.last_ms)] == [
+        "first_join",
+        "first_join",
+    ]
+
+
+def test_the_proxys_wire_events_give_an_exact_trigger() -> None:
+    """A plain client behind `kgctl proxy`: its JoinGroup's KIP-800 reason, as the proxy
+    traced it (source `wire`, read as its steps by `member_steps`), names the trigger; a
+    reaction's reason does not."""
+    from kgctl.model.events import Event
+    from kgctl.model.fold import fold_all
+    from kgctl.model.state import GroupState
+    from kgctl.model.wire import member_steps
+
+    events, _ = parse_lines((DATA / "dead_member_growth.jsonl").read_text().splitlines())
+    events = [e for e in events if e.type != "RejoinRequested"]  # the members say nothing
+    group = events[0].group
+    state = fold_all(GroupState(group, log_limit=0), events, events[-1].ts_ms)
+    g3 = state.generations[2]
+
+    def wire(ts: int, client: str, reason: str | None) -> Event:
+        request = {"group": group, "member_id": f"{client}-1", "reason": reason}
+        return Event("JoinGroupTraced", ts, 0.0, 1, group, member=client, client_id=client,
+                     source="wire", data={"request": request, "latency_ms": 0})  # fmt: skip
+
+    traced = member_steps(
+        [
+            wire(g3.start_ms - 10, "java-app", "cached metadata has changed from 4 to 8"),
+            wire(g3.start_ms + 100, "java-other", "group is already rebalancing"),
+        ]
+    )
+    d = diagnose(state, events + traced, events[-1].ts_ms)[2]
+    assert (d.trigger.who, d.trigger.cause, d.trigger.confidence) == (
+        "java-app",
+        "partitions_changed",
+        EXACT,
+    )
+    assert d.trigger.evidence.startswith("wire: java-app's JoinGroup reason")
+    assert "java-other" not in {t.who for t in d.also}
+
+
+def test_a_join_held_by_a_member_finishing_its_batch() -> None:
+    # a spends 2.5 s on every batch and always has another; b joins.
+    g2 = diagnosed("busy_member.jsonl")[2]
+    assert (g2.trigger.who, g2.trigger.cause) == ("b", "member_joined")
+    [wait] = g2.waits
+    assert (wait.phase, wait.member, wait.why) == ("join", "a", WAIT_PROCESSING)
+    assert 0 < wait.ms <= 2600  # at most one batch
+    [fix] = [a for a in g2.advice if a.pattern == "processing-held-join"]
+    assert fix.setting == "max.poll.records"
+    n, per_record = _batch_in(fix.text)
+    assert int(fix.value) == int(1000 / per_record) < n
+
+
+def _batch_in(text: str) -> tuple[int, float]:
+    """(records, ms each) of the batch an advice names: `a batch of 44 records (2.5s, 57 ms
+    each)`; the value is checked against them."""
+    n = int(text.split("a batch of ")[1].split()[0])
+    seconds = float(text.split(" records (")[1].split("s,")[0])
+    return n, seconds * 1000 / n
+
+
+def test_a_leader_slow_to_send_the_assignment_holds_the_sync_phase() -> None:
+    """The two-member run with everything after the leader's JoinGroup answer of
+    generation 2 moved 1.5 s later: the followers waited that long in SyncGroup."""
+    from dataclasses import replace
+
+    events, _ = parse_lines((DATA / "two_members_growth.jsonl").read_text().splitlines())
+    events.sort(key=lambda e: e.ts_ms)
+    answer = next(
+        e
+        for e in events
+        if e.type == "JoinGroupReceived"
+        and e.data.get("generation") == 2
+        and e.data.get("is_leader")
+    )
+    slowed = [replace(e, ts_ms=e.ts_ms + 1500) if e.ts_ms > answer.ts_ms else e for e in events]
+    report = build_report(slowed)
+    g2 = {d.generation: d for d in diagnose(report.state, report.events, report.last_ms)}[2]
+    [sync] = [w for w in g2.waits if w.phase == "sync"]
+    assert (sync.member, sync.why) == (answer.member, "slow_assignment")
+    assert 1500 <= sync.ms <= 1600
