@@ -63,10 +63,11 @@ CALLS: dict[str, list[str]] = {
     "chaos show": ["chaos", "show", "tour"],
     "chaos run": ["chaos", "run", "member-kill"],
     "proxy": ["proxy", "--listen", "127.0.0.1:0"],
+    "explain": ["explain", "hostile-g"],
 }
 # Commands that connect to the cluster given with -b ("watch list" is `watch` without
 # a group).
-CONNECTS = {"demo", "join", "watch", "watch list", "chaos run", "proxy"}
+CONNECTS = {"demo", "join", "watch", "watch list", "chaos run", "proxy", "explain"}
 # Input that only one command takes: (command, its arguments, exit status, hint, where
 # the line goes, id). The broker commands run with an empty state dir: no broker.
 OWN: list[tuple[str, list[str], int, str, str, str]] = [
@@ -94,6 +95,8 @@ OWN: list[tuple[str, list[str], int, str, str, str]] = [
      "stderr", "proxy-listen-not-an-address"),
     ("proxy", ["proxy", "--fault", "bogus", "-b", "127.0.0.1:1"], 2, "expected API:EFFECT",
      "stderr", "proxy-fault-rule-malformed"),
+    ("explain", ["explain", "hostile-g", "--recording", "MISSING"], 4, "cannot read it",
+     "stderr", "explain-missing-recording"),
     ("join", ["join", "-g", "hostile-g", "bad topic!"], 2, "not a legal Kafka topic name",
      "stderr", "join-topic-space"),
     ("join", ["join", "-g", "hostile-g", "t" * 300], 2, "not a legal Kafka topic name",
