@@ -23,7 +23,7 @@ from kgctl.adapters.chaos import ChaosAdmin
 from kgctl.adapters.group_log import GroupLogReader, GroupLogUnavailable
 from kgctl.adapters.trace import read_trace
 from kgctl.broker.local import LocalBroker
-from kgctl.errors import KgctlError, UsageError
+from kgctl.errors import KgctlError, NotFoundError, UsageError
 from kgctl.model.bounds import GroupBounds
 from kgctl.model.diagnosis import BrokerReason
 from kgctl.model.events import Event
@@ -48,6 +48,8 @@ class Gathered:
 
 
 def read_recording(path: Path, group: str, into: Gathered) -> None:
+    if not path.exists():  # as `kgctl report` says it (exit 4)
+        raise NotFoundError(f"--recording {path}: no such file")
     try:
         events = [e for e in read_events(path) if e.group == group or e.source == "chaos"]
     except UsageError as exc:
