@@ -7,6 +7,7 @@ changing one test file cannot break another's imports.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import signal
 import subprocess
@@ -15,10 +16,12 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kgctl.broker.provision import java_executable
 from kgctl.model.events import Event
 from kgctl.model.snapshot import GroupSnapshot, MemberSnapshot
 from kgctl.observe.infer import Inferrer
@@ -408,3 +411,34 @@ def csnap(state: str, epoch: int, *members: MemberSnapshot, assigned: int = -1) 
         group_epoch=epoch,
         assignment_epoch=epoch if assigned < 0 else assigned,
     )
+
+
+def die_with_parent() -> None:
+    """Between fork and exec: the child gets SIGKILL when the test process dies."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: no client outlives the tests
+
+
+def verifiable_consumer(
+    libs: Path,
+    bootstrap: str,
+    group: str,
+    topic: str,
+    *,
+    protocol: str,
+    properties: dict[str, str],
+    extra: tuple[str, ...] = (),
+) -> tuple[subprocess.Popen[bytes], Path]:
+    """Apache Kafka's Java VerifiableConsumer (kafka-tools jars in `libs`) in `group`,
+    on `protocol` (classic or consumer), with these client properties; silent. Returns
+    the process and its properties file (the caller deletes it once the JVM is up)."""
+    props = libs.parent / f"verifiable-{group}-{properties.get('client.id', 'java')}.properties"
+    props.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
+    proc = subprocess.Popen(
+        [java_executable(), "-cp", f"{libs}/*", "org.apache.kafka.tools.VerifiableConsumer",
+         "--bootstrap-server", bootstrap, "--group-id", group, "--topic", topic,
+         "--group-protocol", protocol, *extra, "--command-config", str(props)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        preexec_fn=die_with_parent,  # noqa: PLW1509 - the tests spawn from their own thread
+    )  # fmt: skip
+    return proc, props

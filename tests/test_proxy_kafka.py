@@ -10,7 +10,6 @@ independent. Clients: `kgctl join` subprocesses, Apache Kafka's Java VerifiableC
 
 from __future__ import annotations
 
-import ctypes
 import shutil
 import signal
 import socket
@@ -26,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import MemberProc, die_with_parent, verifiable_consumer
 
-from kgctl.broker.provision import java_executable, resolve_kafka_tools
+from kgctl.broker.provision import resolve_kafka_tools
 from kgctl.model.events import Event
 from kgctl.proxy.runner import ProxyConfig, ProxyThread
 from kgctl.settings import ClientSettings
@@ -41,15 +41,8 @@ with warnings.catch_warnings():
     from kgctl.adapters import wire
     from kgctl.adapters.admin import GroupAdmin
 
-sys.path.insert(0, str(Path(__file__).parent))
-from test_member_kafka import MemberProc  # noqa: E402
 
 SESSION_MS = 6000
-
-
-def _die_with_parent() -> None:
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: no client outlives the tests
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float = 60.0) -> Any:
@@ -137,33 +130,15 @@ def test_kgctl_java_and_kcat_members_form_one_group_through_the_proxy(
     kcat = shutil.which("kcat")
     assert kcat is not None, "kcat is missing: make system-deps installs it"
     members.append(join(proxy.bootstrap, group, name, kgctl_id))
-    libs = resolve_kafka_tools()
-    props = libs.parent / f"proxy-{tag}.properties"
-    props.write_text(f"client.id={java_id}\nsession.timeout.ms={SESSION_MS}\n")
-    members.append(
-        subprocess.Popen(
-            [
-                java_executable(),
-                "-cp",
-                f"{libs}/*",
-                "org.apache.kafka.tools.VerifiableConsumer",
-                "--bootstrap-server",
-                proxy.bootstrap,
-                "--group-id",
-                group,
-                "--topic",
-                name,
-                "--group-protocol",
-                "classic",
-                "--command-config",
-                str(props),
-            ],  # fmt: skip
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509
-        )
-    )
+    java, props = verifiable_consumer(
+        resolve_kafka_tools(),
+        proxy.bootstrap,
+        group,
+        name,
+        protocol="classic",
+        properties={"client.id": java_id, "session.timeout.ms": str(SESSION_MS)},
+    )  # fmt: skip
+    members.append(java)
     members.append(
         subprocess.Popen(
             [
@@ -184,7 +159,7 @@ def test_kgctl_java_and_kcat_members_form_one_group_through_the_proxy(
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509
+            preexec_fn=die_with_parent,  # noqa: PLW1509
         )
     )
     try:
@@ -749,33 +724,15 @@ def test_a_kip848_java_member_s_heartbeats_are_traced_with_its_epochs(
     name = topic(2)
     group = f"proxy-848-{uuid.uuid4().hex[:8]}"
     client = f"java848-{uuid.uuid4().hex[:6]}"
-    libs = resolve_kafka_tools()
-    props = libs.parent / f"proxy-{client}.properties"
-    props.write_text(f"client.id={client}\n")
-    members.append(
-        subprocess.Popen(
-            [
-                java_executable(),
-                "-cp",
-                f"{libs}/*",
-                "org.apache.kafka.tools.VerifiableConsumer",
-                "--bootstrap-server",
-                proxy.bootstrap,
-                "--group-id",
-                group,
-                "--topic",
-                name,
-                "--group-protocol",
-                "consumer",
-                "--command-config",
-                str(props),
-            ],  # fmt: skip
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509
-        )
-    )
+    java, props = verifiable_consumer(
+        resolve_kafka_tools(),
+        proxy.bootstrap,
+        group,
+        name,
+        protocol="consumer",
+        properties={"client.id": client},
+    )  # fmt: skip
+    members.append(java)
     try:
 
         def assigned() -> list[Event]:

@@ -6,7 +6,6 @@ The members are Apache Kafka's own VerifiableConsumer with `--group-protocol con
 
 from __future__ import annotations
 
-import ctypes
 import json
 import signal
 import subprocess
@@ -19,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import verifiable_consumer
 
-from kgctl.broker.provision import java_executable, resolve_kafka_tools
+from kgctl.broker.provision import resolve_kafka_tools
 from kgctl.model.events import Event
 from kgctl.model.snapshot import GroupSnapshot
 from kgctl.settings import ClientSettings
@@ -33,43 +33,15 @@ with warnings.catch_warnings():
     from kgctl.observe.watch import Watch
 
 
-def _die_with_parent() -> None:
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: no JVM outlives the tests
-
-
 class JavaMember:
     """One VerifiableConsumer JVM in the group, on the consumer protocol."""
 
     def __init__(self, libs: Path, bootstrap: str, group: str, topic: str, name: str) -> None:
         self.name = name
-        props = libs.parent / f"kip848-{name}-{uuid.uuid4().hex[:6]}.properties"
-        props.write_text(f"client.id={name}\n")
-        self.props = props
-        self.proc = subprocess.Popen(
-            [
-                java_executable(),
-                "-cp",
-                f"{libs}/*",
-                "org.apache.kafka.tools.VerifiableConsumer",
-                "--bootstrap-server",
-                bootstrap,
-                "--group-id",
-                group,
-                "--topic",
-                topic,
-                "--group-protocol",
-                "consumer",
-                "--close-timeout",
-                "5000",
-                "--command-config",
-                str(props),
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509
-        )
+        self.proc, self.props = verifiable_consumer(
+            libs, bootstrap, group, topic, protocol="consumer",
+            properties={"client.id": name}, extra=("--close-timeout", "5000"),
+        )  # fmt: skip
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         """SIGTERM: the JVM's shutdown hook closes the consumer, which leaves the group."""
