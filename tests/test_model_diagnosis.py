@@ -22,6 +22,7 @@ from kgctl.model.diagnosis import (
     diagnose,
     restarts,
 )
+from kgctl.model.events import Event
 from kgctl.report.summary import build_report, parse_lines
 
 DATA = Path(__file__).parent / "data"
@@ -261,3 +262,31 @@ def test_a_leader_slow_to_send_the_assignment_holds_the_sync_phase() -> None:
     [sync] = [w for w in g2.waits if w.phase == "sync"]
     assert (sync.member, sync.why) == (answer.member, "slow_assignment")
     assert 1500 <= sync.ms <= 1600
+
+
+def _stored(generation: int, ts: int, member_ids: list[str]) -> Event:
+    """A generation as watch reads it from the broker's own record in __consumer_offsets."""
+    members = [{"member_id": m, "client_id": m.split("-")[0]} for m in member_ids]
+    return Event(
+        "GenerationChanged", ts, float(ts), generation, "g", generation=generation,
+        source="observer",
+        data={"inferred": False, "previous": generation - 1, "stored_in": "__consumer_offsets",
+              "written_ms": ts, "state_ts_ms": ts, "sync_ms": ts, "members": members},
+    )  # fmt: skip
+
+
+def test_stored_records_alone_name_a_first_generation_and_a_rejoin_of_the_same_members() -> None:
+    # A plain kafka-python consumer, no trace and no broker log: its group's records
+    # say generation 1 then 2, both with only its own member id.
+    events = [_stored(1, 1000, ["app-1"]), _stored(2, 1100, ["app-1"])]
+    report = build_report(events)
+    found = {d.generation: d for d in diagnose(report.state, report.events, report.last_ms)}
+    assert found[1].trigger.cause == "member_joined"
+    assert found[2].trigger.cause == "rejoin_requested"
+    assert found[2].trigger.confidence == INFERRED
+    assert "the same members" in found[2].trigger.evidence
+    # Someone new in the next generation is not a rejoin of the same members.
+    events.append(_stored(3, 1200, ["app-1", "app-2"]))
+    report = build_report(events)
+    third = {d.generation: d for d in diagnose(report.state, report.events, report.last_ms)}[3]
+    assert third.trigger.cause != "rejoin_requested"

@@ -1353,6 +1353,17 @@ def _diagnose_one(
                 f"broker's records/snapshots: {rec.evidence or 'the observer attribution'}",
                 rec.start_ms,
             )
+        elif prev is None and rec.generation == 1 and not rec.inferred:
+            # The broker numbers a classic group's rebalances from 1: its first
+            # generation is made when the first members join the new group.
+            chosen = Trigger(
+                Cause.MEMBER_JOINED.value,
+                ", ".join(sorted(rec.members)),
+                "",
+                INFERRED,
+                "generation 1 (the broker's own id): a new group's first members joined",
+                rec.start_ms,
+            )
         elif prev is None and not any(e.ts_ms < rec.start_ms for e in events):
             chosen = Trigger(
                 Cause.UNKNOWN.value,
@@ -1360,6 +1371,19 @@ def _diagnose_one(
                 "",
                 INFERRED,
                 "already made when the sources begin: what started it was not seen",
+            )
+        elif prev is not None and _same_stored_members(events, prev.generation, rec.generation):
+            # Nobody came or went between two generations the broker numbered: one of the
+            # same members sent a new JoinGroup (a leader's metadata or subscription
+            # change, a rejoin after an error); the records do not say which or why.
+            chosen = Trigger(
+                Cause.REJOIN_REQUESTED.value,
+                "",
+                "",
+                INFERRED,
+                f"generations {prev.generation} and {rec.generation} have the same members: "
+                "one of them rejoined (the broker's records do not say which, or why)",
+                rec.start_ms,
             )
         else:
             chosen = Trigger(Cause.UNKNOWN.value, "", "", INFERRED, "no source said why")
@@ -1409,6 +1433,23 @@ def _diagnose_one(
         notes=tuple(notes),
         timed=traced or start < rec.start_ms or not rec.stable_ms or not _stored_only(events, rec),
     )
+
+
+def _same_stored_members(events: Sequence[Event], before: int, after: int) -> bool:
+    """Both generations' stored records (__consumer_offsets) list the same member ids."""
+
+    def ids(generation: int) -> set[str] | None:
+        for e in events:
+            if (
+                e.type == "GenerationChanged"
+                and e.generation == generation
+                and e.data.get("stored_in")
+            ):
+                return {str(m.get("member_id")) for m in e.data.get("members") or []}
+        return None
+
+    old, new = ids(before), ids(after)
+    return bool(old) and old == new
 
 
 def _stored_only(events: Sequence[Event], rec: GenerationRecord) -> bool:
