@@ -95,6 +95,8 @@ OWN: list[tuple[str, list[str], int, str, str, str]] = [
      "stderr", "proxy-listen-not-an-address"),
     ("proxy", ["proxy", "--fault", "bogus", "-b", "127.0.0.1:1"], 2, "expected API:EFFECT",
      "stderr", "proxy-fault-rule-malformed"),
+    ("watch", ["watch", "hostile-g", "--replay", "MISSING"], 4, "no such file", "stderr",
+     "watch-replay-missing-file"),
     ("explain", ["explain", "hostile-g", "--recording", "MISSING"], 4, "no such file",
      "stderr", "explain-missing-recording"),
     ("join", ["join", "-g", "hostile-g", "bad topic!"], 2, "not a legal Kafka topic name",

@@ -53,6 +53,8 @@ def read_events(path: Path) -> Iterator[Event]:
     """Events from a JSON-lines file; a bad line is a usage error naming file and line."""
     try:
         handle = path.open(encoding="utf-8")
+    except FileNotFoundError:
+        raise NotFoundError(f"--replay {path}: no such file") from None  # as report says it
     except OSError as exc:
         raise UsageError(f"--replay {path}: cannot read it ({exc.strerror})") from None
     with handle:
