@@ -113,13 +113,6 @@ def network_cases(label: str, argv: list[str]) -> Iterator[object]:
         ("not-kafka", "NOT_KAFKA", "not answer as Kafka"),
         ("unresolvable", "no-such-host.invalid:9092", "unknown host"),
     ]
-    if label == "proxy":
-        # The proxy only checks that the cluster accepts connections (it forwards bytes
-        # and runs until stopped), and words it its own way.
-        network = [
-            ("unreachable", "127.0.0.1:1", "cannot connect"),
-            ("unresolvable", "no-such-host.invalid:9092", "cannot connect"),
-        ]
     for kind, server, hint in network:
         yield pytest.param(
             [*argv, "-b", server, "--timeout", "3"], 3, hint, "stderr", 3.0,

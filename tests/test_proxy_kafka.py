@@ -435,10 +435,10 @@ def test_a_client_sending_garbage_loses_only_its_own_connection(
 
 
 class BadUpstream:
-    """A TCP server that misbehaves on the first connection that sends it a request and
-    relays every later one to the real broker (so the same proxy keeps serving other
-    clients). A connection that sends nothing (the proxy's reachability check) is just
-    closed."""
+    """A TCP server that misbehaves on the second connection that sends it a request and
+    relays every other one to the real broker: the first is the proxy's own check that
+    the cluster answers as Kafka, and later ones show the same proxy serving other
+    clients. A connection that sends nothing is just closed."""
 
     def __init__(self, real: str, misbehave: Callable[[socket.socket], None]) -> None:
         self.real = real.rsplit(":", 1)
@@ -446,6 +446,7 @@ class BadUpstream:
         self.server = socket.create_server(("127.0.0.1", 0))
         self.address = f"127.0.0.1:{self.server.getsockname()[1]}"
         self.misbehaved = threading.Lock()
+        self.requests = 0  # connections that sent a request
         self.socks: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -466,7 +467,10 @@ class BadUpstream:
         if not first:
             conn.close()
             return
-        if self.misbehaved.acquire(blocking=False):
+        with self.misbehaved:
+            self.requests += 1
+            nth = self.requests
+        if nth == 2:
             self.misbehave(conn)
             return
         up = socket.create_connection((self.real[0], int(self.real[1])))
@@ -660,7 +664,7 @@ def test_proxy_command_json_record_control_lines_and_sigterm(
         ),
         (["--fault", "Produce:error=NOT_COORDINATOR"], "error= applies only to"),
         (["--listen", "nowhere"], "--listen 'nowhere': expected HOST:PORT"),
-        ([], "--bootstrap-server 127.0.0.1:9: cannot connect"),
+        ([], "cannot reach Kafka at 127.0.0.1:9 (127.0.0.1:9: connection refused)"),
     ],
 )
 def test_proxy_command_refuses_bad_options_in_one_line(args: list[str], says: str) -> None:

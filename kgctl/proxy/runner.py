@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from kgctl.errors import ConnectError, UsageError
+from kgctl.adapters.cluster import describe_cluster
+from kgctl.errors import UsageError
 from kgctl.model.events import Event
 from kgctl.proxy.faults import Rule, RuleError, parse_control, parse_rule
 from kgctl.proxy.server import DEFAULT_MAX_FRAME_BYTES, Proxy
@@ -192,27 +193,10 @@ class ProxyRun:
                 )
 
     async def _check_upstream(self) -> None:
-        """Refuse to start in front of a cluster nobody can reach (clients would only see
-        their connections closed, one by one)."""
-        errors = []
-        for host, port in upstream_addresses(self.settings):
-            try:
-                _reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(host, port), self.settings.timeout_s
-                )
-            except (OSError, asyncio.TimeoutError) as exc:
-                errors.append(
-                    f"{host}:{port}: {exc.strerror if isinstance(exc, OSError) else 'timed out'}"
-                )
-                continue
-            writer.close()
-            with contextlib.suppress(OSError):
-                await writer.wait_closed()
-            return
-        raise ConnectError(
-            f"--bootstrap-server {self.settings.bootstrap}: cannot connect ({'; '.join(errors)}); "
-            "check the address and that the cluster is up"
-        )
+        """Refuse to start in front of a cluster that does not answer as Kafka (clients
+        would only see their connections closed, one by one): the same check, and the
+        same one-line error, as every other command's first client."""
+        await asyncio.to_thread(describe_cluster, self.settings)
 
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
