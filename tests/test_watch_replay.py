@@ -75,6 +75,20 @@ def test_speed_zero_puts_everything_at_once_and_other_groups_are_left_out(tmp_pa
         assert not watch.replaying.is_set()
 
 
+def test_an_instant_replay_tells_time_by_the_recordings_end_not_the_wall_clock(
+    tmp_path: Path,
+) -> None:
+    # Durations and "seen ... ago" in the view are against this clock: the wall clock
+    # made a generation recorded hours ago read "lasted 19h05m".
+    path = write(
+        tmp_path / "run.jsonl", [ev(T0, 1), ev(T0 + 2_500, 2), ev(T0 + 60_000, 3, "other")]
+    )
+    with Watch(ClientSettings(), "g", replay=path, observe=False, speed=0) as watch:
+        watch.start()
+        watch.drain()
+        assert watch.clock() == T0 + 2_500
+
+
 def test_a_negative_speed_is_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="--speed"):
         Watch(ClientSettings(), "g", replay=tmp_path / "x", observe=False, speed=-1)

@@ -137,6 +137,7 @@ class Watch:
         self.stored_generations = stored_generations
         self.replaying = threading.Event()  # set while a paced replay is still feeding
         self._replay_origin: tuple[float, int] | None = None  # (monotonic s, recorded ms)
+        self._replay_end_ms: int | None = None  # an instant replay's clock: its last event
         self.settings, self.group, self.interval_s = settings, group, interval_s
         self.trace_topic, self.replay = trace_topic, replay
         self.state = GroupState(group)
@@ -179,6 +180,7 @@ class Watch:
                 for ev in read_events(self.replay):
                     if ev.group == self.group or not self.group:
                         self.queue.put(ev)
+                        self._replay_end_ms = max(self._replay_end_ms or 0, ev.ts_ms)
             else:
                 self.replaying.set()
                 self._spawn(self._replay_loop, "kgctl-replay")
@@ -235,8 +237,11 @@ class Watch:
             self.replaying.clear()
 
     def clock(self) -> int:
-        """Now for the views: the recording's own time during a paced replay, else the
-        wall clock (so "seen 2s ago" and durations read as they did when recorded)."""
+        """Now for the views: the recording's own time during a paced replay (its end for
+        an instant one), else the wall clock (so "seen 2s ago" and durations read as they
+        did when recorded, not as hours since)."""
+        if self._replay_end_ms is not None:
+            return self._replay_end_ms
         origin = self._replay_origin
         if origin is None:
             return now_ms()
