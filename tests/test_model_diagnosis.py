@@ -77,6 +77,8 @@ def test_a_killed_member_alone_is_an_inferred_session_timeout() -> None:
     # 2 × that, rounded up to a second, is above 3 × 300.
     [advice] = [a for a in g3.advice if a.setting == "session.timeout.ms"]
     assert advice.value == "1000" and "309 ms" in advice.text
+    # 2 × 309 ms is 618 ms: the advice says it rounded the value up, not that 1000 is 2 × 309.
+    assert "rounded up to a whole second" in advice.text
 
 
 def test_a_broker_log_line_makes_a_silent_departure_exact() -> None:

@@ -918,8 +918,12 @@ def _advise_dead(
         if configured
         else f"3 × the {hb} ms seen between heartbeats"
     )
+    if not configured and three != 3 * hb:
+        why += ", rounded up to a whole second"
     if gap and _ceil_s(2 * gap) > three:
         why = f"2 × the longest gap seen between two heartbeats, {gap} ms"
+        if _ceil_s(2 * gap) != 2 * gap:
+            why += ", rounded up to a whole second"
     what = "the join waited" if w.phase == "join" else "the group waited"
     out = []
     if suggested < session:
