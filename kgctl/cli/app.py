@@ -6,7 +6,12 @@ them and registers each one, in the order `--help` and docs/cli.md list them.
 
 from __future__ import annotations
 
+import sys
+
 import typer
+
+# typer carries its own click; pinned in pyproject.toml with typer.
+from typer._click import exceptions as click_errors
 
 from kgctl import __version__
 from kgctl.cli import broker, chaos, demo, explain, join, proxy, report, watch
@@ -52,10 +57,32 @@ def main(argv: list[str] | None = None, env: Env | None = None) -> int:
     exit status is returned; without, the process exits with it."""
     with given_env(env):
         try:
-            app(args=argv)
+            # Not standalone: click would print a usage error as a box of several lines;
+            # kgctl says every bad input in one line (docs/cli.md, exit status 2).
+            returned = app(args=argv, prog_name="kgctl", standalone_mode=False)
+            code = returned if isinstance(returned, int) else 0
+        except click_errors.NoArgsIsHelpError as exc:
+            # `kgctl chaos` alone: typer has printed the help already, the answer.
+            code = exc.exit_code
+        except click_errors.ClickException as exc:
+            typer.echo(f"kgctl: error: {_one_line(exc)}", err=True)
+            code = exc.exit_code
+        except typer.Abort:
+            code = 130
         except SystemExit as exc:
             if env is None:
                 raise
-            code = exc.code
-            return code if isinstance(code, int) else (0 if code is None else 1)
-    return 0
+            status = exc.code
+            code = status if isinstance(status, int) else (0 if status is None else 1)
+    if env is None:
+        sys.exit(code)
+    return int(code)
+
+
+def _one_line(exc: click_errors.ClickException) -> str:
+    """Click's message on one line, with where to read the command's options."""
+    message = " ".join(exc.format_message().split()).rstrip(".")
+    ctx = getattr(exc, "ctx", None)
+    if isinstance(exc, click_errors.UsageError) and ctx is not None:
+        return f"{message}; see '{ctx.command_path} -h'"
+    return message
