@@ -28,6 +28,14 @@ class ChaosAdmin:
     def __init__(self, settings: ClientSettings) -> None:
         self.settings = settings
         self._admin = clients.admin(settings, "kgctl-chaos")
+        self._brokers: list[dict[str, Any]] | None = None
+
+    def _described_brokers(self) -> list[dict[str, Any]]:
+        # Asked once per run: the broker count and the bounds both read it before the
+        # fleet starts, and a cluster's membership does not change between the two.
+        if self._brokers is None:
+            self._brokers = list(self._admin.describe_cluster().get("brokers", []))
+        return self._brokers
 
     def _error(self, exc: Exception, what: str) -> KgctlError:
         # A broker's refusal of a chaos step is a set-up failure, not a lost connection.
@@ -41,7 +49,7 @@ class ChaosAdmin:
 
     def broker_count(self) -> int:
         try:
-            return len(self._admin.describe_cluster().get("brokers", []))
+            return len(self._described_brokers())
         except Exception as exc:
             raise self._error(exc, "describe cluster") from None
 
@@ -53,7 +61,9 @@ class ChaosAdmin:
         so: the run then fails fast if the cluster's are different (INVALID_SESSION_TIMEOUT).
         """
         try:
-            brokers = self._admin.describe_cluster().get("brokers", [])
+            brokers = self._described_brokers()
+            if not brokers:
+                return GroupBounds.assumed("the cluster described no broker")
             node = str(min(b["broker_id"] for b in brokers))
             wanted = ConfigResource(ConfigResourceType.BROKER, node, dict.fromkeys(KAFKA_DEFAULTS))
             answer = self._admin.describe_configs([wanted], config_filter="all")
