@@ -86,7 +86,7 @@ def test_generations_since_a_baseline() -> None:
     assert generations_since(s, 2) == []
 
 
-def test_errors_skip_normal_answers_and_join_failures_that_repeat_a_response() -> None:
+def test_errors_skip_normal_answers_the_rebalance_signal_and_repeated_join_failures() -> None:
     events = [
         mev("JoinGroupReceived", 1, "m1", error="MEMBER_ID_REQUIRED"),
         mev("JoinFailed", 2, "m1", error="MEMBER_ID_REQUIRED", retry="immediate"),
@@ -99,8 +99,7 @@ def test_errors_skip_normal_answers_and_join_failures_that_repeat_a_response() -
     assert [(e.type, e.member, err) for e, err in counted_errors(events)] == [
         ("SyncGroupReceived", "m1", "REBALANCE_IN_PROGRESS"),
         ("JoinFailed", "m1", "RequestTimedOutError"),  # no response said it: a failure
-        ("HeartbeatFailed", "m2", "REBALANCE_IN_PROGRESS"),
-    ]
+    ]  # m2's heartbeat answered REBALANCE_IN_PROGRESS: how it learnt of the rebalance
 
 
 def test_rejoin_reasons_name_causes_and_reactions_name_none() -> None:

@@ -58,7 +58,8 @@ def test_each_rebalance_has_its_cause_generations_duration_and_moves() -> None:
     # 4 -> 6 partitions: a keeps 0,1 and gains 2; b goes 2,3 -> 3,4,5.
     moved = {(m.partition, m.before, m.after) for m in rows[2].moves}
     assert moved == {(2, ("b",), ("a",)), (4, (), ("b",)), (5, (), ("b",))}
-    assert [e.what for e in rows[1].errors] == ["HeartbeatFailed REBALANCE_IN_PROGRESS"]
+    # a's heartbeat answered REBALANCE_IN_PROGRESS is how it learnt of it: not an error.
+    assert [e.what for e in rows[1].errors] == []
     assert rows[0].errors == ()  # MEMBER_ID_REQUIRED is a normal step of a first join
     assert report.checks and not report.violations
 

@@ -11,7 +11,8 @@ events:
   none (a new partition, a group's first assignment) is a move from no one;
 - **new generations** (`generations_since`);
 - **errors worth counting** (`counted_errors`): what an event reports as failed, except
-  the protocol's normal answers and a join failure that repeats its response's error.
+  the protocol's normal answers, a heartbeat's REBALANCE_IN_PROGRESS (the rebalance's
+  own signal) and a join failure that repeats its response's error.
 
 Pure and clock-free: every window is given by the caller.
 """
@@ -28,6 +29,9 @@ from kgctl.model.state import GenerationRecord, GroupState, TopicPartition
 # Errors that are the protocol's normal answers, not failures: a dynamic member's first
 # JoinGroup is always answered MEMBER_ID_REQUIRED, and asked again with the id.
 NORMAL_ERRORS = frozenset({"", "NONE", "MEMBER_ID_REQUIRED"})
+# A heartbeat answered REBALANCE_IN_PROGRESS is how every member of a classic group learns
+# that a rebalance began: counting it made every rebalance read as "errors: 1 per member".
+_NORMAL_SIGNALS = frozenset({("HeartbeatFailed", "REBALANCE_IN_PROGRESS")})
 # The responses whose error a following JoinFailed repeats.
 _JOIN_RESPONSES = frozenset({"JoinGroupReceived", "SyncGroupReceived"})
 
@@ -187,7 +191,8 @@ def generations_since(state: GroupState, generation: int) -> list[int]:
 def counted_errors(events: Iterable[Event]) -> Iterator[tuple[Event, str]]:
     """(event, error) for every failure worth counting, in order.
 
-    Every event whose `error` is not a normal answer (`NORMAL_ERRORS`) counts, except a
+    Every event whose `error` is not a normal answer (`NORMAL_ERRORS`, and a heartbeat's
+    REBALANCE_IN_PROGRESS: the rebalance's own signal) counts, except a
     JoinFailed that repeats the error of its member's last JoinGroup/SyncGroup response
     (that failure was counted once, as the response); a JoinFailed without such a
     response (a timeout, a lost connection) counts. A proxy's wire events (source
@@ -204,5 +209,5 @@ def counted_errors(events: Iterable[Event]) -> Iterator[tuple[Event, str]]:
             answered[who] = error
         if ev.type == "JoinFailed" and answered.pop(who, None) == error:
             continue
-        if error not in NORMAL_ERRORS:
+        if error not in NORMAL_ERRORS and (ev.type, error) not in _NORMAL_SIGNALS:
             yield ev, error
