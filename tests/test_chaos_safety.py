@@ -183,3 +183,18 @@ def test_partition_growth_off_loopback_needs_allow_destructive(tmp_path: Path) -
 )
 def test_only_loopback_addresses_count_as_local(bootstrap: str, loopback: bool) -> None:
     assert is_loopback(bootstrap) is loopback
+
+
+def test_demo_on_a_remote_cluster_takes_the_flag_its_refusal_names(tmp_path: Path) -> None:
+    """`kgctl demo -b REMOTE` refuses to grow partitions and names --allow-destructive;
+    with it, the demo goes past the check (and here fails to connect: nothing listens)."""
+    remote = "192.0.2.10:9092"  # TEST-NET-1: never routed, nothing answers
+    base = [sys.executable, "-m", "kgctl", "demo", "-b", remote, "--out-dir", str(tmp_path)]
+    refused = subprocess.run([*base, "--timeout", "2"], capture_output=True, text=True, timeout=60)
+    assert refused.returncode == int(ExitStatus.USAGE), refused.stderr
+    assert "pass --allow-destructive" in refused.stderr
+    allowed = subprocess.run(
+        [*base, "--allow-destructive", "--timeout", "2"], capture_output=True, text=True, timeout=60
+    )
+    assert allowed.returncode == int(ExitStatus.CANNOT_CONNECT), allowed.stderr
+    assert "--allow-destructive" not in allowed.stderr

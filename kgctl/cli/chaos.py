@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from kgctl.cli.common import (
+    AllowDestructive,
     Bootstrap,
     CommandConfig,
     HeartbeatInterval,
@@ -113,14 +114,7 @@ def run_command(
     follow: Annotated[
         bool, typer.Option("--follow", help="With --output json: every event as a JSON line.")
     ] = False,
-    allow_destructive: Annotated[
-        bool,
-        typer.Option(
-            "--allow-destructive",
-            help="Allow acting on a group kgctl did not create, or growing partitions on a "
-            "cluster that is not on loopback.",
-        ),
-    ] = False,
+    allow_destructive: AllowDestructive = False,
     topic_prefix: Annotated[
         str, typer.Option("--topic-prefix", help="Prefix of the topics and group chaos creates.")
     ] = "kgctl.",

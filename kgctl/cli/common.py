@@ -92,6 +92,15 @@ MaxPollInterval = Annotated[
     ),
 ]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print only results and errors.")]
+# chaos run and demo: what kgctl did not create, or cannot undo off the loopback.
+AllowDestructive = Annotated[
+    bool,
+    typer.Option(
+        "--allow-destructive",
+        help="Allow acting on a group kgctl did not create, or growing partitions on a "
+        "cluster that is not on loopback.",
+    ),
+]
 
 
 @dataclass

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from kgctl.cli.common import (
+    AllowDestructive,
     Bootstrap,
     CommandConfig,
     HeartbeatInterval,
@@ -45,6 +46,7 @@ def demo_command(
             "kgctl broker down), as kgctl broker up would.",
         ),
     ] = False,
+    allow_destructive: AllowDestructive = False,
     session_timeout: SessionTimeout = None,
     heartbeat_interval: HeartbeatInterval = None,
     max_poll_interval: MaxPollInterval = None,
@@ -105,7 +107,8 @@ def demo_command(
                 sc,
                 settings,
                 options=RunOptions(
-                    timings=TimingOverrides(session_timeout, heartbeat_interval, max_poll_interval)
+                    timings=TimingOverrides(session_timeout, heartbeat_interval, max_poll_interval),
+                    allow_destructive=allow_destructive,
                 ),
                 display=ChaosDisplay.make(
                     env.err if env.json else env.out, "none" if quiet else "auto"
