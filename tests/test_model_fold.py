@@ -258,3 +258,21 @@ def test_a_member_still_on_its_first_join_is_not_dropped_by_an_earlier_round() -
     s = fold_all(GroupState(G), events, now_ms=2000)
     assert sorted(m.key for m in s.live_members) == ["m1", "m2"]
     assert s.current is not None and s.current.stable_ms == 1260
+
+
+def test_the_last_member_to_leave_ends_the_rebalance_the_others_began() -> None:
+    """m2 leaves (m1 must rebalance), then m1 stops too: the group is empty, not
+    'rebalancing' (watch's header said so at the end of every recorded run)."""
+    history = [
+        *two_member_eager_history(),
+        mev("LeaveGroupSent", 9000, "m2", 2, reason="stopping"),
+        mev("MemberStopped", 9001, "m2", 2, reason="SIGTERM"),
+    ]
+    one_left = fold_all(GroupState(G), history, now_ms=9100)
+    assert one_left.rebalancing  # m1 has to rejoin alone
+    history += [
+        mev("LeaveGroupSent", 9500, "m1", 2, reason="stopping"),
+        mev("MemberStopped", 9501, "m1", 2, reason="SIGTERM"),
+    ]
+    empty = fold_all(GroupState(G), history, now_ms=9600)
+    assert not empty.live_members and not empty.rebalancing

@@ -414,7 +414,7 @@ def _on_leave(s: GroupState, ev: Event, t: int) -> GroupState:
     key = _key_for(s, ev)
     reason = str(ev.data.get("reason", "") or "left the group")
     s = _member_gone(s, key, t, PHASE_LEFT, reason)
-    return _begin_rebalance(s, t) if s.live_members else s
+    return _after_departure(s, t)
 
 
 def _on_stopped(s: GroupState, ev: Event, t: int) -> GroupState:
@@ -423,7 +423,13 @@ def _on_stopped(s: GroupState, ev: Event, t: int) -> GroupState:
     if not m.alive:
         return s
     s = _member_gone(s, key, t, PHASE_LEFT, str(ev.data.get("reason", "") or "stopped"))
-    return _begin_rebalance(s, t) if s.live_members else s
+    return _after_departure(s, t)
+
+
+def _after_departure(s: GroupState, t: int) -> GroupState:
+    """A member left: the others rebalance; with none left, the broker empties the group
+    and no rebalance is pending (the last one to leave ends the one the others began)."""
+    return _begin_rebalance(s, t) if s.live_members else replace(s, rebalancing=False)
 
 
 def _on_started(s: GroupState, ev: Event, t: int) -> GroupState:
