@@ -46,10 +46,12 @@ class InProcessMember:
         topic: str,
         max_poll_interval_ms: int = 30_000,
         cooperative: bool = False,
+        metadata_max_age_ms: int = 1000,
     ) -> None:
         self.kind = kind
         self.events: list[tuple[str, dict[str, Any]]] = []
         self.requests: list[str] = []
+        self.metadata_requests = 0
         # The owned partitions each JoinGroup claimed (its first protocol's metadata).
         self.claimed: list[dict[str, list[int]]] = []
         config: dict[str, Any] = {
@@ -60,7 +62,7 @@ class InProcessMember:
             "max_poll_interval_ms": max_poll_interval_ms,
             "enable_auto_commit": False,
             "auto_offset_reset": "earliest",
-            "metadata_max_age_ms": 1000,
+            "metadata_max_age_ms": metadata_max_age_ms,
         }
         if cooperative:
             from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
@@ -88,6 +90,7 @@ class InProcessMember:
             name = type(request).__name__.split("_")[0].removesuffix("Request")
             if name in ("JoinGroup", "SyncGroup", "LeaveGroup", "Heartbeat"):
                 self.requests.append(name)
+            self.metadata_requests += name == "Metadata"
             if name == "JoinGroup":
                 owned = getattr(request.protocols[0][1], "owned_partitions", None) or ()
                 self.claimed.append({tp.topic: sorted(tp.partitions) for tp in owned})
@@ -391,3 +394,30 @@ def test_a_member_that_fails_unexpectedly_says_so_and_leaves(bootstrap: str, top
     types = [e.type for e in events]
     assert types.index("LeaveGroupSent") > types.index("MemberFailed")
     assert types[-1] == "MemberStopped"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_leader_refreshes_metadata_only_when_due_not_at_every_assignment(
+    kind: str, bootstrap: str, topic: str, others: Callable[..., MemberProc]
+) -> None:
+    """Departure (q): kafka-python's leader asks for metadata at every assignment, which
+    restarts its metadata.max.age.ms period at the moment the followers' heartbeat
+    periods restart; Java refreshes only what is due. A second member joins a leader
+    whose metadata is fresh (max age 60 s): kgctl's leader sends no Metadata request."""
+    group = f"departure-q-{uuid.uuid4().hex[:8]}"
+    leader = InProcessMember(kind, bootstrap, group, topic, metadata_max_age_ms=60_000)
+    try:
+        leader.poll_until(lambda: len(leader.consumer.assignment()) == 4, 30, "the first join")
+        leader.poll_for(0.5)  # the first join's own refreshes are answered
+        before, generation = leader.metadata_requests, leader.generation
+        a = others(group, topic, "a")
+        leader.poll_until(lambda: leader.generation > generation, 30, "the second generation")
+        leader.poll_until(lambda: len(leader.consumer.assignment()) == 2, 30, "the split")
+        refreshed = leader.metadata_requests - before
+        if kind == "kgctl":
+            assert refreshed == 0
+        else:
+            assert refreshed >= 1  # the forced refresh the correction removes
+        assert a.wait_event("JoinCompleted", timeout=30)
+    finally:
+        leader.close()
