@@ -593,12 +593,9 @@ class TracedCoordinator(ConsumerCoordinator):
     def _perform_assignment(self, leader_id: str, protocol_name: str, members: Any) -> Any:
         pending = self._cluster.need_update
         assignments = super()._perform_assignment(leader_id, protocol_name, members)
-        # Departure (q): kafka-python forces a metadata refresh at every assignment, which
-        # restarts the leader's metadata.max.age.ms period at the JoinGroup answer, the
-        # moment the followers' heartbeat periods restart too. A partition change was then
-        # seen by the leader just before the followers' heartbeats went out, and they
-        # learnt of its rejoin a whole heartbeat interval later (growth took ~2x Java's).
-        # Java only refreshes what is due (ensureFreshMetadata, done above by (j)).
+        # Departure (q): kafka-python forces a metadata refresh at every assignment,
+        # restarting the leader's metadata.max.age.ms period at the JoinGroup answer.
+        # Java only waits for what is due (ensureFreshMetadata, done above by (j)).
         if not pending:
             with self._cluster._lock:
                 self._cluster._need_update = False
