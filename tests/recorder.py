@@ -387,7 +387,32 @@ def record_two_members(bootstrap: str, out: Path, grow: bool = True) -> str:
     return group
 
 
+def record_static_replaced(bootstrap: str, out: Path, session_ms: int = 6000) -> str:
+    """a, a static member with range, alone in its group; a second process (a2) joins with
+    a's group.instance.id, roundrobin first: the broker hands it the identity (a is
+    fenced) and, the group's assignor changing with it, rebalances."""
+    topic = create_topic(bootstrap, 2)
+    group = f"kgctl-explain-{uuid.uuid4().hex[:8]}"
+    rec = Recording(bootstrap, group)
+    iid = ("--instance-id", f"{group}-a")
+    try:
+        rec.start("a", topic, *iid, "--assignor", "range", session_ms=session_ms)
+        rec.wait_converged(["a"], 2)
+        rec.start(
+            "a2", topic, *iid, "--assignor", "roundrobin", "--assignor", "range",
+            session_ms=session_ms,
+        )  # fmt: skip
+        wait_for(rec, "a", "MemberFailed")
+        rec.wait_converged(["a2"], 2)
+        rec.stop("a2")
+    finally:
+        rec.close()
+        rec.write(out)
+    return group
+
+
 RECORDERS = {
+    "static_replaced": record_static_replaced,
     "two_members_growth": record_two_members,
     "dead_member_growth": record_dead_member_growth,
     "slow_member": record_slow_member,

@@ -176,12 +176,12 @@ def test_chaos_report_and_watch_agree_on_one_recording() -> None:
 
 def test_a_recorded_steps_cause_is_its_generations_diagnosis() -> None:
     """The kill step: its generation's trigger is the killed member's session timing out
-    (inferred: nothing said it), and the group waited for it until then."""
+    (exact: chaos itself sent the SIGKILL), and the group waited for it until then."""
     events, _ = parse_lines(RECORDING.read_text(encoding="utf-8").splitlines())
     (step,) = recorded_steps(events)
     (d,) = step.facts.diagnoses
-    assert (d.trigger.who, d.trigger.cause, d.trigger.confidence) == ("m2", "timed_out", "inferred")
+    assert (d.trigger.who, d.trigger.cause, d.trigger.confidence) == ("m2", "timed_out", "exact")
     (wait,) = d.waits
     assert (wait.phase, wait.member) == ("detect", "m2") and 2000 <= wait.ms <= 3500
     line = cause_line("SIGKILL m2", step.facts.rejoin_reasons, step.facts.diagnoses)
-    assert line.startswith("SIGKILL m2 → gen 3: m2: timed out (inferred); detect waited")
+    assert line.startswith("SIGKILL m2 → gen 3: m2: timed out; detect waited")

@@ -25,6 +25,7 @@ from recorder import (  # noqa: E402
     record_restart,
     record_scale_out,
     record_slow_member,
+    record_static_replaced,
 )
 
 pytestmark = pytest.mark.kafka
@@ -235,3 +236,25 @@ def test_a_member_busy_with_its_batch_holds_the_join(bootstrap: str, tmp_path: P
     # About a second's worth of records at the measured pace (the text rounds the time).
     assert fix.setting == "max.poll.records"
     assert abs(int(fix.value) - 1000 * n / (seconds * 1000)) <= 2 and int(fix.value) < n
+
+
+def test_a_static_member_replaced_by_a_process_with_other_assignors(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    # a2 takes a's group.instance.id offering roundrobin first: the broker hands it the
+    # identity, fences a and, the group's assignor changing, rebalances.
+    path = tmp_path / "run.jsonl"
+    record_static_replaced(bootstrap, path)
+    events, _ = parse_lines(path.read_text().splitlines())
+    assert any(
+        e.member == "a" and e.type == "MemberFailed" and e.data["error"] == "FENCED_INSTANCE_ID"
+        for e in events
+    )
+    _group, diags = diagnosed(path)
+    [swap] = [d for d in diags.values() if d.trigger.cause == "static_member_replaced"]
+    assert (swap.trigger.who, swap.trigger.confidence) == ("a2", EXACT)
+    # a was fenced, not killed: no session timeout named, nothing waited for.
+    assert not swap.waits and not any(t.who == "a" for t in swap.also)
+    advice = {(a.setting, a.value) for a in swap.advice}
+    assert ("partition.assignment.strategy", "range") in advice
+    assert ("group.instance.id", "one per process") in advice

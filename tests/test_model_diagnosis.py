@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -62,16 +63,19 @@ def test_session_advice_respects_the_cluster_floor() -> None:
     assert ("session.timeout.ms", "4500") in {(a.setting, a.value) for a in g3.advice}
 
 
-def test_a_killed_member_alone_is_an_inferred_session_timeout() -> None:
+def test_a_member_killed_by_chaos_is_an_exact_session_timeout() -> None:
+    # kgctl chaos SIGKILLed m2 and says so (ActionPerformed, its MemberFailed): exact.
     g3 = diagnosed("chaos_member_kill.jsonl")[3]
     assert (g3.trigger.who, g3.trigger.cause, g3.trigger.confidence) == (
         "m2",
         "timed_out",
-        INFERRED,
+        EXACT,
     )
-    assert any("infers" in n for n in g3.notes)
+    assert "kgctl chaos at " in g3.trigger.evidence and "SIGKILL m2" in g3.trigger.evidence
+    assert not any("infers" in n for n in g3.notes)
     [detect] = g3.waits
-    assert (detect.phase, detect.member) == ("detect", "m2")
+    assert (detect.phase, detect.member, detect.confidence) == ("detect", "m2", EXACT)
+    assert "SIGKILL m2" in detect.detail
     assert 2000 <= detect.ms <= 3500  # session.timeout.ms=3000
     # heartbeat.interval.ms=300, but a heartbeat once came 309 ms after the one before:
     # 2 × that, rounded up to a second, is above 3 × 300.
@@ -81,9 +85,24 @@ def test_a_killed_member_alone_is_an_inferred_session_timeout() -> None:
     assert "rounded up to a whole second" in advice.text
 
 
+def without_chaos(name: str) -> tuple[Any, list[Event]]:
+    """A recorded chaos run without chaos's own events: a kill -9 nobody announced."""
+    events, _ = parse_lines((DATA / name).read_text().splitlines())
+    report = build_report([e for e in events if e.source != "chaos"])
+    return report, report.events
+
+
+def test_a_member_killed_without_a_word_is_an_inferred_session_timeout() -> None:
+    report, events = without_chaos("chaos_member_kill.jsonl")
+    g3 = diagnose(report.state, events, report.last_ms)[2]
+    assert (g3.trigger.who, g3.trigger.cause, g3.trigger.confidence) == ("m2", "timed_out", INFERRED)
+    assert "killed or frozen" in g3.trigger.evidence and "chaos" not in g3.trigger.evidence
+    assert any("infers" in n for n in g3.notes)
+    assert g3.waits[0].confidence == INFERRED
+
+
 def test_a_broker_log_line_makes_a_silent_departure_exact() -> None:
-    events, _ = parse_lines((DATA / "chaos_member_kill.jsonl").read_text().splitlines())
-    report = build_report(events)
+    report, _ = without_chaos("chaos_member_kill.jsonl")
     g3 = report.state.generations[2]
     line = BrokerReason(
         g3.start_ms - 5, report.group, "removing member m2-id on heartbeat expiration", 2
@@ -292,3 +311,31 @@ def test_stored_records_alone_name_a_first_generation_and_a_rejoin_of_the_same_m
     report = build_report(events)
     third = {d.generation: d for d in diagnose(report.state, report.events, report.last_ms)}[3]
     assert third.trigger.cause != "rejoin_requested"
+
+
+def test_a_static_member_replaced_by_a_process_with_other_assignors() -> None:
+    # a2 joined with a's group.instance.id, roundrobin first (a: range): the broker gave
+    # a2 the identity, fenced a, and rebalanced for the new assignor.
+    g2 = diagnosed("static_replaced.jsonl")[2]
+    assert (g2.trigger.who, g2.trigger.cause, g2.trigger.confidence) == (
+        "a2",
+        "static_member_replaced",
+        EXACT,
+    )
+    assert "group.instance.id" in g2.trigger.evidence
+    # a was fenced, not killed: neither a session timeout nor a wait for it.
+    assert not g2.also and not g2.waits
+    advice = {(a.setting, a.value) for a in g2.advice}
+    assert ("partition.assignment.strategy", "range") in advice
+    assert ("group.instance.id", "one per process") in advice
+
+
+def test_the_brokers_words_for_a_static_member_replaced() -> None:
+    from kgctl.model.diagnosis import _broker_cause
+
+    for reason in (
+        "Updating metadata for static member m-1 with instance id i; client reason: x",
+        "Group's selectedProtocol will change because static member m-1 with instance id i "
+        "joined with change of protocol; client reason: not provided",
+    ):
+        assert _broker_cause(reason) == "static_member_replaced", reason

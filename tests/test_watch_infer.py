@@ -75,6 +75,21 @@ def test_the_same_process_rejoining_with_a_new_member_id_is_a_timeout_guess() ->
     assert "left and rejoined as a-2" in evidence
 
 
+def test_a_static_members_instance_id_under_a_new_member_id_is_a_replacement() -> None:
+    from dataclasses import replace
+
+    old = replace(member("i-1", "a", [0, 1]), instance_id="i")
+    new = replace(member("i-2", "a-next", [0, 1]), host="/10.1.1.2", instance_id="i")
+    events = infer(
+        snap("Stable", old, member("b-1", "b", [2])),
+        snap("PreparingRebalance", new, member("b-1", "b", None)),
+        snap("Stable", new, member("b-1", "b", [2])),
+    )
+    assert causes(events) == [(1, "static_member_replaced", False)]
+    evidence = next(e for e in events if e.type == "RebalanceAttributed").data["evidence"]
+    assert "static member i replaced: member id i-1 → i-2" in evidence
+
+
 def test_leaving_subscription_and_partition_changes() -> None:
     left = infer(
         snap("Stable", member("a-1", "a", [0]), member("b-1", "b", [1])),

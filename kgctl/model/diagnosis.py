@@ -27,6 +27,7 @@ from kgctl.model.state import GenerationRecord, GroupState, TopicPartition
 from kgctl.model.timeline import rebalance_moves, rebalance_unassigned
 
 EXACT = "exact"
+FENCED = "FENCED_INSTANCE_ID"
 POLL_BREACH = "max.poll.interval.ms exceeded"  # a PollIntervalExceeded's reason
 INFERRED = "inferred"
 
@@ -44,6 +45,13 @@ _MAIN_THREAD = frozenset({"RecordsConsumed", "RejoinRequested", "JoinGroupSent",
 # Events that say nothing about why a member acts (routine or a reaction).
 _ROUTINE = frozenset({"HeartbeatSucceeded", "RecordsConsumed", "OffsetsCommitted"})
 
+
+MEASURED_LAG = "lag"  # a Cost's records_missed: the lag growth the broker described
+ESTIMATED_RATE = "rate"  # a Cost's records_missed: its measured rate x the time without
+# heartbeat.interval.ms in the Java client and kafka-python, when nothing else says it.
+DEFAULT_HEARTBEAT_MS = 3000
+TRACED = "traced"  # a session timeout the member's own events gave
+STORED = "__consumer_offsets"  # a session timeout stored with the member's generation
 
 # Kinds of broker log lines.
 PREPARING = "preparing"  # Preparing to rebalance group … (reason: …)
@@ -140,6 +148,7 @@ class Wait:
     detail: str
     confidence: str = INFERRED
     session_timeout_ms: int | None = None
+    session_from: str = ""  # where the session timeout was read: traced, __consumer_offsets
 
     def text(self) -> str:
         return f"{self.phase} waited {self.ms / 1000:.1f}s for {self.member}: {self.detail}"
@@ -153,6 +162,7 @@ class Wait:
             "detail": self.detail,
             "confidence": self.confidence,
             "session_timeout_ms": self.session_timeout_ms,
+            "session_from": self.session_from,
         }
 
 
@@ -162,13 +172,18 @@ class Cost:
 
     member: str
     unassigned_ms: int
-    records_missed: int | None = None  # estimated from its consumption rate before
+    records_missed: int | None = None
+    # How records_missed is known: MEASURED_LAG (the lag on its partitions grew by that
+    # much meanwhile, from the broker's descriptions) or ESTIMATED_RATE (its consumption
+    # rate before, measured, times the time without partitions).
+    records_basis: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "member": self.member,
             "unassigned_ms": self.unassigned_ms,
             "records_missed": self.records_missed,
+            "records_basis": self.records_basis,
         }
 
 
@@ -263,6 +278,7 @@ class _Member:
 
     key: str
     session_ms: int | None = None
+    session_from: str = ""  # TRACED or STORED
     heartbeat_ms: int | None = None
     max_poll_ms: int | None = None
     instance_id: str | None = None
@@ -272,7 +288,10 @@ class _Member:
 
 def _members(events: Sequence[Event]) -> dict[str, _Member]:
     out: dict[str, _Member] = {}
+    ids: dict[str, str] = {}  # member id -> member
     for e in events:
+        if e.source in ("member", "wire") and e.member and e.member_id:
+            ids[e.member_id] = e.member
         if e.source not in ("member", "wire") or not e.member:
             continue
         m = out.setdefault(e.member, _Member(e.member))
@@ -295,6 +314,34 @@ def _members(events: Sequence[Event]) -> dict[str, _Member]:
             m.max_poll_ms = _opt_int(e.data.get("max_poll_interval_ms")) or m.max_poll_ms
         if e.instance_id:
             m.instance_id = e.instance_id
+    for m in out.values():
+        if m.session_ms:
+            m.session_from = TRACED
+    # A traced member whose configuration was not (its MemberStarted is older than what
+    # was read): the session timeout the broker stored with its generation.
+    for member_id, (session, rebalance) in _stored_timeouts(events).items():
+        found = out.get(ids.get(member_id, ""))
+        if found is not None and not found.session_ms and session > 0:
+            found.session_ms, found.session_from = session, STORED
+        if found is not None and not found.max_poll_ms and rebalance > 0:
+            found.max_poll_ms = rebalance
+    return out
+
+
+def _stored_timeouts(events: Sequence[Event]) -> dict[str, tuple[int, int]]:
+    """member id -> (session.timeout.ms, rebalance timeout) as the broker stored them with
+    each generation in __consumer_offsets (GenerationChanged `stored_in`)."""
+    out: dict[str, tuple[int, int]] = {}
+    for e in events:
+        if e.type != "GenerationChanged" or not e.data.get("stored_in"):
+            continue
+        for raw in e.data.get("members") or []:
+            if not isinstance(raw, Mapping) or not raw.get("member_id"):
+                continue
+            session = _opt_int(raw.get("session_timeout_ms")) or -1
+            rebalance = _opt_int(raw.get("rebalance_timeout_ms")) or -1
+            if session > 0 or rebalance > 0:
+                out[str(raw["member_id"])] = (session, rebalance)
     return out
 
 
@@ -355,6 +402,13 @@ def _said_leave(e: Event, who: str, src: str) -> list[Trigger]:
 
 def _said_failed(e: Event, who: str, src: str) -> list[Trigger]:
     error = str(e.data.get("error", "") or "")
+    if error == FENCED:
+        iid = f" {e.instance_id}" if e.instance_id else ""
+        evidence = (
+            f"{who}'s trace: {FENCED}: another process joined with its group.instance.id{iid}"
+            " and the broker handed it the identity"
+        )
+        return [Trigger(Cause.STATIC_MEMBER_REPLACED.value, who, error, EXACT, evidence, e.ts_ms)]
     evidence = f"{who}'s trace: failed with {error}"
     return [Trigger(Cause.MEMBER_FAILED.value, who, error, EXACT, evidence, e.ts_ms)]
 
@@ -427,6 +481,72 @@ def _wire_rejoins(
     return out
 
 
+def _instance_of(e: Event) -> str:
+    return str(e.instance_id or e.data.get("instance_id") or "")
+
+
+def _replacements(
+    events: Sequence[Event], since: int, until: int, prev: GenerationRecord | None
+) -> tuple[list[Trigger], set[str]]:
+    """A JoinGroup without a member id under a group.instance.id that a member of the
+    last generation held (a member's own JoinGroupSent, or one the proxy saw): the broker
+    replaces the static member, and fences the old member id (FENCED_INSTANCE_ID). The
+    triggers, and the members replaced."""
+    replaced: set[str] = set()
+    if prev is None:
+        return [], replaced
+    holder: dict[str, tuple[str, str]] = {}  # instance id -> (member, member id)
+    out: list[Trigger] = []
+    for e in events:
+        iid = _instance_of(e)
+        if not iid or e.ts_ms > until:
+            continue
+        who = e.member or e.client_id
+        member_id = str(e.member_id or e.data.get("member_id") or "")
+        joining = e.type == "JoinGroupSent" and e.source in ("member", "wire") and not member_id
+        if joining and since < e.ts_ms and iid in holder and holder[iid][0] in prev.members:
+            old, old_id = holder[iid]
+            src = "wire" if e.source == "wire" else "trace"
+            by = f"{old} (member id {old_id})" if old != who else f"its previous process ({old_id})"
+            replaced.add(old)
+            out.append(
+                Trigger(
+                    Cause.STATIC_MEMBER_REPLACED.value, who, "", EXACT,
+                    f"{who}'s {src}: JoinGroup with group.instance.id {iid} and no member id "
+                    f"while {by} held it: the broker replaced it",
+                    e.ts_ms,
+                )
+            )  # fmt: skip
+        elif member_id and e.source in ("member", "wire", "observer"):
+            holder[iid] = (e.member or who or member_id, member_id)
+    return out, replaced
+
+
+def _chaos_act(events: Sequence[Event], member: str, until: int) -> Event | None:
+    """kgctl chaos's own word that it killed or froze `member` (its ActionPerformed, or
+    the MemberFailed it wrote when the process ended without a word), before `until`."""
+    found = None
+    for e in events:
+        if e.source != "chaos" or e.ts_ms > until:
+            continue
+        acted = e.type == "ActionPerformed" and e.data.get("action") in _SILENCING
+        if acted and member in (e.data.get("members") or []):
+            found = e
+        elif e.type == "MemberFailed" and e.member == member and found is None:
+            found = e
+    return found
+
+
+# Chaos actions after which a member says nothing more: the broker finds out at its
+# session timeout.
+_SILENCING = ("member-kill", "member-pause")
+
+
+def _chaos_words(e: Event) -> str:
+    what = str(e.data.get("description") or e.data.get("error") or e.type)
+    return f"kgctl chaos at {_clock(e.ts_ms)}: {what}"
+
+
 def _from_broker_log(br: BrokerReason, state: GroupState) -> Trigger:
     member_id = _broker_who(br.reason)
     who = _member_name(state, member_id)
@@ -460,14 +580,34 @@ def _candidates(
 ) -> list[Trigger]:
     """Everything in (since, until] that could have started the rebalance."""
     out = [t for e in events if since < e.ts_ms <= until for t in _read(e)]
+    replaced, gone = _replacements(events, since, until, prev)
+    # The new process's first join is the replacement, not a new member.
+    out = [
+        t
+        for t in out
+        if t.cause != Cause.MEMBER_JOINED.value
+        or not any(r.who == t.who and abs(r.at_ms - t.at_ms) <= START_SLACK_MS for r in replaced)
+    ]
+    out += replaced
     out += _wire_rejoins(events, since, until, prev)
-    out += _silent_departures(events, since, until, prev, rec, state, members)
+    # A replaced member is silent because it was fenced, not because it died.
+    out += [
+        t
+        for t in _silent_departures(events, since, until, prev, rec, state, members)
+        if t.who not in gone
+    ]
     out += [
         _from_broker_log(br, state)
         for br in ctx.broker_reasons
         if since < br.ts_ms <= until and br.group == state.group
     ]
-    return out
+    # A static member replaced in a stable group does not rebalance it (the broker hands
+    # the identity over): a replacement long before this rebalance began did not start it.
+    return [
+        t
+        for t in out
+        if t.cause != Cause.STATIC_MEMBER_REPLACED.value or t.at_ms >= rec.start_ms - START_SLACK_MS
+    ]
 
 
 def _reason_detail(e: Event) -> str:
@@ -483,40 +623,101 @@ def _reason_detail(e: Event) -> str:
     return ""
 
 
-# Reasons a client gives when it only follows a rebalance someone else started.
-_REACTIONS = ("rebalance_in_progress", "already rebalancing", "rebalance in progress",
-              "need to re-join with the given member-id", "retry after member_id_required",
-              "cooperative_followup")  # fmt: skip
+# A client's own KIP-800 reason (kgctl's `kgctl: <reason>`, the Java client's words) and
+# the cause it names; None: a reaction to a rebalance someone else started. Checked in
+# order, on the lower-cased text.
+_CLIENT_REASONS: tuple[tuple[str, str | None], ...] = (
+    # Java's ConsumerCoordinator and AbstractCoordinator
+    ("cached metadata has changed", Cause.PARTITIONS_CHANGED.value),
+    ("subscription has changed", Cause.SUBSCRIPTION_CHANGED.value),
+    ("does not match the current subscription", Cause.SUBSCRIPTION_CHANGED.value),
+    ("need to revoke partitions", None),  # the cooperative follow-up round
+    ("group is already rebalancing", None),
+    ("need to re-join with the given member-id", None),  # the second half of a first join
+    ("rebalanceinprogress", None),
+    ("illegalgeneration", None),
+    ("illegal_generation", None),
+    ("memberidrequired", None),
+    ("unknownmemberid", Cause.GENERATION_RESET.value),  # removed meanwhile: joins anew
+    ("unknown_member_id", Cause.GENERATION_RESET.value),
+    ("rebalance failed due to", None),  # another error: the rebalance was already running
+    ("consumer poll timeout has expired", Cause.TIMED_OUT.value),
+    ("the consumer is being closed", Cause.MEMBER_LEFT.value),
+    ("unsubscribed from all topics", Cause.MEMBER_LEFT.value),
+    ("rebalance enforced by user", Cause.REJOIN_REQUESTED.value),
+    # kgctl's names (and older kgctl members' `kgctl: <reason>`)
+    ("rebalance_in_progress", None),
+    ("rebalance in progress", None),
+    ("already rebalancing", None),
+    ("retry after member_id_required", None),
+    ("cooperative_followup", None),
+)
+
+
+def _client_cause(reason: str) -> str | None:
+    """The cause a client's own reason names; None for a reaction; "" when kgctl does not
+    know the words."""
+    low = reason.lower().strip()
+    name = low.removeprefix("kgctl:").strip()  # kgctl's own names: `kgctl: metadata_changed`
+    if name in {r.value for r in RejoinReason}:
+        return cause_of_reason(name)
+    for words, cause in _CLIENT_REASONS:
+        if words in low:
+            return cause
+    if "poll" in low and ("timeout" in low or "interval" in low):
+        return Cause.TIMED_OUT.value
+    return ""
 
 
 def _wire_cause(reason: str) -> str | None:
     """The cause a JoinGroup's KIP-800 reason names; None for a reaction."""
-    low = reason.lower()
-    if any(r in low for r in _REACTIONS) and "first_join" not in low:
-        return None
-    return _broker_cause(reason)
+    cause = _client_cause(reason)
+    return cause if cause != "" else _broker_cause(reason)
+
+
+# The broker's own words before `; client reason:` (Kafka's group coordinator) and the
+# cause they name; "" when the client's reason says why (a member rejoined).
+_BROKER_REASONS: tuple[tuple[str, str], ...] = (
+    ("static member", Cause.STATIC_MEMBER_REPLACED.value),
+    ("heartbeat expiration", Cause.TIMED_OUT.value),
+    ("session", Cause.TIMED_OUT.value),
+    ("pending sync request expiration", Cause.TIMED_OUT.value),
+    ("poll timeout", Cause.TIMED_OUT.value),
+    ("max.poll", Cause.TIMED_OUT.value),
+    ("on leavegroup", Cause.MEMBER_LEFT.value),
+    ("leave", Cause.MEMBER_LEFT.value),
+    ("removing member", Cause.MEMBER_LEFT.value),
+    ("adding new member", Cause.MEMBER_JOINED.value),
+    ("new member", Cause.MEMBER_JOINED.value),
+    ("re-joining group", ""),
+    ("updating metadata for member", ""),
+    ("storing group assignment", Cause.ASSIGNMENT_FAILED.value),
+)
 
 
 def _broker_cause(reason: str) -> str:
-    """The cause a broker log reason names (KIP-800 reasons are free text)."""
-    low = reason.lower()
-    if "heartbeat expiration" in low or "session" in low:
-        return Cause.TIMED_OUT.value
-    if "poll timeout" in low or "max.poll" in low or "poll_interval" in low:
-        return Cause.TIMED_OUT.value
-    if "leave" in low or "removing member" in low or "stopping" in low:
-        return Cause.MEMBER_LEFT.value
+    """The cause a broker log reason names: the broker's words when they name one, else
+    the client's (KIP-800 reasons are free text)."""
+    broker, _, client = reason.partition("; client reason: ")
+    low = broker.lower()
+    for words, cause in _BROKER_REASONS:
+        if words in low:
+            if cause:
+                return cause
+            break
+    said = client.strip()
+    if said and said != "not provided":
+        found = _client_cause(said)
+        if found:
+            return found
+    elif not client:
+        found = _client_cause(broker)
+        if found:
+            return found
     if "metadata" in low or "partition" in low:
         return Cause.PARTITIONS_CHANGED.value
     if "subscription" in low:
         return Cause.SUBSCRIPTION_CHANGED.value
-    if "new member" in low or "adding" in low or "first_join" in low or "need to re-join" in low:
-        return Cause.MEMBER_JOINED.value
-    if "static member" in low and "replace" in low:
-        return Cause.MEMBER_JOINED.value
-    for r in RejoinReason:
-        if r.value in low:
-            return cause_of_reason(r.value) or Cause.REJOIN_REQUESTED.value
     return Cause.REJOIN_REQUESTED.value
 
 
@@ -577,17 +778,26 @@ def _silent_departures(
         session = info.session_ms
         at = last + session if session else (m.left_ms or until)
         what = f"session.timeout.ms={session}" if session else "its session timeout"
+        chaos = _chaos_act(events, key, until)
+        if chaos is not None:
+            # kgctl chaos says itself that it silenced the member: no guess about why.
+            evidence = (
+                f"{_chaos_words(chaos)}; {key} silent since {_clock(last)} and missing "
+                f"from generation {rec.generation}: removed at {what}"
+            )
+            confidence = EXACT
+        else:
+            evidence = (
+                f"{key} silent since {_clock(last)} and missing from generation "
+                f"{rec.generation}: removed at {what} (killed or frozen)"
+            )
+            confidence = INFERRED
         out.append(
             Trigger(
-                Cause.TIMED_OUT.value,
-                key,
-                "session timeout",
-                INFERRED,
-                f"{key} silent since {_clock(last)} and missing from generation "
-                f"{rec.generation}: removed at {what} (killed or frozen)",
+                Cause.TIMED_OUT.value, key, "session timeout", confidence, evidence,
                 min(at, until),
             )
-        )
+        )  # fmt: skip
     return out
 
 
@@ -641,7 +851,7 @@ def _waits(
         return []
     out = _join_waits(events, rec, prev, members)
     if not any(k in members for k in rec.members):
-        out += _logged_waits(rec, state, broker)
+        out += _logged_waits(events, rec, state, broker)
     detect = _detect_wait(events, rec.start_ms, members, trigger)
     return detect + out + _sync_waits(events, rec, members)
 
@@ -661,11 +871,16 @@ def _join_waits(
         if sent is not None:
             sent_at[k] = sent.ts_ms
     last_live = max(sent_at.values(), default=start)
-    # Members of the previous generation that were not in this one and said nothing.
+    # Members of the previous generation that were not in this one and said nothing (a
+    # static member replaced was fenced, not waited for).
+    _, swapped = _replacements(events, -1, sync, prev)
     gone = [
         k
         for k in (prev.members if prev else ())
-        if k not in rec.members and k in members and not _spoke(events, k, start, sync)
+        if k not in rec.members
+        and k in members
+        and k not in swapped
+        and not _spoke(events, k, start, sync)
     ]
     if sync - last_live > WAIT_SLACK_MS and gone:
         return [_dead_wait(events, k, start, sync, last_live, members) for k in gone]
@@ -676,7 +891,9 @@ def _join_waits(
     if waited <= WAIT_SLACK_MS:
         return []
     why, detail, conf = _why_late(events, k, start, sent_at[k], members)
-    return [Wait("join", k, waited, why, detail, conf, members[k].session_ms)]
+    return [
+        Wait("join", k, waited, why, detail, conf, members[k].session_ms, members[k].session_from)
+    ]
 
 
 def _dead_wait(
@@ -688,37 +905,55 @@ def _dead_wait(
     members: Mapping[str, _Member],
 ) -> Wait:
     last = _last_seen(events, k, sync)
-    session = members[k].session_ms
+    session, source = members[k].session_ms, members[k].session_from
     since_last = None if last is None else sync - last
     detail = f"no heartbeat since {_clock(last)}" if last is not None else "silent"
+    chaos = _chaos_act(events, k, sync)
+    if chaos is not None:
+        detail = f"{_chaos_words(chaos)}; {detail}"
     if session and since_last is not None and since_last >= SESSION_MATCH * session:
+        stored = ", stored in __consumer_offsets" if source == STORED else ""
         detail += (
             f": dead, the broker removed it at its session timeout "
-            f"(session.timeout.ms={session}, {since_last / 1000:.1f}s after it was "
+            f"(session.timeout.ms={session}{stored}, {since_last / 1000:.1f}s after it was "
             f"last heard of); the live members had all joined by {_clock(last_live)}"
         )
-    return Wait("join", k, sync - start, WAIT_DEAD, detail, INFERRED, session)
+    confidence = EXACT if chaos is not None else INFERRED
+    return Wait("join", k, sync - start, WAIT_DEAD, detail, confidence, session, source)
 
 
 def _logged_waits(
-    rec: GenerationRecord, state: GroupState, broker: Sequence[BrokerReason]
+    events: Sequence[Event],
+    rec: GenerationRecord,
+    state: GroupState,
+    broker: Sequence[BrokerReason],
 ) -> list[Wait]:
     """Untraced: the broker's log says when it removed a member whose session timed out
     while the join phase waited for it."""
     start, sync = rec.start_ms, rec.sync_ms or rec.start_ms
-    return [
-        Wait(
-            "join",
-            _member_name(state, _broker_who(br.reason)),
-            br.ts_ms - start,
-            WAIT_DEAD,
-            f"the broker removed it at {_clock(br.ts_ms)} when its session timed out "
-            "(broker log): the join phase waited for it until then",
-            EXACT,
+    stored = _stored_timeouts(events)
+    out = []
+    for br in broker:
+        if br.kind != FAILED or not start + WAIT_SLACK_MS < br.ts_ms <= sync + WAIT_SLACK_MS:
+            continue
+        member_id = _broker_who(br.reason)
+        session = stored.get(member_id, (-1, -1))[0]
+        known = f" (session.timeout.ms={session}, stored in __consumer_offsets)"
+        out.append(
+            Wait(
+                "join",
+                _member_name(state, member_id),
+                br.ts_ms - start,
+                WAIT_DEAD,
+                f"the broker removed it at {_clock(br.ts_ms)} when its session timed out"
+                f"{known if session > 0 else ''} (broker log): the join phase waited for it "
+                "until then",
+                EXACT,
+                session if session > 0 else None,
+                STORED if session > 0 else "",
+            )
         )
-        for br in broker
-        if br.kind == FAILED and start + WAIT_SLACK_MS < br.ts_ms <= sync + WAIT_SLACK_MS
-    ]
+    return out
 
 
 def _detect_wait(
@@ -732,17 +967,20 @@ def _detect_wait(
     if last is None or start - last <= WAIT_SLACK_MS:
         return []
     session = members[trigger.who].session_ms
+    chaos = _chaos_act(events, trigger.who, start)
+    said = f"{_chaos_words(chaos)}; " if chaos is not None else ""
     return [
         Wait(
             "detect",
             trigger.who,
             start - last,
             WAIT_DEAD,
-            f"no heartbeat since {_clock(last)}: the rebalance began only when its session "
-            f"timed out (session.timeout.ms={session}); its partitions were not consumed "
-            "meanwhile",
-            INFERRED,
+            f"{said}no heartbeat since {_clock(last)}: the rebalance began only when its "
+            f"session timed out (session.timeout.ms={session}); its partitions were not "
+            "consumed meanwhile",
+            EXACT if chaos is not None else INFERRED,
             session,
+            members[trigger.who].session_from,
         )
     ]
 
@@ -862,12 +1100,40 @@ def _is_heartbeat(e: Event) -> bool:
     return e.type == "HeartbeatTraced" and e.source == "wire" and e.data.get("error") == "NONE"
 
 
-def _heartbeat_every(events: Sequence[Event], member: str) -> int | None:
-    """The usual time between `member`'s heartbeats (the median gap), when it was seen:
-    its heartbeat.interval.ms when its configuration was not traced."""
-    ts = [e.ts_ms for e in events if _is_heartbeat(e) and (e.member or e.client_id) == member]
-    gaps = sorted(b - a for a, b in zip(ts, ts[1:], strict=False) if b > a)
+def _heartbeat_every(events: Sequence[Event], member: str | None) -> int | None:
+    """The usual time between `member`'s heartbeats (the median gap; of every member's
+    when `member` is None), when it was seen: its heartbeat.interval.ms when its
+    configuration was not traced."""
+    ts: dict[str, list[int]] = {}
+    for e in events:
+        who = e.member or e.client_id
+        if _is_heartbeat(e) and (member is None or who == member):
+            ts.setdefault(who, []).append(e.ts_ms)
+    gaps = sorted(
+        b - a for seen in ts.values() for a, b in zip(seen, seen[1:], strict=False) if b > a
+    )
     return gaps[len(gaps) // 2] if gaps else None
+
+
+def _heartbeat_basis(
+    events: Sequence[Event], member: str, members: Mapping[str, _Member]
+) -> tuple[int, bool, str]:
+    """(heartbeat interval, whether it is a configured value, how it is known)."""
+    info = members.get(member)
+    if info is not None and info.heartbeat_ms:
+        return info.heartbeat_ms, True, f"3 × heartbeat.interval.ms={info.heartbeat_ms}"
+    own = _heartbeat_every(events, member)
+    if own:
+        return own, False, f"3 × the {own} ms seen between heartbeats"
+    group = _heartbeat_every(events, None)
+    if group:
+        return group, False, f"3 × the {group} ms seen between the other members' heartbeats"
+    return (
+        DEFAULT_HEARTBEAT_MS,
+        True,
+        f"3 × the clients' default heartbeat.interval.ms={DEFAULT_HEARTBEAT_MS}, no "
+        "heartbeat traced",
+    )
 
 
 def _longest_heartbeat_gap(events: Sequence[Event]) -> int:
@@ -892,7 +1158,7 @@ def _advise_dead(
     w: Wait, members: Mapping[str, _Member], ctx: Context, events: Sequence[Event] = ()
 ) -> list[Advice]:
     session = w.session_timeout_ms
-    if not session or w.member not in members:
+    if not session:
         return [
             Advice(
                 "dead-member-held-join",
@@ -900,12 +1166,11 @@ def _advise_dead(
                 "LeaveGroup",
                 f"the join waited {w.ms / 1000:.1f}s for {w.member}, dead until its session "
                 "timed out: stopped gracefully (consumer.close()) it would have sent "
-                "LeaveGroup; a lower session.timeout.ms shortens the wait (its value was not "
-                "traced)",
+                "LeaveGroup; a lower session.timeout.ms shortens the wait (its value is not "
+                "known: neither traced nor stored)",
             )
         ]
-    configured = members[w.member].heartbeat_ms
-    hb = configured or _heartbeat_every(events, w.member) or session // 3
+    hb, configured, why = _heartbeat_basis(events, w.member, members)
     # A session must outlive a few missed heartbeats and the longest silence a live
     # member was seen to have between two heartbeats (a GC pause, a slow network); the
     # cluster sets the floor.
@@ -913,11 +1178,6 @@ def _advise_dead(
     floor = ctx.bounds.min_session_ms if ctx.bounds else 0
     three = 3 * hb if configured else _ceil_s(3 * hb)  # a measured interval: whole seconds
     suggested = max(three, _ceil_s(2 * gap) if gap else 0, floor)
-    why = (
-        f"3 × heartbeat.interval.ms={hb}"
-        if configured
-        else f"3 × the {hb} ms seen between heartbeats"
-    )
     if not configured and three != 3 * hb:
         why += ", rounded up to a whole second"
     if gap and _ceil_s(2 * gap) > three:
@@ -925,6 +1185,7 @@ def _advise_dead(
         if _ceil_s(2 * gap) != 2 * gap:
             why += ", rounded up to a whole second"
     what = "the join waited" if w.phase == "join" else "the group waited"
+    where = " (stored in __consumer_offsets)" if w.session_from == STORED else ""
     out = []
     if suggested < session:
         bound = f" (the cluster's floor: {ctx.bounds.session_range()})" if ctx.bounds else ""
@@ -934,7 +1195,7 @@ def _advise_dead(
                 "session.timeout.ms",
                 str(suggested),
                 f"{what} {w.ms / 1000:.1f}s for dead {w.member} until its "
-                f"session.timeout.ms={session}; session.timeout.ms={suggested} "
+                f"session.timeout.ms={session}{where}; session.timeout.ms={suggested} "
                 f"({why}){bound} would have cut the wait to "
                 f"about {suggested / 1000:.1f}s",
             )
@@ -1242,6 +1503,61 @@ def _advise_cooperative(
     ]
 
 
+def _protocols(events: Sequence[Event], member: str, until: int) -> tuple[str, ...]:
+    """The assignors `member` offered in its last JoinGroup up to `until`."""
+    found: tuple[str, ...] = ()
+    for e in events:
+        if e.type == "JoinGroupSent" and e.member == member and e.ts_ms <= until:
+            raw = e.data.get("protocols")
+            if isinstance(raw, list):
+                found = tuple(str(p) for p in raw)
+    return found
+
+
+def _advise_replaced(
+    events: Sequence[Event], trigger: Trigger, prev: GenerationRecord | None, until: int
+) -> list[Advice]:
+    """A static member replaced: by a process that offered the assignors in another order
+    (the group's choice changed, so it rebalanced), or while the old one still ran (it
+    was fenced: two processes shared one group.instance.id)."""
+    if trigger.cause != Cause.STATIC_MEMBER_REPLACED.value or prev is None:
+        return []
+    new = trigger.who
+    old = next((k for k in prev.members if k != new and k in trigger.evidence), new)
+    out = []
+    mine, theirs = _protocols(events, new, until), _protocols(events, old, trigger.at_ms - 1)
+    if mine and theirs and mine[0] != theirs[0]:
+        out.append(
+            Advice(
+                "static-member-replaced",
+                "partition.assignment.strategy",
+                ",".join(theirs),
+                f"{new} took {old}'s group.instance.id offering {','.join(mine)} where "
+                f"{old} offered {','.join(theirs)}: the group's assignor changed with it, "
+                "so the replacement rebalanced the group (a static member replaced in a "
+                "stable group with the same assignors does not); list the same assignors, "
+                "in the same order, on every member",
+            )
+        )
+    fenced = any(
+        e.type == "MemberFailed" and e.member == old and e.data.get("error") == FENCED
+        and e.ts_ms >= trigger.at_ms
+        for e in events
+    )  # fmt: skip
+    if fenced and old != new:
+        out.append(
+            Advice(
+                "static-member-replaced",
+                "group.instance.id",
+                "one per process",
+                f"{old} was still running when {new} joined with its group.instance.id: the "
+                f"broker fenced {old} (FENCED_INSTANCE_ID) and it stopped; give each process "
+                "its own id (a restart should stop the old process first)",
+            )
+        )
+    return out
+
+
 def _advise_loop(diags: Sequence[Diagnosis], window: int = 5, times: int = 3) -> dict[int, Advice]:
     """A member that started `times` of the last `window` rebalances: its reasons."""
     out: dict[int, Advice] = {}
@@ -1418,6 +1734,7 @@ def _diagnose_one(
         if not any(a.pattern == "max-poll-interval" for a in advice):
             advice += _advise_poll(events, chosen.who, members, chosen.at_ms)
     advice += _advise_restart(chosen, restarts(state, events), since, until, ctx)
+    advice += _advise_replaced(events, chosen, prev, until)
     advice += _advise_cooperative(events, since, state, rec, prev, members, ctx, revoked, now_ms)
     advice += _advise_kip848(state, waits, rec.start_ms)
     advice = list({(a.pattern, a.setting, a.value): a for a in advice}.values())

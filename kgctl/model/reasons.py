@@ -58,6 +58,11 @@ class Cause(str, enum.Enum):
 
     MEMBER_FAILED = "member_failed"
     TIMED_OUT = "timed_out"
+    # A static member's group.instance.id joined with a new member id (a restart, or a
+    # second process with the same id): the broker hands the identity over and fences the
+    # old member id (FENCED_INSTANCE_ID). It rebalances only when the group was not
+    # stable or the group's chosen assignor changes.
+    STATIC_MEMBER_REPLACED = "static_member_replaced"
     MEMBER_LEFT = "member_left"
     MEMBER_JOINED = "member_joined"
     SUBSCRIPTION_CHANGED = "subscription_changed"

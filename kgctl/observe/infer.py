@@ -356,7 +356,16 @@ class Inferrer:
             "leader": meta.leader,
             "state_ts_ms": meta.state_ts_ms,
             "sync_ms": synced,
-            "members": [m.to_data() for m in members.values()],
+            # Each member's timeouts as it joined: its session timeout and its rebalance
+            # timeout (max.poll.interval.ms), for explain's advice when nothing was traced.
+            "members": [
+                {
+                    **members[r.member_id].to_data(),
+                    "session_timeout_ms": r.session_timeout_ms,
+                    "rebalance_timeout_ms": r.rebalance_timeout_ms,
+                }
+                for r in meta.members
+            ],
         }
         if initial or before is None:
             # Found by the look-back: it began before the watch, about when it was
@@ -468,6 +477,22 @@ def _names(members: dict[str, MemberSnapshot]) -> str:
     return ", ".join(m.label for m in members.values())
 
 
+def _replaced(left: dict[str, MemberSnapshot], joined: dict[str, MemberSnapshot]) -> list[str]:
+    """A group.instance.id that left under one member id and joined under another: the
+    static member was replaced (its process restarted, or a second process took the id;
+    the broker fenced the old member id). Taken out of `left` and `joined`."""
+    out: list[str] = []
+    for lid, lm in list(left.items()):
+        if lm.instance_id is None:
+            continue
+        for jid, jm in list(joined.items()):
+            if jm.instance_id == lm.instance_id:
+                out.append(f"static member {lm.instance_id} replaced: member id {lid} → {jid}")
+                del left[lid], joined[jid]
+                break
+    return out
+
+
 def _rejoins(left: dict[str, MemberSnapshot], joined: dict[str, MemberSnapshot]) -> list[str]:
     """The same process (client id and host) leaving and joining again with a new member
     id is a rejoin: kafka-python and Java dynamic members do that after
@@ -492,6 +517,7 @@ def attribute(
     """
     found: list[tuple[str, str]] = []  # (cause, evidence), most likely first
     joined, left = dict(p.joined), dict(p.left)
+    replaced = _replaced(left, joined)
     rejoined = _rejoins(left, joined)
     dropped = {mid: m for mid, m in left.items() if mid in p.dropped_in_rebalance}
     if dropped:
@@ -512,6 +538,8 @@ def attribute(
                 "(or the process restarted)",
             )
         )
+    if replaced:
+        found.append((Cause.STATIC_MEMBER_REPLACED.value, "; ".join(replaced)))
     if p.fenced:
         found.append(
             (

@@ -469,6 +469,10 @@ def _cause(
             # A static member sends no LeaveGroup: it is gone once its session times out.
             kind = Cause.MEMBER_LEFT.value
             note = f"{who} (static) stopped: {e.data.get('reason', '')}"
+        elif e.type == "MemberFailed" and e.data.get("error") == "FENCED_INSTANCE_ID":
+            # Another process joined with its group.instance.id: the broker fenced it.
+            kind = Cause.STATIC_MEMBER_REPLACED.value
+            note = f"{who} fenced: another process joined with its group.instance.id"
         elif e.type == "MemberFailed":
             kind, note = Cause.MEMBER_FAILED.value, f"{who} failed: {e.data.get('error', '')}"
         elif e.type == "PollIntervalExceeded":
