@@ -95,7 +95,11 @@ def without_chaos(name: str) -> tuple[Any, list[Event]]:
 def test_a_member_killed_without_a_word_is_an_inferred_session_timeout() -> None:
     report, events = without_chaos("chaos_member_kill.jsonl")
     g3 = diagnose(report.state, events, report.last_ms)[2]
-    assert (g3.trigger.who, g3.trigger.cause, g3.trigger.confidence) == ("m2", "timed_out", INFERRED)
+    assert (g3.trigger.who, g3.trigger.cause, g3.trigger.confidence) == (
+        "m2",
+        "timed_out",
+        INFERRED,
+    )
     assert "killed or frozen" in g3.trigger.evidence and "chaos" not in g3.trigger.evidence
     assert any("infers" in n for n in g3.notes)
     assert g3.waits[0].confidence == INFERRED
