@@ -13,6 +13,7 @@ from kgctl.adapters.assignors import cooperative_sticky
 from kgctl.model.bounds import GroupBounds
 from kgctl.model.diagnosis import (
     EXACT,
+    FAILED,
     INFERRED,
     WAIT_DEAD,
     WAIT_PROCESSING,
@@ -289,9 +290,13 @@ def test_a_leader_slow_to_send_the_assignment_holds_the_sync_phase() -> None:
     assert 1500 <= sync.ms <= 1600
 
 
-def _stored(generation: int, ts: int, member_ids: list[str]) -> Event:
+def _stored(generation: int, ts: int, member_ids: list[str], session_ms: int = 10000) -> Event:
     """A generation as watch reads it from the broker's own record in __consumer_offsets."""
-    members = [{"member_id": m, "client_id": m.split("-")[0]} for m in member_ids]
+    members = [
+        {"member_id": m, "client_id": m.split("-")[0], "session_timeout_ms": session_ms,
+         "rebalance_timeout_ms": 300000}
+        for m in member_ids
+    ]  # fmt: skip
     return Event(
         "GenerationChanged", ts, float(ts), generation, "g", generation=generation,
         source="observer",
@@ -343,3 +348,66 @@ def test_the_brokers_words_for_a_static_member_replaced() -> None:
         "joined with change of protocol; client reason: not provided",
     ):
         assert _broker_cause(reason) == "static_member_replaced", reason
+
+
+def test_an_untraced_dead_member_is_advised_from_its_stored_session_timeout() -> None:
+    # Plain Java consumers: no trace; the records say each member's session timeout
+    # (45 s), the broker log says why the rebalance began (the client's own words) and
+    # when c was removed.
+    events = [
+        _stored(1, 1000, ["a-1", "b-1", "c-1"], 45000),
+        _stored(2, 47000, ["a-1", "b-1"], 45000),
+    ]
+    report = build_report(events)
+    lines = (
+        BrokerReason(2000, "g", "Leader a-1 re-joining group during Stable; client reason: "
+                     "cached metadata has changed from [t=4] at the beginning of the rebalance "
+                     "to [t=8]", 1),
+        BrokerReason(46990, "g", "member c-1 has failed (session timeout), removed", kind=FAILED),
+    )  # fmt: skip
+    ctx = Context(broker_reasons=lines)
+    d = {x.generation: x for x in diagnose(report.state, report.events, report.last_ms, ctx)}[2]
+    assert (d.trigger.cause, d.trigger.confidence) == ("partitions_changed", EXACT)
+    [wait] = d.waits
+    assert (wait.why, wait.session_timeout_ms, wait.session_from) == (
+        "dead",
+        45000,
+        "__consumer_offsets",
+    )
+    assert "session.timeout.ms=45000, stored in __consumer_offsets" in wait.detail
+    [fix] = [a for a in d.advice if a.setting == "session.timeout.ms"]
+    # No heartbeat traced: 3 × the clients' default interval, and it says so.
+    assert fix.value == "9000"
+    assert "stored in __consumer_offsets" in fix.text and "default heartbeat" in fix.text
+
+
+@pytest.mark.parametrize(
+    ("reason", "cause"),
+    [
+        ("cached metadata has changed from [t-4] at the beginning of the rebalance to [t-8]",
+         "partitions_changed"),
+        ("subscription has changed from [a] at the beginning of the rebalance to [a, b]",
+         "subscription_changed"),
+        ("received assignment [a-0] does not match the current subscription Subscribe(b); it "
+         "is likely that the subscription has changed since we joined the group, will re-join "
+         "with current subscription", "subscription_changed"),
+        ("rebalance failed due to 'The group is rebalancing, so a rejoin is needed.' "
+         "(RebalanceInProgressException)", None),
+        ("group is already rebalancing", None),
+        ("need to revoke partitions [t-1] as indicated by the current assignment and re-join",
+         None),
+        ("rebalance failed due to 'The coordinator is not aware of this member.' "
+         "(UnknownMemberIdException)", "generation_reset"),
+        ("rebalance enforced by user", "rejoin_requested"),
+        ("kgctl: metadata_changed", "partitions_changed"),
+        ("kgctl: first_join", "member_joined"),
+        ("rebalance_in_progress", None),
+    ],
+)  # fmt: skip
+def test_a_clients_own_reason_in_kgctls_or_javas_words(reason: str, cause: str | None) -> None:
+    from kgctl.model.diagnosis import _broker_cause, _wire_cause
+
+    assert _wire_cause(reason) == cause
+    # In the broker's log, after its own words for a member that rejoined.
+    logged = f"Updating metadata for member m-1 during Stable; client reason: {reason}"
+    assert _broker_cause(logged) == (cause or "rejoin_requested")

@@ -700,10 +700,12 @@ def _broker_cause(reason: str) -> str:
     the client's (KIP-800 reasons are free text)."""
     broker, _, client = reason.partition("; client reason: ")
     low = broker.lower()
+    rejoined = False  # the broker says only that a member rejoined: its client says why
     for words, cause in _BROKER_REASONS:
         if words in low:
             if cause:
                 return cause
+            rejoined = True
             break
     said = client.strip()
     if said and said != "not provided":
@@ -714,6 +716,8 @@ def _broker_cause(reason: str) -> str:
         found = _client_cause(broker)
         if found:
             return found
+    if rejoined:
+        return Cause.REJOIN_REQUESTED.value
     if "metadata" in low or "partition" in low:
         return Cause.PARTITIONS_CHANGED.value
     if "subscription" in low:
