@@ -127,3 +127,32 @@ def test_a_bad_line_in_a_paced_replay_is_still_a_usage_error(tmp_path: Path) -> 
     done, _ = _cli(path, "--speed", "5")
     assert done.returncode == 2, done.stderr
     assert "bad.jsonl:2" in done.stderr
+
+
+def test_a_generations_diagnosis_outlives_its_events_in_the_live_window() -> None:
+    """The live view folds into a state that keeps its last events only: a generation
+    diagnosed while its events were there keeps that diagnosis once they have left (the
+    issue's scenario read gen 2 as 'kgctl-a-<uuid>: member joined (inferred)' after a
+    minute of heartbeats)."""
+    from kgctl.model.diagnosis import diagnose
+    from kgctl.model.state import GroupState
+    from kgctl.report.summary import build_report, parse_lines
+
+    data = Path(__file__).parent / "data" / "dead_member_growth.jsonl"
+    events, _ = parse_lines(data.read_text().splitlines())
+    events.sort(key=lambda e: e.ts_ms)
+    report = build_report(events)
+    whole = {d.generation: d for d in diagnose(report.state, report.events, report.last_ms)}
+    with Watch(ClientSettings(), report.group, observe=False) as watch:
+        watch.state = GroupState(report.group, log_limit=60)
+        for e in events:
+            watch.queue.put(e)
+            watch.drain(clock=lambda e=e: e.ts_ms)
+            watch.diagnoses(e.ts_ms)
+        kept = watch.diagnoses(events[-1].ts_ms)
+        window = {
+            d.generation: d for d in diagnose(watch.state, watch.state.recent, events[-1].ts_ms)
+        }
+    assert window[2].trigger != whole[2].trigger  # the window alone has lost gen 2's start
+    for generation in (1, 2, 3):
+        assert kept[generation].trigger == whole[generation].trigger

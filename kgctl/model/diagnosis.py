@@ -1647,6 +1647,22 @@ def diagnose(
     )
 
 
+def keep_diagnoses(
+    before: Mapping[int, Diagnosis], fresh: Sequence[Diagnosis], window_from_ms: int | None
+) -> dict[int, Diagnosis]:
+    """Each generation's newest diagnosis, except one made from an event window (a live
+    view keeps its last events only) that no longer reaches back to the previous
+    generation's start: that one keeps what was said while the window held it all."""
+    out = dict(before)
+    ordered = sorted(fresh, key=lambda d: d.generation)
+    for i, d in enumerate(ordered):
+        needed = ordered[i - 1].start_ms if i > 0 else d.start_ms
+        lost = window_from_ms is not None and window_from_ms > needed
+        if not lost or d.generation not in out:
+            out[d.generation] = d
+    return out
+
+
 def _with_advice(d: Diagnosis, a: Advice) -> Diagnosis:
     return replace(d, advice=d.advice + (a,))
 

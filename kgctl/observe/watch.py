@@ -22,6 +22,7 @@ from kgctl.adapters.group_log import GroupLogReader, GroupLogUnavailable
 from kgctl.adapters.group_records import GroupRecord
 from kgctl.adapters.trace import TraceTopicReader
 from kgctl.errors import ConnectError, KgctlError, NotFoundError, UsageError
+from kgctl.model.diagnosis import Diagnosis, diagnose, keep_diagnoses
 from kgctl.model.events import Event
 from kgctl.model.fold import fold
 from kgctl.model.snapshot import GroupListing
@@ -141,6 +142,7 @@ class Watch:
         self.settings, self.group, self.interval_s = settings, group, interval_s
         self.trace_topic, self.replay = trace_topic, replay
         self.state = GroupState(group)
+        self._diagnosed: dict[int, Diagnosis] = {}
         self.queue: queue.Queue[Event] = queue.Queue()
         self.notes: queue.Queue[str] = queue.Queue()
         self.stopping = threading.Event()
@@ -235,6 +237,16 @@ class Watch:
             self.fatal = exc
         finally:
             self.replaying.clear()
+
+    def diagnoses(self, now_ms: int) -> dict[int, Diagnosis]:
+        """Each generation's diagnosis; one whose events have begun to leave the state's
+        event window (its last events only) keeps what was said while it held them."""
+        recent = self.state.recent
+        fresh = diagnose(self.state, recent, now_ms)
+        self._diagnosed = keep_diagnoses(
+            self._diagnosed, fresh, recent[0].ts_ms if recent else None
+        )
+        return dict(self._diagnosed)
 
     def clock(self) -> int:
         """Now for the views: the recording's own time during a paced replay (its end for

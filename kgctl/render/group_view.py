@@ -357,8 +357,10 @@ def render_group(
     height: int = 24,
     paused: bool = False,
     scroll: int = 0,
+    diagnoses: Mapping[int, Diagnosis] | None = None,
 ) -> RenderableType:
-    """Header, members, generations and the event log, sized to fit width x height."""
+    """Header, members, generations and the event log, sized to fit width x height (each
+    generation's diagnosis from `diagnoses`, else from the events the state holds)."""
     budget = max(height - 1, 12)  # keep the last line free (the cursor, the key hint)
     header_rows = 4  # three lines and a blank
     # Each table costs a title, a header and a rule besides its rows, and a blank line.
@@ -370,7 +372,13 @@ def render_group(
         render_header(s, now_ms, paused),
         Text(""),
         render_members(s, now_ms, width, members_rows),
-        render_generations(s, now_ms, width, gen_rows, diagnoses_of(s, now_ms)),
+        render_generations(
+            s,
+            now_ms,
+            width,
+            gen_rows,
+            diagnoses if diagnoses is not None else diagnoses_of(s, now_ms),
+        ),
         render_log(s.recent, width, log_rows, scroll),
     )
 

@@ -21,7 +21,7 @@ from rich.text import Text
 
 from kgctl.observe.watch import Watch
 from kgctl.render.explain_text import render_diagnosis
-from kgctl.render.group_view import diagnoses_of, render_group
+from kgctl.render.group_view import render_group
 
 REFRESH_PER_S = 8
 
@@ -73,18 +73,19 @@ def run_live(watch: Watch, console: Console | None = None) -> None:
             style="dim",
         )
         now = watch.clock()
+        found = watch.diagnoses(now)
         if explaining:
             top = render_group(
                 watch.state, now, width=width, height=max(height // 2, 12), paused=paused,
-                scroll=scroll,
+                scroll=scroll, diagnoses=found,
             )  # fmt: skip
-            found = diagnoses_of(watch.state, now)
             newest = found[max(found)] if found else None
             pane = render_diagnosis(newest) if newest else Text("no generation seen yet")
             return Group(top, pane, hint)
         body = render_group(
-            watch.state, now, width=width, height=height - 1, paused=paused, scroll=scroll
-        )
+            watch.state, now, width=width, height=height - 1, paused=paused, scroll=scroll,
+            diagnoses=found,
+        )  # fmt: skip
         return Group(body, hint)
 
     with (
