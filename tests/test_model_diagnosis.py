@@ -411,3 +411,17 @@ def test_a_clients_own_reason_in_kgctls_or_javas_words(reason: str, cause: str |
     # In the broker's log, after its own words for a member that rejoined.
     logged = f"Updating metadata for member m-1 during Stable; client reason: {reason}"
     assert _broker_cause(logged) == (cause or "rejoin_requested")
+
+
+def test_the_kip848_advice_is_computed_from_the_generation() -> None:
+    # a [0,1], b [2], c [3] on 4 partitions; c killed; 8 partitions: a [0-3], b [4-7].
+    g3 = diagnosed("dead_member_growth.jsonl")[3]
+    [advice] = [a for a in g3.advice if a.pattern == "kip-848"]
+    costs = {c.member: c.unassigned_ms for c in g3.costs}
+    # The stop-the-world as it was: both live members idle, eager revocations...
+    assert f"a {costs['a'] / 1000:.1f}s, b {costs['b'] / 1000:.1f}s" in advice.text
+    assert f"gave up {g3.revoked} partitions" in advice.text
+    # ...against what the consumer protocol would have paused: only b's partition 2,
+    # handed to a (c's 3 waits for c's session either way; 4-7 are new).
+    assert "only the 1 taken from one of them would have paused (of 8 partitions)" in advice.text
+    assert f"the {g3.waits[0].ms / 1000:.1f}s the join waited for c" in advice.text

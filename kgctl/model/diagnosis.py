@@ -24,7 +24,7 @@ from kgctl.model.bounds import GroupBounds
 from kgctl.model.events import Event
 from kgctl.model.reasons import Cause, RejoinReason, cause_of_reason, cause_text
 from kgctl.model.state import GenerationRecord, GroupState, TopicPartition
-from kgctl.model.timeline import rebalance_moves, rebalance_unassigned
+from kgctl.model.timeline import Move, rebalance_moves, rebalance_unassigned
 
 EXACT = "exact"
 FENCED = "FENCED_INSTANCE_ID"
@@ -1078,14 +1078,58 @@ def _rate_per_ms(events: Sequence[Event], member: str, until: int, span: int) ->
     return n / span
 
 
+def _lag_at(events: Sequence[Event], t: int, after: bool) -> dict[TopicPartition, int] | None:
+    """The lag per partition in the broker's description last before `t` (first after,
+    when `after`), from GroupObserved events that carry it."""
+    found = None
+    for e in events:
+        if e.type != "GroupObserved" or not isinstance(e.data.get("lag"), Mapping):
+            continue
+        if (e.ts_ms >= t) if after else (e.ts_ms <= t):
+            found = e
+            if after:
+                break
+    if found is None:
+        return None
+    lag = found.data["lag"]
+    return {
+        (str(topic), int(p)): int(n)
+        for topic, parts in lag.items()
+        if isinstance(parts, Mapping)
+        for p, n in parts.items()
+        if isinstance(n, int) and str(p).isdigit()
+    }
+
+
+def _lag_growth(
+    events: Sequence[Event], state: GroupState, member: str, t0: int, t1: int
+) -> int | None:
+    """How much the lag on the partitions `member` owned before the rebalance grew while
+    it had none (the broker's descriptions just before and just after), when known."""
+    owned = [tp for tp, who in state.owners(t0 - 1).items() if member in who]
+    before, after = _lag_at(events, t0, after=False), _lag_at(events, t1, after=True)
+    if not owned or before is None or after is None:
+        return None
+    if any(tp not in before or tp not in after for tp in owned):
+        return None
+    return max(0, sum(after[tp] - before[tp] for tp in owned))
+
+
 def _costs(
     events: Sequence[Event], state: GroupState, rec: GenerationRecord, now_ms: int
 ) -> tuple[Cost, ...]:
     out = []
+    t0, _t1 = rec.rebalance_window(now_ms)
     for member, ms in sorted(rebalance_unassigned(state, rec, now_ms).items()):
+        grown = _lag_growth(events, state, member, t0, t0 + ms)
+        if grown is not None:
+            out.append(Cost(member, ms, grown, MEASURED_LAG))
+            continue
         rate = _rate_per_ms(events, member, rec.start_ms, 10_000)
-        missed = None if rate is None else round(rate * ms)
-        out.append(Cost(member, ms, missed))
+        if rate is None:
+            out.append(Cost(member, ms))
+        else:
+            out.append(Cost(member, ms, round(rate * ms), ESTIMATED_RATE))
     return tuple(out)
 
 
@@ -1589,29 +1633,59 @@ def _advise_loop(diags: Sequence[Diagnosis], window: int = 5, times: int = 3) ->
     return out
 
 
-def _advise_kip848(state: GroupState, waits: Sequence[Wait], start_ms: int) -> list[Advice]:
-    """A classic group whose join barrier held live members: the consumer protocol has no
-    barrier (each member is reconciled on its own heartbeats)."""
-    if state.group_type == "consumer" or not waits:
+def _advise_kip848(
+    state: GroupState,
+    waits: Sequence[Wait],
+    costs: Sequence[Cost],
+    rec: GenerationRecord,
+    prev: GenerationRecord | None,
+    moved: Sequence[Move],
+    revoked: int,
+) -> list[Advice]:
+    """A classic group whose rebalance stopped members that stayed: the consumer protocol
+    (KIP-848) has no join barrier and no stop-the-world; each member is reconciled on its
+    own heartbeats and only the partitions that move pause."""
+    if state.group_type == "consumer" or (state.group_epoch or -1) >= 0 or prev is None:
         return []
+    if state.protocol_type not in ("", "consumer"):
+        return []  # a Connect or other classic protocol: no KIP-848 equivalent
+    stayed = {k for k in rec.members if k in prev.members}
+    idle = {c.member: c.unassigned_ms for c in costs if c.member in stayed and c.unassigned_ms}
     held = sum(
         w.ms
         for w in waits
         if w.phase == "join" and w.why in (WAIT_DEAD, WAIT_PROCESSING, WAIT_RESTARTING)
     )
-    if held <= 1000:
+    if held <= 1000 and sum(idle.values()) <= 1000:
         return []
-    who = ", ".join(dict.fromkeys(w.member for w in waits))
-    return [
-        Advice(
-            "kip-848",
-            "group.protocol",
-            "consumer",
-            f"with group.protocol=consumer (KIP-848, brokers 4.0+) no member waits at a "
-            f"join barrier: the {held / 1000:.1f}s spent waiting for {who} would have "
-            "delayed only the partitions that had to move",
+    owned = len(state.owners(rec.stable_ms or rec.start_ms))
+    # Only a partition taken from a live owner pauses (revoked, then assigned); a new
+    # partition is assigned at once, a dead member's waits for its session either way.
+    handed = sum(1 for m in moved if set(m.before) & stayed)
+    stopped = ", ".join(f"{k} {v / 1000:.1f}s" for k, v in sorted(idle.items()))
+    waited = ", ".join(dict.fromkeys(w.member for w in waits if w.phase == "join"))
+    text = (
+        "with group.protocol=consumer (KIP-848, brokers 4.0+) there is no join barrier "
+        "and no stop-the-world: each member is reconciled on its own heartbeats"
+    )
+    if stopped:
+        text += f"; here the members that stayed went without partitions ({stopped})"
+    if revoked:
+        text += f" and gave up {revoked} partitions"
+    text += (
+        f", where only the {handed} taken from one of them would have paused"
+        if handed
+        else ", where none of theirs would have paused"
+    )
+    if owned:
+        text += f" (of {owned} partitions)"
+    if waited and held > 1000:
+        text += (
+            f"; the {held / 1000:.1f}s the join waited for {waited} would not have held "
+            "the others (a dead member's own partitions still wait for its session "
+            "timeout, group.consumer.session.timeout.ms on the broker)"
         )
-    ]
+    return [Advice("kip-848", "group.protocol", "consumer", text)]
 
 
 # -- putting it together ------------------------------------------------------------------
@@ -1756,7 +1830,8 @@ def _diagnose_one(
     advice += _advise_restart(chosen, restarts(state, events), since, until, ctx)
     advice += _advise_replaced(events, chosen, prev, until)
     advice += _advise_cooperative(events, since, state, rec, prev, members, ctx, revoked, now_ms)
-    advice += _advise_kip848(state, waits, rec.start_ms)
+    costs = _costs(events, state, rec, now_ms)
+    advice += _advise_kip848(state, waits, costs, rec, prev, moved, revoked)
     advice = list({(a.pattern, a.setting, a.value): a for a in advice}.values())
     return Diagnosis(
         generation=rec.generation,
@@ -1767,7 +1842,7 @@ def _diagnose_one(
         trigger=chosen,
         also=also,
         waits=tuple(waits),
-        costs=_costs(events, state, rec, now_ms),
+        costs=costs,
         moved=len(moved),
         revoked=revoked,
         advice=tuple(advice),

@@ -8,7 +8,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from kgctl.model.diagnosis import INFERRED, Diagnosis
+from kgctl.model.diagnosis import INFERRED, MEASURED_LAG, Cost, Diagnosis
 from kgctl.model.explanation import Explanation
 from kgctl.render.group_view import fmt_clock, fmt_ms
 
@@ -17,12 +17,17 @@ def _line(label: str, body: str, style: str = "") -> tuple[Text, Text]:
     return Text(label, style="dim"), Text(body, style=style)
 
 
-def render_diagnosis(d: Diagnosis) -> RenderableType:
-    """One rebalance: when, trigger (and how we know), critical path, cost, advice."""
+def render_diagnosis(d: Diagnosis, superseded: bool = False) -> RenderableType:
+    """One rebalance: when, trigger (and how we know), critical path, cost, advice
+    (`superseded`: a newer rebalance began before this one was stable)."""
     if not d.timed:
         took = "? (when it began is not known)"
+    elif d.duration_ms is not None:
+        took = fmt_ms(d.duration_ms)
     else:
-        took = fmt_ms(d.duration_ms) if d.duration_ms is not None else "never stable"
+        took = (
+            "- (the next rebalance began before it was stable)" if superseded else "not stable yet"
+        )
     head = Text.assemble(
         (f"generation {d.generation}", "bold"),
         ("  began " if d.timed else "  stored ", "dim"),
@@ -42,9 +47,7 @@ def render_diagnosis(d: Diagnosis) -> RenderableType:
         lines.append(_line("waited", w.text(), "magenta"))
     if d.costs:
         cost = ", ".join(
-            f"{c.member} {fmt_ms(c.unassigned_ms)} without partitions"
-            + (f" (~{c.records_missed} records not consumed)" if c.records_missed else "")
-            for c in d.costs
+            f"{c.member} {fmt_ms(c.unassigned_ms)} without partitions" + _missed(c) for c in d.costs
         )
         lines.append(_line("cost", cost))
     if d.revoked or d.moved:
@@ -77,9 +80,18 @@ def render_explanation(x: Explanation) -> RenderableType:
     more = f" (of {x.total} known)" if x.total > shown else ""
     parts.append(Text(f"sources: {'; '.join(x.sources) or 'none'}", style="dim"))
     parts.append(Text(f"{shown} rebalance{'s' if shown != 1 else ''}, newest first{more}\n"))
-    parts += [render_diagnosis(d) for d in x.generations]
+    parts += [render_diagnosis(d, superseded=i > 0) for i, d in enumerate(x.generations)]
     for r in x.restarts:
         parts.append(Text(f"restart: {r.text()}", style="green" if not r.rebalanced else ""))
     for n in x.notes:
         parts.append(Text(f"note: {n}", style="dim"))
     return Group(*parts)
+
+
+def _missed(c: Cost) -> str:
+    """The records a member did not consume meanwhile, and how that is known."""
+    if not c.records_missed:
+        return ""
+    if c.records_basis == MEASURED_LAG:
+        return f" (its partitions' lag grew by {c.records_missed} records, measured)"
+    return f" (~{c.records_missed} records not consumed, estimated from its rate before)"
