@@ -260,3 +260,25 @@ def test_a_json_line_that_is_not_an_object_is_not_an_event() -> None:
     events, skipped = parse_lines(["5", '"text"', "[1, 2]"])
     assert events == [] and len(skipped) == 3
     assert all("not an event object" in s for s in skipped)
+
+
+def test_a_consumer_protocol_group_is_told_in_epochs_and_diagnosed_without_unknowns() -> None:
+    from helpers import cmember, csnap, infer
+
+    # KIP-848: m-3 joins two members at group epoch 5; the coordinator reconciles each.
+    events = infer(
+        csnap("Stable", 4, cmember("m-1", 4, [0, 1]), cmember("m-2", 4, [2, 3])),
+        csnap("Reconciling", 5, cmember("m-1", 5, [0], [0]), cmember("m-2", 4, [2, 3], [2]),
+              cmember("m-3", 5, [], [1, 3]), assigned=5),
+        csnap("Stable", 5, cmember("m-1", 5, [0]), cmember("m-2", 5, [2]),
+              cmember("m-3", 5, [1, 3])),
+    )  # fmt: skip
+    x = explain(events[0].group, events, events[-1].ts_ms, live=True)
+    assert x.healthy and x.health == "stable now, 3 members in group epoch 5"
+    [epoch5] = [d for d in x.generations if d.generation == 5]
+    assert (epoch5.trigger.cause, epoch5.trigger.who) == ("member_joined", "m-3")
+    assert any("group epoch 5 (consumer protocol)" in n for n in epoch5.notes)
+    # No join barrier to advise away, and nothing reads 'unknown' or 'DEAD'.
+    assert not any(a.pattern == "kip-848" for d in x.generations for a in d.advice)
+    text = json.dumps(x.to_dict())
+    assert "unknown" not in text and "DEAD" not in text and '"generation": 5' in text

@@ -1811,10 +1811,17 @@ def _diagnose_one(
     traced = any(k in members for k in rec.members)
     mine = [b for b in ctx.broker_reasons if b.group == state.group]
     waits = _waits(events, replace(rec, start_ms=start), prev, state, members, chosen, mine)
-    if not waits and (rec.inferred or not any(k in members for k in rec.members)):
+    if state.group_type == "consumer" and not waits:
+        # KIP-848: no barrier; the epochs are the broker's and each member reconciles alone.
+        notes.append(
+            f"group epoch {rec.generation} (consumer protocol): no join barrier, each member "
+            "was reconciled on its own heartbeats; the broker's descriptions do not say how "
+            "long each took to give up or take its partitions"
+        )
+    elif not waits and (rec.inferred or not any(k in members for k in rec.members)):
         notes.append(
             "no member of this generation was traced: what the rebalance waited for is "
-            "unknown (kgctl join members, --trace-topic or the proxy's wire events show it)"
+            "not known (kgctl join members, --trace-topic or the proxy's wire events show it)"
         )
     moved = rebalance_moves(state, rec, now_ms)
     revoked = _revoked(events, rec, prev)

@@ -81,10 +81,13 @@ def health_of(state: GroupState, live: bool) -> tuple[bool, str]:
     if state.state in REBALANCING_STATES or state.rebalancing:
         return False, f"rebalancing ({state.state})"
     when = "now" if live else "at the end of the events"
-    return (
-        True,
-        f"stable {when}, {len(state.live_members)} members in generation {state.generation}",
+    # A consumer-protocol (KIP-848) group has epochs, not generations.
+    where = (
+        f"group epoch {state.group_epoch}"
+        if state.group_type == "consumer" or state.group_epoch >= 0
+        else f"generation {state.generation}"
     )
+    return True, f"stable {when}, {len(state.live_members)} members in {where}"
 
 
 def explain(
