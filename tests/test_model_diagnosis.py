@@ -425,3 +425,37 @@ def test_the_kip848_advice_is_computed_from_the_generation() -> None:
     # handed to a (c's 3 waits for c's session either way; 4-7 are new).
     assert "only the 1 taken from one of them would have paused (of 8 partitions)" in advice.text
     assert f"the {g3.waits[0].ms / 1000:.1f}s the join waited for c" in advice.text
+
+
+def test_the_issues_scenario_rerun_by_hand_reads_right() -> None:
+    """`kgctl watch --trace-topic --record` of the issue's scenario on the dev broker: a,
+    b, c traced (session 20 s), records produced all along, c kill -9'd, `pay` grown
+    4 → 8 (tests/data/issue_scenario.jsonl.gz, gzipped: 1,282 RecordsConsumed)."""
+    import gzip
+
+    lines = gzip.decompress((DATA / "issue_scenario.jsonl.gz").read_bytes()).decode()
+    events, _ = parse_lines(lines.splitlines())
+    report = build_report(events)
+    found = {d.generation: d for d in diagnose(report.state, report.events, report.last_ms)}
+    # gen 2: b and c joined; the trace says so (not the watch's first sight of a).
+    g2 = found[2]
+    assert (g2.trigger.cause, g2.trigger.confidence) == ("member_joined", EXACT)
+    assert g2.trigger.who in ("b", "c")
+    # gen 3: a saw 8 partitions; the join waited for dead c until its session timed out.
+    g3 = found[3]
+    assert (g3.trigger.who, g3.trigger.cause, g3.trigger.confidence) == (
+        "a",
+        "partitions_changed",
+        EXACT,
+    )
+    [wait] = g3.waits
+    assert (wait.member, wait.why) == ("c", WAIT_DEAD) and 15_000 <= wait.ms <= 20_000
+    # What a and b did not consume meanwhile: measured on the lag of their partitions.
+    assert {c.member: c.records_basis for c in g3.costs} == {"a": "lag", "b": "lag"}
+    assert all((c.records_missed or 0) > 0 for c in g3.costs)
+    # c's heartbeat was hardly seen: the others' (3 s apart) size the advice.
+    [fix] = [a for a in g3.advice if a.setting == "session.timeout.ms"]
+    assert fix.value == "10000" and "the other members' heartbeats" in fix.text
+    # gen 4: a and b stopped (SIGTERM): b's LeaveGroup, not the watch seeing c gone.
+    g4 = found[4]
+    assert (g4.trigger.who, g4.trigger.cause, g4.trigger.confidence) == ("b", "member_left", EXACT)

@@ -579,7 +579,12 @@ def _candidates(
     ctx: Context,
 ) -> list[Trigger]:
     """Everything in (since, until] that could have started the rebalance."""
-    out = [t for e in events if since < e.ts_ms <= until for t in _read(e)]
+    out = [
+        replace(t, who=_member_name(state, e.member_id)) if e.source == "observer" else t
+        for e in events
+        if since < e.ts_ms <= until and _news(e, state, prev)
+        for t in _read(e)
+    ]
     replaced, gone = _replacements(events, since, until, prev)
     # The new process's first join is the replacement, not a new member.
     out = [
@@ -608,6 +613,22 @@ def _candidates(
         for t in out
         if t.cause != Cause.STATIC_MEMBER_REPLACED.value or t.at_ms >= rec.start_ms - START_SLACK_MS
     ]
+
+
+def _news(e: Event, state: GroupState, prev: GenerationRecord | None) -> bool:
+    """Whether an observer's join or leave is news for this rebalance: a member seen new
+    that was already in the last generation (the watch started after it joined), or seen
+    gone that was not in it (dropped by an earlier rebalance, seen at the next poll),
+    started nothing."""
+    if e.source != "observer" or prev is None:
+        return True
+    found = state.find_member(e.member_id)
+    key = found.key if found is not None else e.member_id
+    if e.type == "MemberJoinedGroup":
+        return key not in prev.members
+    if e.type == "MemberLeftGroup":
+        return key in prev.members
+    return True
 
 
 def _reason_detail(e: Event) -> str:
