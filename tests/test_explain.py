@@ -276,7 +276,7 @@ def test_a_consumer_protocol_group_is_told_in_epochs_and_diagnosed_without_unkno
     x = explain(events[0].group, events, events[-1].ts_ms, live=True)
     assert x.healthy and x.health == "stable now, 3 members in group epoch 5"
     [epoch5] = [d for d in x.generations if d.generation == 5]
-    assert (epoch5.trigger.cause, epoch5.trigger.who) == ("member_joined", "m-3")
+    assert (epoch5.trigger.cause, epoch5.trigger.who) == ("member_joined", "c-m-3")
     assert any("group epoch 5 (consumer protocol)" in n for n in epoch5.notes)
     # No join barrier to advise away, and nothing reads 'unknown' or 'DEAD'.
     assert not any(a.pattern == "kip-848" for d in x.generations for a in d.advice)
