@@ -459,3 +459,19 @@ def test_the_issues_scenario_rerun_by_hand_reads_right() -> None:
     # gen 4: a and b stopped (SIGTERM): b's LeaveGroup, not the watch seeing c gone.
     g4 = found[4]
     assert (g4.trigger.who, g4.trigger.cause, g4.trigger.confidence) == ("b", "member_left", EXACT)
+
+
+def test_a_finished_rebalances_diagnosis_is_kept_once_its_events_leave_the_window() -> None:
+    from dataclasses import replace
+
+    from kgctl.model.diagnosis import NEEDED_BEFORE_MS, keep_diagnoses
+
+    g3 = diagnosed("dead_member_growth.jsonl")[3]
+    poorer = replace(g3, waits=(), advice=())  # made from a window missing its beginning
+    inside = g3.start_ms - NEEDED_BEFORE_MS  # the window still holds all it needs
+    assert keep_diagnoses({3: g3}, [poorer], inside)[3] is poorer  # still the newest word
+    later = inside + 1
+    assert keep_diagnoses({3: g3}, [poorer], later)[3] is g3  # kept once it is lost
+    # One diagnosed before it was stable is not kept: the next one is better.
+    unfinished = replace(g3, stable_ms=None)
+    assert keep_diagnoses({3: unfinished}, [poorer], later)[3] is poorer

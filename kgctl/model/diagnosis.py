@@ -1742,18 +1742,23 @@ def diagnose(
     )
 
 
+# What a diagnosis reads before its rebalance began: the trigger, a silent member's
+# last heartbeat (a session timeout before), its consumption rate (10 s before).
+NEEDED_BEFORE_MS = 60_000
+
+
 def keep_diagnoses(
     before: Mapping[int, Diagnosis], fresh: Sequence[Diagnosis], window_from_ms: int | None
 ) -> dict[int, Diagnosis]:
-    """Each generation's newest diagnosis, except one made from an event window (a live
-    view keeps its last events only) that no longer reaches back to the previous
-    generation's start: that one keeps what was said while the window held it all."""
+    """Each generation's newest diagnosis, except for a rebalance that had finished when
+    it was diagnosed and whose events (from NEEDED_BEFORE_MS before it began) have begun
+    to leave the window kept (a live view keeps recent events only): that one keeps what
+    was said while the window held them all."""
     out = dict(before)
-    ordered = sorted(fresh, key=lambda d: d.generation)
-    for i, d in enumerate(ordered):
-        needed = ordered[i - 1].start_ms if i > 0 else d.start_ms
-        lost = window_from_ms is not None and window_from_ms > needed
-        if not lost or d.generation not in out:
+    for d in fresh:
+        kept = out.get(d.generation)
+        lost = window_from_ms is not None and window_from_ms > d.start_ms - NEEDED_BEFORE_MS
+        if not lost or kept is None or kept.stable_ms is None:
             out[d.generation] = d
     return out
 

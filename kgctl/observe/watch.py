@@ -13,6 +13,7 @@ import queue
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -143,6 +144,10 @@ class Watch:
         self.trace_topic, self.replay = trace_topic, replay
         self.state = GroupState(group)
         self._diagnosed: dict[int, Diagnosis] = {}
+        self._diagnosed_at = 0
+        self._fresh = False
+        self._steps: deque[Event] = deque(maxlen=DIAGNOSIS_STEPS)
+        self._routine: deque[Event] = deque()
         self.queue: queue.Queue[Event] = queue.Queue()
         self.notes: queue.Queue[str] = queue.Queue()
         self.stopping = threading.Event()
@@ -238,14 +243,31 @@ class Watch:
         finally:
             self.replaying.clear()
 
+    def _remember(self, ev: Event) -> None:
+        """Keep what the diagnosis reads: every step (the last DIAGNOSIS_STEPS), and the
+        routine events (consumption, heartbeats, commits, descriptions) of the last
+        DIAGNOSIS_ROUTINE_MS only; under load those are most of the stream."""
+        if ev.type in _ROUTINE_TYPES:
+            self._routine.append(ev)
+            while self._routine and self._routine[0].ts_ms < ev.ts_ms - DIAGNOSIS_ROUTINE_MS:
+                self._routine.popleft()
+        else:
+            self._steps.append(ev)
+        self._fresh = True
+
     def diagnoses(self, now_ms: int) -> dict[int, Diagnosis]:
-        """Each generation's diagnosis; one whose events have begun to leave the state's
-        event window (its last events only) keeps what was said while it held them."""
-        recent = self.state.recent
-        fresh = diagnose(self.state, recent, now_ms)
-        self._diagnosed = keep_diagnoses(
-            self._diagnosed, fresh, recent[0].ts_ms if recent else None
-        )
+        """Each generation's diagnosis, made again when events came (or a second passed);
+        one whose events have begun to leave what is kept keeps what was said while
+        they were all there."""
+        if not self._fresh and now_ms - self._diagnosed_at < 1000:
+            return dict(self._diagnosed)
+        kept = sorted([*self._steps, *self._routine], key=lambda e: e.ts_ms)
+        starts = [q[0].ts_ms for q in (self._routine,) if q]
+        if len(self._steps) == self._steps.maxlen:
+            starts.append(self._steps[0].ts_ms)
+        fresh = diagnose(self.state, kept, now_ms)
+        self._diagnosed = keep_diagnoses(self._diagnosed, fresh, max(starts, default=None))
+        self._fresh, self._diagnosed_at = False, now_ms
         return dict(self._diagnosed)
 
     def clock(self) -> int:
@@ -331,11 +353,21 @@ class Watch:
         now = clock()
         for ev in out:
             self.state = fold(self.state, ev, now)
+            self._remember(ev)
             if self._record is not None:
                 self._record.write(ev.to_json() + "\n")
         if out and self._record is not None:
             self._record.flush()
         return out
+
+
+# What the live view keeps for the diagnosis of each generation (`Watch.diagnoses`).
+DIAGNOSIS_STEPS = 20_000
+DIAGNOSIS_ROUTINE_MS = 120_000
+_ROUTINE_TYPES = frozenset(
+    {"RecordsConsumed", "HeartbeatSucceeded", "HeartbeatTraced", "OffsetsCommitted",
+     "OffsetCommitTraced", "GroupObserved"}
+)  # fmt: skip
 
 
 def list_groups(settings: ClientSettings) -> list[GroupListing]:
