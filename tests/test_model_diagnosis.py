@@ -453,9 +453,9 @@ def test_the_issues_scenario_rerun_by_hand_reads_right() -> None:
     # What a and b did not consume meanwhile: measured on the lag of their partitions.
     assert {c.member: c.records_basis for c in g3.costs} == {"a": "lag", "b": "lag"}
     assert all((c.records_missed or 0) > 0 for c in g3.costs)
-    # c's heartbeat was hardly seen: the others' (3 s apart) size the advice.
+    # c set no heartbeat.interval.ms: its client's default (3 s) sizes the advice.
     [fix] = [a for a in g3.advice if a.setting == "session.timeout.ms"]
-    assert fix.value == "10000" and "the other members' heartbeats" in fix.text
+    assert fix.value == "9000" and "heartbeat.interval.ms=3000, the client's default" in fix.text
     # gen 4: a and b stopped (SIGTERM): b's LeaveGroup, not the watch seeing c gone.
     g4 = found[4]
     assert (g4.trigger.who, g4.trigger.cause, g4.trigger.confidence) == ("b", "member_left", EXACT)
@@ -475,3 +475,16 @@ def test_a_finished_rebalances_diagnosis_is_kept_once_its_events_leave_the_windo
     # One diagnosed before it was stable is not kept: the next one is better.
     unfinished = replace(g3, stable_ms=None)
     assert keep_diagnoses({3: unfinished}, [poorer], later)[3] is poorer
+
+
+def test_an_unseen_heartbeat_interval_is_measured_on_the_other_members() -> None:
+    # kafka-python behind the proxy (no configuration traced), app-c's own heartbeats
+    # taken out: the others' interval on the wire (about 1 s) sizes the advice.
+    events, _ = parse_lines((DATA / "wire_dead_member_growth.jsonl").read_text().splitlines())
+    kept = [
+        e for e in events if not (e.type == "HeartbeatTraced" and e.client_id.startswith("app-c"))
+    ]
+    report = build_report(kept)
+    growth = diagnose(report.state, report.events, report.last_ms)[-1]
+    [fix] = [a for a in growth.advice if a.setting == "session.timeout.ms"]
+    assert "seen between the other members' heartbeats" in fix.text and fix.value == "4000"

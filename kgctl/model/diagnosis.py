@@ -280,6 +280,7 @@ class _Member:
     session_ms: int | None = None
     session_from: str = ""  # TRACED or STORED
     heartbeat_ms: int | None = None
+    heartbeat_default: bool = False  # not set: the client's default
     max_poll_ms: int | None = None
     instance_id: str | None = None
     protocol: str = ""  # eager | cooperative, from JoinPrepared
@@ -297,8 +298,15 @@ def _members(events: Sequence[Event]) -> dict[str, _Member]:
         m = out.setdefault(e.member, _Member(e.member))
         if e.type == "MemberStarted":
             cfg = e.data.get("config") or {}
+            client = e.data.get("client") or {}
             m.session_ms = _opt_int(cfg.get("session_timeout_ms")) or m.session_ms
-            m.heartbeat_ms = _opt_int(cfg.get("heartbeat_interval_ms")) or m.heartbeat_ms
+            # Its option, else its -X setting, else the client's default (a kgctl member's
+            # configuration is all in its MemberStarted).
+            set_hb = _opt_int(cfg.get("heartbeat_interval_ms")) or _opt_int(
+                _number(client.get("heartbeat.interval.ms"))
+            )
+            m.heartbeat_ms = set_hb or DEFAULT_HEARTBEAT_MS
+            m.heartbeat_default = set_hb is None
             m.max_poll_ms = _opt_int(cfg.get("max_poll_interval_ms")) or m.max_poll_ms
             m.instance_id = cfg.get("instance_id") or m.instance_id
             topics = cfg.get("topics")
@@ -343,6 +351,11 @@ def _stored_timeouts(events: Sequence[Event]) -> dict[str, tuple[int, int]]:
             if session > 0 or rebalance > 0:
                 out[str(raw["member_id"])] = (session, rebalance)
     return out
+
+
+def _number(value: Any) -> Any:
+    """A client setting's text as a number, when it is one."""
+    return int(value) if isinstance(value, str) and value.isdigit() else value
 
 
 def _opt_int(value: Any) -> int | None:
@@ -1173,15 +1186,26 @@ def _heartbeat_every(events: Sequence[Event], member: str | None) -> int | None:
     """The usual time between `member`'s heartbeats (the median gap; of every member's
     when `member` is None), when it was seen: its heartbeat.interval.ms when its
     configuration was not traced."""
-    ts: dict[str, list[int]] = {}
+    last: dict[str, int] = {}
+    gaps = []
     for e in events:
         who = e.member or e.client_id
-        if _is_heartbeat(e) and (member is None or who == member):
-            ts.setdefault(who, []).append(e.ts_ms)
-    gaps = sorted(
-        b - a for seen in ts.values() for a, b in zip(seen, seen[1:], strict=False) if b > a
-    )
+        if member is not None and who != member:
+            continue
+        if _is_heartbeat(e):
+            if who in last and e.ts_ms > last[who]:
+                gaps.append(e.ts_ms - last[who])
+            last[who] = e.ts_ms
+        elif e.type in _HEARTBEATS_PAUSED:  # a gap across a rejoin is not the interval
+            last.pop(who, None)
+    gaps.sort()
     return gaps[len(gaps) // 2] if gaps else None
+
+
+# A member's own steps after which its heartbeats pause (its join, its start, leaving).
+_HEARTBEATS_PAUSED = frozenset(
+    {"JoinGroupSent", "MemberStarted", "LeaveGroupSent", "PollIntervalExceeded"}
+)
 
 
 def _heartbeat_basis(
@@ -1190,7 +1214,8 @@ def _heartbeat_basis(
     """(heartbeat interval, whether it is a configured value, how it is known)."""
     info = members.get(member)
     if info is not None and info.heartbeat_ms:
-        return info.heartbeat_ms, True, f"3 × heartbeat.interval.ms={info.heartbeat_ms}"
+        default = ", the client's default" if info.heartbeat_default else ""
+        return info.heartbeat_ms, True, f"3 × heartbeat.interval.ms={info.heartbeat_ms}{default}"
     own = _heartbeat_every(events, member)
     if own:
         return own, False, f"3 × the {own} ms seen between heartbeats"
@@ -1218,7 +1243,7 @@ def _longest_heartbeat_gap(events: Sequence[Event]) -> int:
             if who in last:
                 longest = max(longest, e.ts_ms - last[who])
             last[who] = e.ts_ms
-        elif e.type in ("JoinGroupSent", "MemberStarted", "LeaveGroupSent", "PollIntervalExceeded"):
+        elif e.type in _HEARTBEATS_PAUSED:
             last.pop(who, None)
     return longest
 
@@ -1844,7 +1869,7 @@ def _diagnose_one(
             "was reconciled on its own heartbeats; the broker's descriptions do not say how "
             "long each took to give up or take its partitions"
         )
-    elif not waits and (rec.inferred or not any(k in members for k in rec.members)):
+    elif rec.members and not waits and (rec.inferred or not any(k in members for k in rec.members)):
         notes.append(
             "no member of this generation was traced: what the rebalance waited for is "
             "not known (kgctl join members, --trace-topic or the proxy's wire events show it)"
