@@ -488,3 +488,21 @@ def test_an_unseen_heartbeat_interval_is_measured_on_the_other_members() -> None
     growth = diagnose(report.state, report.events, report.last_ms)[-1]
     [fix] = [a for a in growth.advice if a.setting == "session.timeout.ms"]
     assert "seen between the other members' heartbeats" in fix.text and fix.value == "4000"
+
+
+def test_a_generation_everyone_left_is_timed_by_the_leave_it_began_with() -> None:
+    # Read after the fact: the stored records and a's traced LeaveGroup (the generation
+    # it made has no member left to trace).
+    leave = Event(
+        "LeaveGroupSent", 1500, 1500.0, 9, "g", member="a", member_id="a-1", source="member",
+        data={"member_id": "a-1", "reason": "kgctl: member stopping (SIGTERM)"},
+    )  # fmt: skip
+    events = [_stored(1, 1000, ["a-1"]), leave, _stored(2, 1600, [])]
+    report = build_report(events)
+    last = diagnose(report.state, report.events, report.last_ms)[-1]
+    assert (last.trigger.who, last.trigger.cause, last.trigger.confidence) == (
+        "a",
+        "member_left",
+        EXACT,
+    )
+    assert last.timed and last.start_ms == 1500

@@ -1855,9 +1855,14 @@ def _diagnose_one(
     if chosen.confidence == INFERRED:
         notes.append("kgctl infers this trigger: no member, wire event or broker log said it")
     start = rec.start_ms
-    if chosen.evidence.startswith("broker log") and not any(k in members for k in rec.members):
-        # Untraced: the stored record says when the generation was written; the broker's
-        # log says when the rebalance began.
+    if (
+        chosen.confidence == EXACT
+        and chosen.at_ms > since
+        and not any(k in members for k in rec.members)
+    ):
+        # Untraced members (or none: everyone left): the stored record says when the
+        # generation was written; the broker's log, or the words of a member that then
+        # left, say when the rebalance began.
         start = min(start, chosen.at_ms)
     traced = any(k in members for k in rec.members)
     mine = [b for b in ctx.broker_reasons if b.group == state.group]
@@ -1905,7 +1910,12 @@ def _diagnose_one(
         revoked=revoked,
         advice=tuple(advice),
         notes=tuple(notes),
-        timed=traced or start < rec.start_ms or not rec.stable_ms or not _stored_only(events, rec),
+        # Its start is known when a member (or the broker's log) said it, exactly.
+        timed=traced
+        or (chosen.confidence == EXACT and 0 < chosen.at_ms <= start)
+        or start < rec.start_ms
+        or not rec.stable_ms
+        or not _stored_only(events, rec),
     )
 
 
