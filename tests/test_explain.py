@@ -278,6 +278,8 @@ def test_a_consumer_protocol_group_is_told_in_epochs_and_diagnosed_without_unkno
     [epoch5] = [d for d in x.generations if d.generation == 5]
     assert (epoch5.trigger.cause, epoch5.trigger.who) == ("member_joined", "c-m-3")
     assert any("group epoch 5 (consumer protocol)" in n for n in epoch5.notes)
+    assert epoch5.label == "group epoch 5" and {c.member for c in epoch5.costs} <= {"c-m-3"}
+    assert "snapshots: c-m-3 new" in epoch5.trigger.evidence  # named as the views name it
     # No join barrier to advise away, and nothing reads 'unknown' or 'DEAD'.
     assert not any(a.pattern == "kip-848" for d in x.generations for a in d.advice)
     text = json.dumps(x.to_dict())

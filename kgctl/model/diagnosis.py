@@ -225,6 +225,11 @@ class Diagnosis:
     # False when only the broker's stored record dates the generation (no member traced,
     # no broker log): when its rebalance began is unknown.
     timed: bool = True
+    epoch: bool = False  # a consumer-protocol (KIP-848) group: `generation` is its epoch
+
+    @property
+    def label(self) -> str:
+        return f"group epoch {self.generation}" if self.epoch else f"generation {self.generation}"
 
     @property
     def duration_ms(self) -> int | None:
@@ -252,6 +257,7 @@ class Diagnosis:
     def to_dict(self) -> dict[str, Any]:
         return {
             "generation": self.generation,
+            "group_epoch": self.epoch,
             "inferred": self.inferred,
             "start_ms": self.start_ms,
             "sync_ms": self.sync_ms,
@@ -593,7 +599,7 @@ def _candidates(
 ) -> list[Trigger]:
     """Everything in (since, until] that could have started the rebalance."""
     out = [
-        replace(t, who=_member_name(state, e.member_id)) if e.source == "observer" else t
+        _named(t, _member_name(state, e.member_id)) if e.source == "observer" else t
         for e in events
         if since < e.ts_ms <= until and _news(e, state, prev)
         for t in _read(e)
@@ -626,6 +632,15 @@ def _candidates(
         for t in out
         if t.cause != Cause.STATIC_MEMBER_REPLACED.value or t.at_ms >= rec.start_ms - START_SLACK_MS
     ]
+
+
+def _named(t: Trigger, name: str) -> Trigger:
+    """An observer's trigger with its member named as the views name it."""
+    if not name or name == t.who:
+        return t
+    return replace(
+        t, who=name, evidence=t.evidence.replace(t.who, name, 1) if t.who else t.evidence
+    )
 
 
 def _news(e: Event, state: GroupState, prev: GenerationRecord | None) -> bool:
@@ -1154,12 +1169,14 @@ def _costs(
 ) -> tuple[Cost, ...]:
     out = []
     t0, _t1 = rec.rebalance_window(now_ms)
-    for member, ms in sorted(rebalance_unassigned(state, rec, now_ms).items()):
-        grown = _lag_growth(events, state, member, t0, t0 + ms)
+    for key, ms in sorted(rebalance_unassigned(state, rec, now_ms).items()):
+        # Named as the views name it (an untraced member by its client id).
+        member = state.members[key].name if key in state.members else key
+        grown = _lag_growth(events, state, key, t0, t0 + ms)
         if grown is not None:
             out.append(Cost(member, ms, grown, MEASURED_LAG))
             continue
-        rate = _rate_per_ms(events, member, rec.start_ms, 10_000)
+        rate = _rate_per_ms(events, key, rec.start_ms, 10_000)
         if rate is None:
             out.append(Cost(member, ms))
         else:
@@ -1696,7 +1713,8 @@ def _advise_kip848(
     if state.protocol_type not in ("", "consumer"):
         return []  # a Connect or other classic protocol: no KIP-848 equivalent
     stayed = {k for k in rec.members if k in prev.members}
-    idle = {c.member: c.unassigned_ms for c in costs if c.member in stayed and c.unassigned_ms}
+    named = {state.members[k].name if k in state.members else k for k in stayed}
+    idle = {c.member: c.unassigned_ms for c in costs if c.member in named and c.unassigned_ms}
     held = sum(
         w.ms
         for w in waits
@@ -1910,6 +1928,7 @@ def _diagnose_one(
         revoked=revoked,
         advice=tuple(advice),
         notes=tuple(notes),
+        epoch=state.group_type == "consumer",
         # Its start is known when a member (or the broker's log) said it, exactly.
         timed=traced
         or (chosen.confidence == EXACT and 0 < chosen.at_ms <= start)

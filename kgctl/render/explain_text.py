@@ -29,7 +29,7 @@ def render_diagnosis(d: Diagnosis, superseded: bool = False) -> RenderableType:
             "- (the next rebalance began before it was stable)" if superseded else "not stable yet"
         )
     head = Text.assemble(
-        (f"generation {d.generation}", "bold"),
+        (d.label, "bold"),
         ("  began " if d.timed else "  stored ", "dim"),
         fmt_clock(d.start_ms),
         ("  took ", "dim"),

@@ -250,9 +250,15 @@ def _generation_row(
     row += [
         fmt_ms(g.rebalance_ms()) if g.stable_ms is not None else "not yet",
         fmt_ms(g.duration_ms(now_ms)) + ("" if g.end_ms is not None else "…"),
-        ", ".join(f"{k} {fmt_ms(v)}" for k, v in unassigned.items()) or "-",
+        ", ".join(f"{_name(s, k)} {fmt_ms(v)}" for k, v in unassigned.items()) or "-",
     ]
     return row
+
+
+def _name(s: GroupState, key: str) -> str:
+    """A member as the members table names it (an untraced one by its client id)."""
+    m = s.members.get(key)
+    return m.name if m is not None else key
 
 
 # -- event log --------------------------------------------------------------------------
