@@ -166,3 +166,16 @@ def test_a_consumer_protocol_group_at_160x50_shows_targets() -> None:
     assert "t[0,1,2,3]" in row_a and "t[0,1]" in row_a.split("t[0,1,2,3]", 1)[1]
     row_b = next(line for line in lines if line.startswith("c-b"))
     assert "t[2,3]" in row_b and "none" in row_b
+
+
+def test_a_group_the_broker_does_not_know_is_not_shown_as_dead() -> None:
+    # The broker answers a group that does not exist (yet) with state Dead.
+    from kgctl.model.events import Event
+    from kgctl.render.group_view import describe_event
+
+    missing = Event(
+        "GroupObserved", 1, 1.0, 1, "g", source="observer",
+        data={"state": "Dead", "missing": True, "members": []},
+    )  # fmt: skip
+    assert describe_event(missing).endswith("snapshot: no such group (yet)")
+    assert "Dead" not in describe_event(missing)

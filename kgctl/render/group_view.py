@@ -305,6 +305,8 @@ def describe_event(ev: Event) -> str:
         more = f" +{len(moves) - 4}" if len(moves) > 4 else ""
         return f"{len(moves)} partitions moved: {shown}{more}"
     if ev.type == "GroupObserved":
+        if d.get("missing"):  # the broker calls a group it does not know Dead
+            return "snapshot: no such group (yet)"
         return f"snapshot: {d.get('state', '?')}, {len(d.get('members') or [])} members"
     if ev.type == "BrokerDisconnected":
         return f"broker unreachable, retrying: {d.get('error', '')}"
