@@ -118,6 +118,9 @@ def test_explain_names_triggers_of_untraced_members_from_offsets_and_broker_log(
     assert reason == "kgctl: metadata_changed" or reason.startswith("cached metadata has changed")
     [wait] = growth["critical_path"]
     assert wait["member"].startswith("kgctl-c") and wait["why"] == "dead"
+    # Its session timeout, as the broker stored it with c's generation.
+    assert (wait["session_timeout_ms"], wait["session_from"]) == (2000, "__consumer_offsets")
+    assert any("does not wait 2s" in a["text"] for a in growth["advice"])
     # The join waited from the leader's rejoin until the broker removed c: when c's
     # session (2 s) ran out after c was last heard of.
     events, _ = parse_lines(path.read_text().splitlines())
