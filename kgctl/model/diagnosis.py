@@ -576,8 +576,9 @@ def _from_broker_log(br: BrokerReason, state: GroupState) -> Trigger:
         words = br.reason.partition("; client reason")[0].split()
         client = " ".join(w for w in words if w.strip("()") != (member_id or None))
     if br.kind == FAILED:
+        # The broker's words name the member by its id: its name is `who`.
         return Trigger(
-            Cause.TIMED_OUT.value, who, client or br.reason, EXACT,
+            Cause.TIMED_OUT.value, who, "session timeout", EXACT,
             f"broker log {_clock(br.ts_ms)}: {br.reason}", br.ts_ms,
         )  # fmt: skip
     return Trigger(
