@@ -459,6 +459,8 @@ def test_the_issues_scenario_rerun_by_hand_reads_right() -> None:
     # gen 4: a and b stopped (SIGTERM): b's LeaveGroup, not the watch seeing c gone.
     g4 = found[4]
     assert (g4.trigger.who, g4.trigger.cause, g4.trigger.confidence) == ("b", "member_left", EXACT)
+    # The report's checks: an empty group owning nothing is no violation.
+    assert not [v for c in report.checks for v in c.violations]
 
 
 def test_a_finished_rebalances_diagnosis_is_kept_once_its_events_leave_the_window() -> None:

@@ -355,13 +355,10 @@ def _first(tracker: _Tracker) -> Any:
 
 def _stable_checks(state: GroupState, rec: GenerationRecord) -> list[InvariantCheck]:
     at = rec.stable_ms if rec.stable_ms is not None else state.updated_ms
+    # A generation everyone left (the group is empty) owns nothing, rightly.
+    unowned = check_complete_ownership(state, at) if rec.members else []
     return [
-        InvariantCheck(
-            "complete-ownership",
-            at,
-            rec.generation,
-            tuple(check_complete_ownership(state, at)),
-        ),
+        InvariantCheck("complete-ownership", at, rec.generation, tuple(unowned)),
         InvariantCheck(
             "single-generation", at, rec.generation, tuple(check_single_generation(state, at))
         ),
