@@ -157,3 +157,35 @@ def test_the_live_views_diagnosis_outlives_its_event_window() -> None:
         assert shown[generation].trigger == whole[generation].trigger
     [wait] = shown[3].waits
     assert (wait.member, wait.why) == ("c", "dead") and wait.ms == whole[3].waits[0].ms
+
+
+def test_the_live_view_diagnoses_the_newest_generations_as_the_whole_run_does() -> None:
+    """Only the newest generations are diagnosed again (a group that rebalanced for hours
+    stays cheap to redraw); they read as a diagnosis of the whole run reads them."""
+    from kgctl.model.diagnosis import diagnose
+    from kgctl.model.events import Event
+    from kgctl.report.summary import build_report
+
+    def stored(generation: int, ids: list[str]) -> Event:
+        ts = 1000 * generation
+        members = [{"member_id": m, "client_id": m.split("-")[0]} for m in ids]
+        return Event(
+            "GenerationChanged", ts, float(ts), generation, "g", generation=generation,
+            source="observer",
+            data={"inferred": False, "previous": generation - 1, "written_ms": ts,
+                  "stored_in": "__consumer_offsets", "state_ts_ms": ts, "sync_ms": ts,
+                  "members": members},
+        )  # fmt: skip
+
+    # b comes and goes: 20 generations.
+    events = [stored(g, ["a-1", "b-1"] if g % 2 else ["a-1"]) for g in range(1, 21)]
+    report = build_report(events)
+    whole = {d.generation: d for d in diagnose(report.state, report.events, report.last_ms)}
+    with Watch(ClientSettings(), "g", observe=False) as watch:
+        for e in events:
+            watch.queue.put(e)
+        watch.drain(clock=lambda: report.last_ms)
+        shown = watch.diagnoses(report.last_ms)
+    assert sorted(shown) == list(range(13, 21))  # the newest 8
+    for generation, d in shown.items():
+        assert d.trigger == whole[generation].trigger, generation

@@ -15,6 +15,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -23,7 +24,7 @@ from kgctl.adapters.group_log import GroupLogReader, GroupLogUnavailable
 from kgctl.adapters.group_records import GroupRecord
 from kgctl.adapters.trace import TraceTopicReader
 from kgctl.errors import ConnectError, KgctlError, NotFoundError, UsageError
-from kgctl.model.diagnosis import Diagnosis, diagnose, keep_diagnoses
+from kgctl.model.diagnosis import NEEDED_BEFORE_MS, Diagnosis, diagnose, keep_diagnoses
 from kgctl.model.events import Event
 from kgctl.model.fold import fold
 from kgctl.model.snapshot import GroupListing
@@ -261,11 +262,23 @@ class Watch:
         they were all there."""
         if not self._fresh and now_ms - self._diagnosed_at < 1000:
             return dict(self._diagnosed)
-        kept = sorted([*self._steps, *self._routine], key=lambda e: e.ts_ms)
+        # The newest generations only (and the one before, for what came before them),
+        # from what happened since shortly before they began: the cost stays bounded on a
+        # group that has rebalanced for hours. A member's configuration is in its start.
+        all_gens = self.state.generations
+        gens = all_gens[-(DIAGNOSED_GENERATIONS + 1) :]
+        since = gens[0].start_ms - NEEDED_BEFORE_MS if gens else 0
+        kept = sorted(
+            [e for e in self._steps if e.ts_ms >= since or e.type == "MemberStarted"]
+            + [e for e in self._routine if e.ts_ms >= since],
+            key=lambda e: e.ts_ms,
+        )
         starts = [q[0].ts_ms for q in (self._routine,) if q]
         if len(self._steps) == self._steps.maxlen:
             starts.append(self._steps[0].ts_ms)
-        fresh = diagnose(self.state, kept, now_ms)
+        fresh = diagnose(replace(self.state, generations=gens), kept, now_ms)
+        if len(gens) < len(all_gens):  # the one before was context, not diagnosed whole
+            fresh = fresh[1:]
         self._diagnosed = keep_diagnoses(self._diagnosed, fresh, max(starts, default=None))
         self._fresh, self._diagnosed_at = False, now_ms
         return dict(self._diagnosed)
@@ -361,7 +374,9 @@ class Watch:
         return out
 
 
-# What the live view keeps for the diagnosis of each generation (`Watch.diagnoses`).
+# What the live view keeps for the diagnosis of each generation (`Watch.diagnoses`), and
+# how many of the newest generations it diagnoses again (the table shows at most 8).
+DIAGNOSED_GENERATIONS = 8
 DIAGNOSIS_STEPS = 20_000
 DIAGNOSIS_ROUTINE_MS = 120_000
 _ROUTINE_TYPES = frozenset(
