@@ -206,3 +206,33 @@ def test_watch_describes_a_consumer_protocol_group_and_its_epoch_changes(
             "the leaving member was reported by id"
         )
         assert left.data["previous"] == epoch0
+
+        # What the view says of those epochs: the broker's epochs, named, no barrier.
+        def two_reconciled() -> bool:
+            seen.extend(watch.drain(wait_s=0.5))
+            s = watch.state
+            return (
+                s.state == "Stable"
+                and len(s.live_members) == 2
+                and not any(m.reconciling for m in s.live_members)
+            )
+
+        wait_for("2 reconciled members", two_reconciled)
+        found = watch.diagnoses(watch.clock())
+        by_cause = {d.trigger.cause: d for d in found.values()}
+        assert by_cause["member_joined"].trigger.who == "java-c"
+        assert by_cause["member_left"].trigger.who == "java-a"
+        for d in found.values():
+            assert d.epoch and d.label == f"group epoch {d.generation}"
+            assert not any(a.pattern == "kip-848" for a in d.advice)
+            assert "unknown" not in json.dumps(d.to_dict()), d
+
+    # explain, after the fact: the group now, in epochs.
+    done = subprocess.run(
+        [sys.executable, "-m", "kgctl", "explain", group, "-b", bootstrap, "-o", "json"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    doc = json.loads(done.stdout)
+    assert done.returncode == 0 and doc["healthy"], doc["health"]
+    assert doc["health"] == f"stable now, 2 members in group epoch {doc['state']['group_epoch']}"
+    assert doc["state"]["group_type"] == "consumer"
