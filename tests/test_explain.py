@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from typer.testing import CliRunner
 
@@ -284,3 +285,30 @@ def test_a_consumer_protocol_group_is_told_in_epochs_and_diagnosed_without_unkno
     assert not any(a.pattern == "kip-848" for d in x.generations for a in d.advice)
     text = json.dumps(x.to_dict())
     assert "unknown" not in text and "DEAD" not in text and '"generation": 5' in text
+
+
+def test_a_static_member_taken_over_without_a_rebalance_is_said() -> None:
+    # kgctl chaos run static-conflict: m1-dup started with m1's group.instance.id in a
+    # stable group: the broker handed it over, fenced m1, and did not rebalance.
+    events = events_of("static_conflict.jsonl")
+    group = next(e.group for e in events if e.source == "member")
+    x = explain(group, events, max(e.ts_ms for e in events))
+    [taken] = x.replaced
+    assert (taken.instance_id, taken.old, taken.new) == ("m1", "m1", "m1-dup")
+    assert taken.fenced_ms is not None and taken.fenced_ms >= taken.at_ms
+    assert not taken.rebalanced
+    assert "replaced: m1-dup took group.instance.id m1 from m1" in _text(x)
+    # The same with a rebalance (the newcomer's assignors in another order).
+    events = events_of("static_replaced.jsonl")
+    x = explain(events[0].group, events, max(e.ts_ms for e in events))
+    assert [(r.new, r.old, r.rebalanced) for r in x.replaced] == [("a2", "a", True)]
+
+
+def _text(x: Any) -> str:
+    from rich.console import Console
+
+    from kgctl.render.explain_text import render_explanation
+
+    console = Console(width=200, record=True)
+    console.print(render_explanation(x))
+    return console.export_text()

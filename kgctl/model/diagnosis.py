@@ -1452,6 +1452,72 @@ def restarts(state: GroupState, events: Sequence[Event]) -> tuple[Restart, ...]:
     return tuple(out)
 
 
+@dataclass(frozen=True)
+class Replacement:
+    """A second process that took a static member's group.instance.id while the first
+    still held it (the broker handed the identity over; the first, if still running, was
+    fenced with FENCED_INSTANCE_ID)."""
+
+    instance_id: str
+    old: str
+    new: str
+    at_ms: int  # the newcomer's JoinGroup
+    fenced_ms: int | None = None  # when the old one was told FENCED_INSTANCE_ID
+    rebalanced: bool = False  # a rebalance began with it
+
+    def text(self) -> str:
+        fenced = (
+            f"; {self.old} was fenced (FENCED_INSTANCE_ID) at {_clock(self.fenced_ms)}"
+            if self.fenced_ms is not None
+            else ""
+        )
+        outcome = "the group rebalanced" if self.rebalanced else "no rebalance"
+        return (
+            f"{self.new} took group.instance.id {self.instance_id} from {self.old} at "
+            f"{_clock(self.at_ms)}{fenced}: {outcome}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "instance_id": self.instance_id,
+            "old": self.old,
+            "new": self.new,
+            "at_ms": self.at_ms,
+            "fenced_ms": self.fenced_ms,
+            "rebalanced": self.rebalanced,
+        }
+
+
+def replacements(state: GroupState, events: Sequence[Event]) -> tuple[Replacement, ...]:
+    """Every static member whose group.instance.id another process took (a process of
+    another name: one of the same name restarting is a `Restart`)."""
+    ordered = sorted(events, key=lambda e: e.ts_ms)
+    holder: dict[str, tuple[str, str]] = {}  # instance id -> (member, member id)
+    out = []
+    for e in ordered:
+        iid = _instance_of(e)
+        if not iid or e.source not in ("member", "wire"):
+            continue
+        who = e.member or e.client_id
+        member_id = str(e.member_id or e.data.get("member_id") or "")
+        if e.type == "JoinGroupSent" and not member_id and iid in holder:
+            old = holder[iid][0]
+            if old != who:
+                fenced = next(
+                    (
+                        x.ts_ms
+                        for x in ordered
+                        if x.member == old and x.ts_ms >= e.ts_ms and x.data.get("error") == FENCED
+                    ),
+                    None,
+                )
+                began = any(abs(g.start_ms - e.ts_ms) <= START_SLACK_MS for g in state.generations)
+                out.append(Replacement(iid, old, who, e.ts_ms, fenced, began))
+        elif member_id:
+            holder[iid] = (who or member_id, member_id)
+    return tuple(out)
+
+
 def _returns(ordered: Sequence[Event]) -> list[tuple[str, int, Event, int | None]]:
     """(member, when it stopped, its first JoinGroup back, its generation when it stopped)."""
     stopped: dict[str, tuple[int, int | None]] = {}

@@ -8,7 +8,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kgctl.model.diagnosis import Context, Diagnosis, Restart, diagnose, restarts
+from kgctl.model.diagnosis import (
+    Context,
+    Diagnosis,
+    Replacement,
+    Restart,
+    diagnose,
+    replacements,
+    restarts,
+)
 from kgctl.model.events import Event
 from kgctl.model.fold import fold
 from kgctl.model.state import REBALANCING_STATES, GroupState
@@ -28,6 +36,8 @@ class Explanation:
     notes: tuple[str, ...] = ()
     total: int = 0  # generations known before --last/--since cut them
     restarts: tuple[Restart, ...] = ()  # members that stopped and came back, newest first
+    # static members whose instance id another process took, newest first
+    replaced: tuple[Replacement, ...] = ()
     state: GroupState = field(default_factory=lambda: GroupState(""), repr=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -67,6 +77,7 @@ class Explanation:
             "generations": [d.to_dict() for d in self.generations],
             "generations_known": self.total,
             "restarts": [r.to_dict() for r in self.restarts],
+            "replaced": [r.to_dict() for r in self.replaced],
             "notes": list(self.notes),
         }
 
@@ -115,6 +126,7 @@ def explain(
     if last is not None:
         chosen = chosen[-last:] if last > 0 else []
     back = [r for r in restarts(state, ordered) if since_ms is None or r.back_ms >= since_ms]
+    taken = [r for r in replacements(state, ordered) if since_ms is None or r.at_ms >= since_ms]
     healthy, health = health_of(state, live)
     return Explanation(
         group=group,
@@ -126,5 +138,6 @@ def explain(
         notes=tuple(notes),
         total=total,
         restarts=tuple(reversed(back)),
+        replaced=tuple(reversed(taken)),
         state=state,
     )

@@ -81,6 +81,8 @@ def render_explanation(x: Explanation) -> RenderableType:
     parts.append(Text(f"sources: {'; '.join(x.sources) or 'none'}", style="dim"))
     parts.append(Text(f"{shown} rebalance{'s' if shown != 1 else ''}, newest first{more}\n"))
     parts += [render_diagnosis(d, superseded=i > 0) for i, d in enumerate(x.generations)]
+    for taken in x.replaced:
+        parts.append(Text(f"replaced: {taken.text()}", style="yellow"))
     for r in x.restarts:
         parts.append(Text(f"restart: {r.text()}", style="green" if not r.rebalanced else ""))
     for n in x.notes:
