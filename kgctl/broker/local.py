@@ -41,10 +41,18 @@ from kgctl.settings import ClientSettings
 HEAP = ["-Xms128m", "-Xmx512m"]
 # Groups settle in a second and tests can use short session timeouts; Kafka's own
 # defaults (3 s initial delay, 6 s minimum session timeout) come back with
-# --kafka-defaults.
+# --kafka-defaults. For `consumer`-protocol groups (KIP-848) the session and the
+# heartbeat interval are the broker's, not the member's: Kafka's 45 s session and 5 s
+# interval would make a member learn a new assignment up to 5 s late and a killed member
+# hold its partitions for 45 s; here they are 10 s and 500 ms, and the minima let a
+# group config (consumer.session.timeout.ms) go down to 1 s.
 TEST_FRIENDLY = {
     "group.initial.rebalance.delay.ms": "0",
     "group.min.session.timeout.ms": "500",
+    "group.consumer.min.session.timeout.ms": "1000",
+    "group.consumer.session.timeout.ms": "10000",
+    "group.consumer.min.heartbeat.interval.ms": "100",
+    "group.consumer.heartbeat.interval.ms": "500",
 }
 
 LOG4J2 = """\

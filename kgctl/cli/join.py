@@ -42,6 +42,16 @@ class Commit(str, enum.Enum):
     none = "none"
 
 
+class GroupProtocol(str, enum.Enum):
+    classic = "classic"
+    consumer = "consumer"
+
+
+class RemoteAssignor(str, enum.Enum):
+    uniform = "uniform"
+    range = "range"
+
+
 class From(str, enum.Enum):
     earliest = "earliest"
     latest = "latest"
@@ -174,6 +184,23 @@ def join_command(
         bool,
         typer.Option("--fail-on-missing", help="Exit NOT_FOUND if a topic does not exist."),
     ] = False,
+    group_protocol: Annotated[
+        GroupProtocol,
+        typer.Option(
+            "--group-protocol",
+            help="group.protocol: classic (JoinGroup/SyncGroup) or consumer (KIP-848, "
+            "ConsumerGroupHeartbeat; the broker assigns).",
+        ),
+    ] = GroupProtocol.classic,
+    remote_assignor: Annotated[
+        RemoteAssignor | None,
+        typer.Option(
+            "--remote-assignor",
+            help="group.remote.assignor: the broker's assignor for --group-protocol "
+            "consumer (default: the broker's first).",
+            show_default=False,
+        ),
+    ] = None,
     bootstrap: Bootstrap = None,
     command_config: CommandConfig = None,
     x: Overrides = None,
@@ -185,7 +212,9 @@ def join_command(
     """Join a consumer group as one real member and show every step of each rebalance.
 
     Control it live with JSON lines on stdin (see docs/member.md), for example
-    {"op":"rejoin"}. Ctrl-C or SIGTERM commits (if configured), leaves and exits.
+    {"op":"rejoin"}. Ctrl-C or SIGTERM commits (if configured), leaves and exits. With
+    --group-protocol consumer it is a KIP-848 member: the broker assigns, the member
+    reconciles through ConsumerGroupHeartbeat.
     """
     env = make_env(output, verbose, quiet)
 
@@ -216,10 +245,18 @@ def join_command(
             control_topic=control_topic,
             trace_topic=trace_topic,
             fail_on_missing=fail_on_missing,
+            group_protocol=group_protocol.value,
+            remote_assignor=remote_assignor.value if remote_assignor is not None else None,
         )
+        config.validate()
+        member_class = Member
+        if config.group_protocol == "consumer":
+            from kgctl.member.consumer_member import ConsumerProtocolMember
+
+            member_class = ConsumerProtocolMember
         sink = JsonSink(env) if env.json else TextSink(env)
         try:
-            return Member(config, settings, [sink]).run()
+            return member_class(config, settings, [sink]).run()
         finally:
             if isinstance(sink, TextSink):
                 sink.close()

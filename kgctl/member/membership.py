@@ -20,6 +20,7 @@ Java keeps) and reports it done with `reconciled`. The clock is always passed in
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 
 Partitions = dict[str, frozenset[int]]  # topic (id or name) -> partitions
@@ -381,3 +382,28 @@ class Membership:
         self._sent = None
         self._owned_changed = True
         self._send_now = True
+
+
+# -- the broker-side regex (SubscribedTopicRegex) ------------------------------------------
+# The broker compiles the member's regex with RE2J and matches whole topic names. RE2J
+# has no lookaround, no backreferences, no atomic groups or possessive quantifiers, no
+# conditionals: a regex using them is refused by the broker (INVALID_REGULAR_EXPRESSION)
+# or, worse, means something else. Checked before the member joins.
+_RE2J_UNSUPPORTED = (
+    (re.compile(r"\(\?<?[=!]"), "lookaround ((?=, (?!, (?<=, (?<!)"),
+    (re.compile(r"\\[1-9]|\(\?P=|\\k<"), "backreferences (\\1, (?P=name), \\k<name>)"),
+    (re.compile(r"\(\?>"), "atomic groups ((?>...))"),
+    (re.compile(r"\(\?\("), "conditionals ((?(...)...))"),
+    (re.compile(r"(?<!\\)[*+?}]\+"), "possessive quantifiers (*+, ++, ?+)"),
+    (re.compile(r"\\[ZG]"), "\\Z or \\G anchors (use \\z, or nothing: whole names are matched)"),
+)
+
+
+def re2j_problem(pattern: str) -> str | None:
+    """Why RE2J (the broker's regex engine) will not read `pattern` as Python does, or
+    None. Escaped backslashes are skipped so `\\\\1` (a backslash then 1) passes."""
+    text = re.sub(r"\\\\", "", pattern)
+    for found, what in _RE2J_UNSUPPORTED:
+        if found.search(text):
+            return f"RE2J, the broker's regex engine, has no {what}"
+    return None

@@ -27,6 +27,7 @@ from kgctl.adapters.trace import TracePublisher
 from kgctl.errors import ExitStatus, KgctlError, NotFoundError, UsageError
 from kgctl.member.control import Command, ControlQueue
 from kgctl.member.emitter import Emitter
+from kgctl.member.membership import re2j_problem
 from kgctl.member.reasons import fatal_error
 from kgctl.member.stats import ConsumeStats
 from kgctl.model.events import Event
@@ -34,6 +35,8 @@ from kgctl.settings import ClientSettings, check_topic_name
 
 Sink = Callable[[Event], None]
 COMMIT_MODES = ("auto", "sync", "async", "none")
+GROUP_PROTOCOLS = ("classic", "consumer")
+REMOTE_ASSIGNORS = ("uniform", "range")
 POLL_MS = 200
 # The most a stopping member spends on its last commit and LeaveGroup together.
 CLOSE_BUDGET_S = 10.0
@@ -67,6 +70,10 @@ class MemberConfig:
     trace_topic: str | None = None
     fail_on_missing: bool = False
     read_stdin: bool = True
+    # Java's group.protocol: classic (JoinGroup/SyncGroup, kafka-python's coordinator)
+    # or consumer (KIP-848, ConsumerGroupHeartbeat, kgctl/member/consumer_member.py).
+    group_protocol: str = "classic"
+    remote_assignor: str | None = None  # consumer protocol: the broker's assignor
 
     def validate(self) -> None:
         if bool(self.topics) == bool(self.pattern):
@@ -89,6 +96,46 @@ class MemberConfig:
                 re.compile(self.pattern)
             except re.error as exc:
                 raise UsageError(f"--pattern {self.pattern!r}: not a regex ({exc})") from None
+        if self.group_protocol not in GROUP_PROTOCOLS:
+            raise UsageError(
+                f"--group-protocol {self.group_protocol!r}: expected one of {GROUP_PROTOCOLS}"
+            )
+        if self.group_protocol == "consumer":
+            self._validate_consumer_protocol()
+        elif self.remote_assignor is not None:
+            raise UsageError(
+                "--remote-assignor is for --group-protocol consumer "
+                "(a classic group's members assign: use --assignor)"
+            )
+
+    def _validate_consumer_protocol(self) -> None:
+        """Java refuses the classic-only settings with group.protocol=consumer, and so
+        does kgctl: in a consumer group the broker owns them."""
+        for option, value, instead in (
+            ("--session-timeout", self.session_timeout_ms, "consumer.session.timeout.ms"),
+            ("--heartbeat-interval", self.heartbeat_interval_ms, "consumer.heartbeat.interval.ms"),
+        ):
+            if value is not None:
+                raise UsageError(
+                    f"{option} is not a member setting with --group-protocol consumer: the "
+                    f"broker sets it (group config {instead}); drop {option}"
+                )
+        if self.assignors != ["range"]:
+            raise UsageError(
+                "--assignor is not used with --group-protocol consumer: the broker "
+                "assigns; choose its assignor with --remote-assignor uniform|range"
+            )
+        if self.remote_assignor is not None and self.remote_assignor not in REMOTE_ASSIGNORS:
+            raise UsageError(
+                f"--remote-assignor {self.remote_assignor!r}: expected one of {REMOTE_ASSIGNORS}"
+            )
+        if self.pattern is not None:
+            problem = re2j_problem(self.pattern)
+            if problem is not None:
+                raise UsageError(
+                    f"--pattern {self.pattern!r}: {problem}; with --group-protocol consumer "
+                    "the broker matches the regex (RE2J syntax, whole topic names)"
+                )
 
     @property
     def label(self) -> str:
@@ -196,36 +243,7 @@ class Member:
         try:
             if cfg.trace_topic:
                 self._trace = TracePublisher(self.settings, cfg.trace_topic)
-            consumer_config: dict[str, Any] = {
-                "group_id": cfg.group,
-                "client_id": self.client_id,
-                "group_instance_id": cfg.instance_id,
-                "enable_auto_commit": cfg.commit == "auto",
-                "auto_offset_reset": cfg.offset_reset,
-                "partition_assignment_strategy": [adapter.ASSIGNORS[a] for a in cfg.assignors],
-                "fetch_max_bytes": 8 * 1024 * 1024,
-            }
-            for key in ("session_timeout_ms", "heartbeat_interval_ms", "max_poll_interval_ms"):
-                if getattr(cfg, key) is not None:
-                    consumer_config[key] = getattr(cfg, key)
-            if cfg.max_records is not None:
-                consumer_config["max_poll_records"] = max(1, min(500, cfg.max_records))
-            consumer, coordinator = adapter.build_consumer(
-                self.settings, self.emitter.emit, **consumer_config
-            )
-            self._consumer, self._coordinator = consumer, coordinator
-            self.emitter.identity = coordinator.kg_identity
-            if cfg.topics:
-                missing = sorted(set(cfg.topics) - adapter.existing_topics(consumer))
-                if missing:
-                    if cfg.fail_on_missing:
-                        verb = "does not exist" if len(missing) == 1 else "do not exist"
-                        raise NotFoundError(
-                            f"topic {', '.join(missing)} {verb} "
-                            "(drop --fail-on-missing to wait for it)"
-                        )
-                    self.emit("TopicMissing", topics=missing)
-            adapter.subscribe(consumer, self.emitter.emit, cfg.topics, cfg.pattern)
+            self._start()
             if cfg.read_stdin:
                 self.control.read_stream(self.stdin, "stdin")
             if cfg.control_topic:
@@ -238,7 +256,9 @@ class Member:
                 )
             self._loop()
         except KgctlError as exc:
-            self._fail(type(exc).__name__, str(exc), exc.status, leave=False, previous=previous)
+            # A consumer-protocol member's fatal answer names the protocol error.
+            error = getattr(exc, "protocol_error", None) or type(exc).__name__
+            self._fail(error, str(exc), exc.status, leave=False, previous=previous)
             raise
         except Exception as exc:
             name = clients.error_name(exc)
@@ -262,6 +282,40 @@ class Member:
         self._stopped(self._stop or "stopped")
         self._restore(previous)
         return self._exit
+
+    def _start(self) -> None:
+        """Build the consumer and subscribe (the classic protocol: kafka-python's
+        coordinator, subclassed); the consumer-protocol member overrides this."""
+        cfg = self.config
+        consumer_config: dict[str, Any] = {
+            "group_id": cfg.group,
+            "client_id": self.client_id,
+            "group_instance_id": cfg.instance_id,
+            "enable_auto_commit": cfg.commit == "auto",
+            "auto_offset_reset": cfg.offset_reset,
+            "partition_assignment_strategy": [adapter.ASSIGNORS[a] for a in cfg.assignors],
+            "fetch_max_bytes": 8 * 1024 * 1024,
+        }
+        for key in ("session_timeout_ms", "heartbeat_interval_ms", "max_poll_interval_ms"):
+            if getattr(cfg, key) is not None:
+                consumer_config[key] = getattr(cfg, key)
+        if cfg.max_records is not None:
+            consumer_config["max_poll_records"] = max(1, min(500, cfg.max_records))
+        consumer, coordinator = adapter.build_consumer(
+            self.settings, self.emitter.emit, **consumer_config
+        )
+        self._consumer, self._coordinator = consumer, coordinator
+        self.emitter.identity = coordinator.kg_identity
+        if cfg.topics:
+            missing = sorted(set(cfg.topics) - adapter.existing_topics(consumer))
+            if missing:
+                if cfg.fail_on_missing:
+                    verb = "does not exist" if len(missing) == 1 else "do not exist"
+                    raise NotFoundError(
+                        f"topic {', '.join(missing)} {verb} (drop --fail-on-missing to wait for it)"
+                    )
+                self.emit("TopicMissing", topics=missing)
+        adapter.subscribe(consumer, self.emitter.emit, cfg.topics, cfg.pattern)
 
     def _fail(
         self, error: str, message: str, status: ExitStatus, *, leave: bool, previous: dict[int, Any]

@@ -49,6 +49,15 @@ EVENT_TYPES: dict[str, str] = {
     "LeaveGroupSent": "LeaveGroup was sent, with its reason",
     "MemberFailed": "a fatal error ended the member",
     "MemberStopped": "the member stopped; its totals",
+    # -- a consumer-protocol member (kgctl join --group-protocol consumer, KIP-848) ------
+    "MemberStateChanged": "the member's state changed (Java's MemberState: JOINING, STABLE, ...)",
+    "GroupHeartbeatAnswered": "a ConsumerGroupHeartbeat that joined, changed, acknowledged or "
+    "left, or whose answer changed the epoch or the assignment, with its answer",
+    "TargetAssignmentReceived": "the broker sent a new target assignment; owned and pending",
+    "ReconciliationStarted": "the member began moving from what it owns to its target",
+    "ReconciliationCompleted": "revocation and assignment done; the acknowledgement goes next",
+    "ReconciliationAborted": "a reconciliation was dropped: fenced or left while it ran",
+    "MemberFenced": "the broker fenced the member (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID)",
     # -- the broker observer (kgctl watch) --------------------------------------------
     "GroupObserved": "a snapshot of the group as the broker describes it",
     "GroupStateChanged": "the broker's group state changed",

@@ -1,0 +1,755 @@
+"""A member of a KIP-848 `consumer`-protocol group: `kgctl join --group-protocol consumer`.
+
+The same member as the classic one (`runner.Member`: events, live control, trace topic,
+stopping, totals), with the group protocol replaced. Like Java's consumer it has two
+threads:
+
+- the **heartbeat thread** (Java's background thread, `ConsumerHeartbeatRequestManager`):
+  finds the coordinator, sends ConsumerGroupHeartbeat when `Membership` says one is due
+  (on the interval the broker gives, at once after a reconciliation or a change),
+  hands every answer to `Membership`, and checks the poll timer (max.poll.interval.ms);
+- the **poll thread** (the application): polls records, and carries out what the
+  heartbeat thread decided: a reconciliation (commit, revoke, assign: then `Membership`
+  acknowledges at once with the next heartbeat), partitions lost to fencing, a fatal
+  error.
+
+`Membership` (pure, `membership.py`) decides everything; both threads reach it under one
+lock. Records come from a KafkaConsumer built without a group and given its partitions
+with `assign()`: kafka-python's fetcher, positions and offset reset are reused as they
+are, and the group's offsets are fetched and committed by this member (OffsetFetch,
+OffsetCommit v9 with the member epoch) through `kgctl/adapters/consumer_group.py`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import uuid
+from typing import Any
+
+from kgctl.adapters import clients
+from kgctl.adapters.consumer_group import (
+    GroupChannel,
+    HeartbeatAnswer,
+    NoCoordinator,
+    seek,
+    topic_partitions,
+)
+from kgctl.errors import NotFoundError
+from kgctl.member.control import Command
+from kgctl.member.membership import (
+    LEAVE_EPOCH,
+    Answer,
+    Heartbeat,
+    Membership,
+    MemberState,
+    Outcome,
+    Partitions,
+    Reconcile,
+    Subscription,
+    re2j_problem,
+)
+from kgctl.member.reasons import fatal_error
+from kgctl.member.runner import Member
+
+# Java's auto.commit.interval.ms default.
+AUTO_COMMIT_INTERVAL_MS = 5000
+# Java's max.poll.interval.ms default: also the rebalance timeout the member sends.
+DEFAULT_MAX_POLL_INTERVAL_MS = 300000
+# How often the heartbeat thread wakes when nothing is due (poll timer, stop).
+TICK_S = 0.05
+RETRY_BACKOFF_MS = 100
+# How often unresolved topic ids trigger another full Metadata request.
+METADATA_RETRY_S = 0.5
+# The leave heartbeat's own budget when stopping.
+LEAVE_BUDGET_S = 3.0
+
+
+def _doc(parts: Partitions) -> dict[str, list[int]]:
+    return {t: sorted(ps) for t, ps in sorted(parts.items()) if ps}
+
+
+def _count(parts: Partitions) -> int:
+    return sum(len(ps) for ps in parts.values())
+
+
+def _pairs(parts: Partitions) -> set[tuple[str, int]]:
+    return {(t, p) for t, ps in parts.items() for p in ps}
+
+
+class ConsumerProtocolMember(Member):
+    """`kgctl join --group-protocol consumer`: a KIP-848 member."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        cfg = self.config
+        self.max_poll_interval_ms = cfg.max_poll_interval_ms or DEFAULT_MAX_POLL_INTERVAL_MS
+        self.membership = Membership(
+            # ConsumerGroupHeartbeat v1: the client makes its member id, once per process.
+            str(uuid.uuid4()),
+            instance_id=cfg.instance_id,
+            rebalance_timeout_ms=self.max_poll_interval_ms,
+            retry_backoff_ms=RETRY_BACKOFF_MS,
+        )
+        self._lock = threading.RLock()
+        self._wake = threading.Event()
+        self._hb_stop = threading.Event()
+        self._hb_thread: threading.Thread | None = None
+        self._channel: GroupChannel | None = None
+        self._coordinator_node: Any = None
+        self._coordinator_retry_at = 0.0
+        self._last_poll = time.monotonic()
+        self._pending_plan: Reconcile | None = None
+        self._plan_started = 0.0
+        self._pending_lost: Partitions | None = None
+        self._fatal: tuple[str, str] | None = None
+        self._positions: dict[tuple[str, int], int] = {}  # next offset to commit
+        self._committed: dict[tuple[str, int], int] = {}
+        self._next_auto_commit = 0.0
+        self._last_state = self.membership.state
+        self._reported_pending: frozenset[str] = frozenset()
+        self._hb_sent_at = 0.0
+        self._next_metadata = 0.0
+        self._crash: BaseException | None = None
+
+    # -- identity: the envelope's generation is the member epoch ------------------------
+    def _identity(self) -> tuple[str, int]:
+        m = self.membership
+        return m.member_id, m.epoch
+
+    # -- start: a group-less fetcher, the channel, the heartbeat thread ------------------
+    def _start(self) -> None:
+        cfg = self.config
+        overrides: dict[str, Any] = {
+            "group_id": None,
+            "client_id": self.client_id,
+            "enable_auto_commit": False,
+            "auto_offset_reset": cfg.offset_reset,
+            "fetch_max_bytes": 8 * 1024 * 1024,
+        }
+        if cfg.max_records is not None:
+            overrides["max_poll_records"] = max(1, min(500, cfg.max_records))
+        self._consumer = clients.consumer(self.settings, self.client_id, **overrides)
+        self._channel = GroupChannel(self._consumer, cfg.group, int(self.settings.timeout_s * 1000))
+        self.emitter.identity = self._identity
+        names = self._channel.topic_names()
+        self.membership.names.update(names)
+        if cfg.topics:
+            missing = sorted(set(cfg.topics) - set(names.values()))
+            if missing:
+                if cfg.fail_on_missing:
+                    verb = "does not exist" if len(missing) == 1 else "do not exist"
+                    raise NotFoundError(
+                        f"topic {', '.join(missing)} {verb} (drop --fail-on-missing to wait for it)"
+                    )
+                self.emit("TopicMissing", topics=missing)
+        self._subscribe(cfg.topics, cfg.pattern, first=True)
+        self._hb_thread = threading.Thread(
+            target=self._heartbeat_loop, name="kgctl-consumer-heartbeat", daemon=True
+        )
+        self._hb_thread.start()
+
+    def _subscribe(self, topics: list[str], pattern: str | None, *, first: bool = False) -> None:
+        sub = Subscription(
+            topics=frozenset(topics),
+            regex=pattern,
+            server_assignor=self.config.remote_assignor,
+        )
+        with self._lock:
+            before = self.membership.state
+            self.membership.subscribe(sub)
+            if first:
+                self.emit("RejoinRequested", reason="first_join")
+            else:
+                self.emit(
+                    "RejoinRequested",
+                    reason="subscription_changed",
+                    subscription=sorted(topics) if pattern is None else [],
+                    pattern=pattern,
+                )
+            self._state_changed(before, "subscribed")
+        self._wake.set()
+
+    # -- the heartbeat thread (Java's background thread) ---------------------------------
+    def _heartbeat_loop(self) -> None:
+        while not self._hb_stop.is_set():
+            try:
+                self._heartbeat_tick()
+            except Exception as exc:  # a bug: the poll thread ends the member with it
+                self._crash = exc
+                return
+            self._wake.wait(TICK_S)
+            self._wake.clear()
+
+    def _heartbeat_tick(self) -> None:
+        m = self.membership
+        now = time.monotonic()
+        with self._lock:
+            self._check_poll_timer(now)
+            unknown = [t for t in (m.target_ids or {}) if t not in m.names]
+        if unknown and now >= self._next_metadata:
+            self._resolve_topics(now)
+        with self._lock:
+            if not m.heartbeat_due(_ms(now)):
+                return
+        node = self._coordinator_for(now)
+        if node is None:
+            return
+        with self._lock:
+            if not m.heartbeat_due(_ms(time.monotonic())):
+                return
+            before = m.state
+            hb = m.next_heartbeat(_ms(time.monotonic()))
+            sent_epoch = m.epoch
+        self._hb_sent_at = time.monotonic()
+        try:
+            answer = self._send(node, hb)
+        except Exception as exc:
+            with self._lock:
+                outcome = m.send_failed(_ms(time.monotonic()))
+                self.emit(
+                    "HeartbeatFailed",
+                    error=clients.error_name(exc),
+                    transport=True,
+                    member_epoch=sent_epoch,
+                )
+                self._lose_coordinator(clients.error_name(exc))
+                self._after(outcome, before)
+            return
+        rtt = round((time.monotonic() - self._hb_sent_at) * 1000, 1)
+        with self._lock:
+            self._on_answer(hb, answer, rtt, before)
+
+    def _resolve_topics(self, now: float) -> None:
+        """Java's membership manager asks for metadata when the target names topic ids it
+        does not know (a topic created after the member started, a regex match): until
+        then that part of the assignment stays pending and the rest is reconciled."""
+        assert self._channel is not None
+        self._next_metadata = now + METADATA_RETRY_S
+        try:
+            names = self._channel.topic_names()
+        except Exception as exc:
+            self.emit(
+                "HeartbeatFailed", error=clients.error_name(exc), transport=True, metadata=True
+            )
+            return
+        m = self.membership
+        with self._lock:
+            before = m.state
+            fresh = {t: n for t, n in names.items() if t not in m.names}
+            outcome = m.topics_known(names)
+            if fresh and any(t in (m.target_ids or {}) for t in fresh):
+                self.emit(
+                    "TargetAssignmentReceived",
+                    member_epoch=m.epoch,
+                    target=_doc(
+                        m._named({t: ps for t, ps in (m.target_ids or {}).items() if t in m.names})
+                    ),
+                    owned=_doc(m.owned()),
+                    pending=sorted(t for t in (m.target_ids or {}) if t not in m.names),
+                    resolved=sorted(n for t, n in fresh.items() if t in (m.target_ids or {})),
+                )
+            self._after(outcome, before)
+
+    def _send(self, node: Any, hb: Heartbeat) -> HeartbeatAnswer:
+        assert self._channel is not None
+        return self._channel.heartbeat(
+            node,
+            member_id=hb.member_id,
+            member_epoch=hb.member_epoch,
+            instance_id=hb.instance_id,
+            rebalance_timeout_ms=hb.rebalance_timeout_ms,
+            topics=hb.subscribed_topic_names,
+            regex=hb.subscribed_topic_regex,
+            assignor=hb.server_assignor,
+            owned=hb.owned,
+        )
+
+    def _coordinator_for(self, now: float) -> Any:
+        """The coordinator's node, found first if unknown (Java: CoordinatorRequestManager)."""
+        if self._coordinator_node is not None:
+            return self._coordinator_node
+        if now < self._coordinator_retry_at:
+            return None
+        assert self._channel is not None
+        started = time.monotonic()
+        self.emit("CoordinatorLookupSent", node="least_loaded")
+        try:
+            found = self._channel.find_coordinator()
+        except (NoCoordinator, Exception) as exc:
+            error = exc.error if isinstance(exc, NoCoordinator) else clients.error_name(exc)
+            self.emit("CoordinatorLost", coordinator=None, error=error)
+            self._coordinator_retry_at = time.monotonic() + RETRY_BACKOFF_MS / 1000
+            return None
+        self._coordinator_node = found.connection
+        self.emit(
+            "CoordinatorFound",
+            coordinator=found.node,
+            host=found.host,
+            port=found.port,
+            duration_ms=round((time.monotonic() - started) * 1000, 1),
+        )
+        return found.node
+
+    def _lose_coordinator(self, error: str) -> None:
+        if self._coordinator_node is not None:
+            self.emit("CoordinatorLost", coordinator=self._coordinator_node, error=error)
+        self._coordinator_node = None
+
+    def _on_answer(
+        self, hb: Heartbeat, got: HeartbeatAnswer, rtt: float, before: MemberState
+    ) -> None:
+        m = self.membership
+        epoch_before = m.epoch
+        answer = Answer(
+            error=got.error,
+            member_id=got.member_id,
+            member_epoch=got.member_epoch,
+            heartbeat_interval_ms=got.heartbeat_interval_ms,
+            assignment=got.assignment,
+            message=got.message,
+        )
+        leaving = before is MemberState.LEAVING
+        outcome = m.on_answer(answer, _ms(time.monotonic()))
+        plain = (
+            got.error == "NONE"
+            and got.assignment is None
+            and got.member_epoch == epoch_before
+            and hb.owned is None
+            and hb.subscribed_topic_names is None
+            and hb.subscribed_topic_regex is None
+            and hb.rebalance_timeout_ms is None
+            and not leaving
+        )
+        if plain:
+            self.emit(
+                "HeartbeatSucceeded",
+                rtt_ms=rtt,
+                throttle_time_ms=got.throttle_time_ms,
+                member_epoch=got.member_epoch,
+            )
+        else:
+            self.emit(
+                "GroupHeartbeatAnswered",
+                sent=_sent_doc(hb, m),
+                error=got.error,
+                message=got.message,
+                member_epoch=got.member_epoch,
+                previous_epoch=epoch_before if not leaving else hb.member_epoch,
+                heartbeat_interval_ms=got.heartbeat_interval_ms,
+                assignment=None if got.assignment is None else _doc(m._named(got.assignment)),
+                rtt_ms=rtt,
+                api_version=got.api_version,
+            )
+        if got.error != "NONE":
+            self.emit(
+                "HeartbeatFailed",
+                error=got.error,
+                rtt_ms=rtt,
+                transport=False,
+                member_epoch=hb.member_epoch,
+            )
+        if got.assignment is not None and got.error == "NONE":
+            self._target_received()
+        self._after(outcome, before)
+
+    def _target_received(self) -> None:
+        m = self.membership
+        target = m.target_ids or {}
+        pending = frozenset(t for t in target if t not in m.names)
+        self.emit(
+            "TargetAssignmentReceived",
+            member_epoch=m.epoch,
+            target=_doc(m._named({t: ps for t, ps in target.items() if t in m.names})),
+            owned=_doc(m.owned()),
+            pending=sorted(pending),
+        )
+        if pending:
+            self._reported_pending = pending
+
+    def _after(self, outcome: Outcome, before: MemberState) -> None:
+        """Act on what `Membership` decided (under the lock, on either thread)."""
+        m = self.membership
+        if outcome.fatal is not None:
+            self._fatal = (outcome.fatal, outcome.note)
+            if outcome.lost:
+                self._pending_lost = outcome.lost
+        elif outcome.lost or m.state is MemberState.FENCED:
+            if m.state is MemberState.FENCED and before is not MemberState.FENCED:
+                self.emit(
+                    "MemberFenced",
+                    error=outcome.note,
+                    member_epoch=m.epoch,
+                    lost=_doc(outcome.lost),
+                )
+            self._pending_lost = outcome.lost
+        if outcome.find_coordinator:
+            self._lose_coordinator(outcome.note or "coordinator error")
+        if outcome.reconcile is not None:
+            self._pending_plan = outcome.reconcile
+            self._plan_started = time.monotonic()
+            plan = outcome.reconcile
+            self.emit(
+                "ReconciliationStarted",
+                member_epoch=plan.epoch,
+                revoke=_doc(plan.revoke),
+                assign=_doc(plan.assign),
+                pending=sorted(plan.pending),
+                owned=_doc(m.owned()),
+            )
+        elif m.target_ids is not None:
+            pending = frozenset(t for t in m.target_ids if t not in m.names)
+            if pending and pending != self._reported_pending:
+                self._reported_pending = pending
+        self._state_changed(before, outcome.note)
+
+    def _state_changed(self, before: MemberState, why: str = "") -> None:
+        state = self.membership.state
+        if state is not self._last_state:
+            self.emit(
+                "MemberStateChanged",
+                previous=self._last_state.value,
+                state=state.value,
+                member_epoch=self.membership.epoch,
+                reason=why,
+            )
+            self._last_state = state
+
+    def _check_poll_timer(self, now: float) -> None:
+        """Java's heartbeat manager: a poll timer that ran out leaves the group (epoch -1)
+        and drops the partitions; the next poll joins again."""
+        m = self.membership
+        if m.state in (
+            MemberState.UNSUBSCRIBED,
+            MemberState.STALE,
+            MemberState.FATAL,
+            MemberState.LEAVING,
+            MemberState.PREPARE_LEAVING,
+            MemberState.FENCED,
+        ):
+            return
+        if (now - self._last_poll) * 1000 < self.max_poll_interval_ms:
+            return
+        before = m.state
+        self.emit(
+            "PollIntervalExceeded",
+            max_poll_interval_ms=self.max_poll_interval_ms,
+            static=self.config.instance_id is not None,
+        )
+        lost = m.poll_timer_expired()
+        self._pending_plan = None
+        self.emit(
+            "LeaveGroupSent",
+            reason="poll_interval_exceeded",
+            member_id=m.member_id,
+            member_epoch=LEAVE_EPOCH,
+        )
+        if lost:
+            self._pending_lost = lost
+        self._state_changed(before, "poll_interval_exceeded")
+        self._wake.set()
+
+    # -- the poll thread -------------------------------------------------------------
+    def _loop(self) -> None:
+        consumer = self._consumer
+        while True:
+            self.flush()
+            for command in self.control.drain():
+                self._apply(command)
+            if self._should_stop():
+                return
+            self._poll_events()
+            max_records = None
+            if self.config.max_records is not None:
+                max_records = max(1, self.config.max_records - self.stats.records)
+            try:
+                batches = consumer.poll(timeout_ms=self._poll_timeout_ms(), max_records=max_records)
+            except Exception as exc:
+                if clients.retriable(exc):
+                    time.sleep(0.1)  # kafka-python's own backoff is per request; keep it short
+                    continue
+                raise
+            if batches:
+                for tp, records in batches.items():
+                    if records:
+                        self._positions[(tp.topic, tp.partition)] = records[-1].offset + 1
+                self._consumed_batches(batches)
+
+    def _poll_timeout_ms(self) -> int:
+        with self._lock:
+            busy = self._pending_plan is not None or self._pending_lost is not None
+        return 10 if busy else 200
+
+    def _consumed_batches(self, batches: dict[Any, list[Any]]) -> None:
+        super()._consumed(batches)
+
+    def _poll_events(self) -> None:
+        """What Java's poll does before fetching: the poll timer, callbacks, reconciling."""
+        m = self.membership
+        with self._lock:
+            self._last_poll = time.monotonic()
+            before = m.state
+            m.polled()  # a STALE member (left after max.poll.interval.ms) joins again
+            if m.state is not before:
+                self.emit("RejoinRequested", reason="poll_interval_exceeded")
+                self._state_changed(before, "polled after leaving")
+                self._wake.set()
+            fatal = self._fatal
+            lost = self._pending_lost
+            plan = self._pending_plan
+            self._pending_lost = None
+        if self._crash is not None:
+            raise self._crash
+        if lost is not None:
+            self._lose(lost)
+        if fatal is not None:
+            error, note = fatal
+            err = fatal_error(error, self.config.group, note, principal=self.settings.principal)
+            err.protocol_error = error  # type: ignore[attr-defined]
+            raise err
+        if plan is not None:
+            self._reconcile(plan)
+        if self.config.commit == "auto" and time.monotonic() >= self._next_auto_commit:
+            self._next_auto_commit = time.monotonic() + AUTO_COMMIT_INTERVAL_MS / 1000
+            self._commit_owned()
+
+    def _lose(self, lost: Partitions) -> None:
+        """onPartitionsLost: drop them with no commit (another member may own them now)."""
+        m = self.membership
+        self.emit("PartitionsLost", partitions=_doc(lost))
+        self._assign(m.owned())
+        with self._lock:
+            before = m.state
+            m.lost_handled()  # FENCED: join again with epoch 0, same member id
+            self._state_changed(before, "lost partitions handled; rejoining")
+        self._wake.set()
+
+    def _reconcile(self, plan: Reconcile) -> None:
+        """Java's reconciliation: commit, revoke, assign, then acknowledge at once."""
+        m = self.membership
+        if self.config.commit in ("auto", "sync", "async") and plan.revoke:
+            self._commit_owned()
+        if plan.revoke:
+            self.emit("PartitionsRevoked", partitions=_doc(plan.revoke))
+            for pair in _pairs(plan.revoke):
+                self._positions.pop(pair, None)
+        with self._lock:
+            if self._pending_plan is not plan or m.state is not MemberState.RECONCILING:
+                # Fenced or left meanwhile (Java: the reconciliation is discarded when the
+                # member epoch changed or the member left).
+                self._pending_plan = None if self._pending_plan is plan else self._pending_plan
+                self.emit("ReconciliationAborted", member_epoch=plan.epoch, state=m.state.value)
+                self._assign(m.owned())
+                return
+        before_owned = m.owned()
+        new_owned = {
+            t: (before_owned.get(t, frozenset()) - plan.revoke.get(t, frozenset()))
+            | plan.assign.get(t, frozenset())
+            for t in set(before_owned) | set(plan.assign)
+        }
+        self._assign(new_owned)
+        if plan.assign:
+            self._seek_committed(plan.assign)
+            self.emit("PartitionsAssigned", partitions=_doc(plan.assign))
+        with self._lock:
+            before = m.state
+            if self._pending_plan is plan:
+                self._pending_plan = None
+            m.reconciled()
+            self.emit(
+                "ReconciliationCompleted",
+                member_epoch=m.epoch,
+                assignment=_doc(m.owned()),
+                added=_doc(plan.assign),
+                removed=_doc(plan.revoke),
+                pending=sorted(plan.pending),
+                duration_ms=round((time.monotonic() - self._plan_started) * 1000, 1),
+            )
+            self._state_changed(before, "reconciled; acknowledging")
+        self._wake.set()
+
+    def _assign(self, owned: Partitions) -> None:
+        tps = topic_partitions(owned)
+        self._consumer.assign(tps)
+        if self.paused and tps:
+            self._consumer.pause(*tps)
+
+    def _seek_committed(self, assigned: Partitions) -> None:
+        node = self._coordinator_node
+        if node is None or self._channel is None:
+            return  # kafka-python's offset reset (--from) applies
+        try:
+            committed = self._channel.committed(node, {t: sorted(ps) for t, ps in assigned.items()})
+        except Exception as exc:
+            self.emit(
+                "OffsetCommitFailed", error=clients.error_name(exc), retriable=True, offsets={}
+            )
+            return
+        seek(self._consumer, committed)
+
+    # -- offsets ---------------------------------------------------------------------
+    def _commit_owned(self) -> None:
+        owned = _pairs(self.membership.owned())
+        offsets = {
+            tp: o
+            for tp, o in self._positions.items()
+            if tp in owned and self._committed.get(tp) != o
+        }
+        if offsets:
+            self._commit_offsets(offsets)
+
+    def _commit_offsets(self, offsets: dict[tuple[str, int], int]) -> None:
+        node = self._coordinator_node
+        doc: dict[str, dict[str, int]] = {}
+        for (t, p), o in sorted(offsets.items()):
+            doc.setdefault(t, {})[str(p)] = o
+        if node is None or self._channel is None:
+            self.emit(
+                "OffsetCommitFailed", error="COORDINATOR_NOT_AVAILABLE", retriable=True, offsets=doc
+            )
+            return
+        with self._lock:
+            member_id, epoch = self.membership.member_id, self.membership.epoch
+        started = time.monotonic()
+        try:
+            error = self._channel.commit(
+                node,
+                offsets,
+                member_id=member_id,
+                member_epoch=epoch,
+                instance_id=self.config.instance_id,
+            )
+        except Exception as exc:
+            error = clients.error_name(exc)
+        if error == "NONE":
+            self._committed.update(offsets)
+            self.emit(
+                "OffsetsCommitted",
+                offsets=doc,
+                duration_ms=round((time.monotonic() - started) * 1000, 1),
+                member_epoch=epoch,
+            )
+        else:
+            self.emit(
+                "OffsetCommitFailed",
+                error=error,
+                retriable=error
+                in (
+                    "STALE_MEMBER_EPOCH",
+                    "COORDINATOR_LOAD_IN_PROGRESS",
+                    "NOT_COORDINATOR",
+                    "COORDINATOR_NOT_AVAILABLE",
+                    "REQUEST_TIMED_OUT",
+                ),
+                offsets=doc,
+                member_epoch=epoch,
+            )
+
+    def _commit(self, mode: str, timeout_s: float | None = None) -> None:
+        # sync and async are the same request here (the poll thread waits either way);
+        # auto commits on its interval in `_poll_events` and before a revocation.
+        if mode in ("sync", "async"):
+            self._commit_owned()
+
+    # -- control ---------------------------------------------------------------------
+    def _apply(self, command: Command) -> None:
+        info: dict[str, Any] = {"op": command.op, "source": command.source, "args": command.raw}
+        if command.error:
+            self.emit("ControlReceived", **info, applied=False, error=command.error)
+            return
+        applied, error = True, None
+        try:
+            if command.op == "subscribe":
+                problem = re2j_problem(command.pattern) if command.pattern else None
+                if problem is not None:
+                    raise ValueError(problem)
+                self._subscribe(list(command.topics), command.pattern)
+            elif command.op == "pause":
+                self.paused = True
+                self._consumer.pause(*self._consumer.assignment())
+            elif command.op == "resume":
+                self.paused = False
+                self._consumer.resume(*self._consumer.paused())
+            elif command.op == "processing_ms":
+                self.processing_ms = float(command.value or 0)
+            elif command.op == "commit":
+                self.emit("ControlReceived", **info, applied=True)
+                self._commit_owned()
+                return
+            elif command.op == "leave":
+                self.request_stop("control_leave")
+            elif command.op == "rejoin":
+                # The consumer protocol has no "rejoin": the closest is Java's
+                # unsubscribe + subscribe, a leave (epoch -1) and a join with epoch 0.
+                raise ValueError(
+                    "rejoin is a classic-protocol request; a consumer-protocol member "
+                    "rejoins only when fenced or after leaving (use leave, then start it again)"
+                )
+        except (ValueError, TypeError) as exc:
+            applied, error = False, str(exc)
+        except Exception as exc:
+            applied, error = False, f"{clients.error_name(exc)}: {exc}"
+        self.emit("ControlReceived", **info, applied=applied, **({"error": error} if error else {}))
+
+    # -- closing -----------------------------------------------------------------------
+    def _close(self, leave: bool) -> None:
+        m = self.membership
+        deadline = time.monotonic() + LEAVE_BUDGET_S
+        if leave and self._consumer is not None and self._fatal is None:
+            # Java's close: commit (auto-commit), revoke, then the leave heartbeat
+            # (epoch -1, or -2 for a static member: the broker keeps its partitions for
+            # it until its session times out).
+            with contextlib.suppress(Exception):
+                if self.config.commit != "none":
+                    self._commit_owned()
+            with self._lock:
+                before = m.state
+                revoke = m.leave()
+                self._state_changed(before, f"stopping ({self._stop or 'failed'})")
+            if revoke:
+                self.emit("PartitionsRevoked", partitions=_doc(revoke))
+            with self._lock:
+                m.revoked_for_leave()
+                self._pending_plan = None
+                self.emit(
+                    "LeaveGroupSent",
+                    reason=f"kgctl: member stopping ({self._stop or 'failed'})",
+                    member_id=m.member_id,
+                    member_epoch=m.epoch,
+                )
+                self._state_changed(MemberState.PREPARE_LEAVING, "leaving")
+            self._wake.set()
+            while time.monotonic() < deadline and m.state is MemberState.LEAVING:
+                time.sleep(0.02)  # the heartbeat thread sends the leave; wait for its answer
+        self._hb_stop.set()
+        self._wake.set()
+        if self._hb_thread is not None:
+            self._hb_thread.join(timeout=max(0.1, deadline - time.monotonic()) + 1)
+            self._hb_thread = None
+        if self._consumer is not None:
+            with contextlib.suppress(Exception):
+                self._consumer.close(timeout_ms=1000)
+            self._consumer = None
+        if self._control_reader is not None:
+            self._control_reader.close()
+            self._control_reader = None
+
+
+def _ms(t: float) -> int:
+    return int(t * 1000)
+
+
+def _sent_doc(hb: Heartbeat, m: Membership) -> dict[str, Any]:
+    """The heartbeat as sent: None fields were left out (unchanged for the broker)."""
+    return {
+        "member_epoch": hb.member_epoch,
+        "instance_id": hb.instance_id,
+        "rebalance_timeout_ms": hb.rebalance_timeout_ms,
+        "subscription": list(hb.subscribed_topic_names)
+        if hb.subscribed_topic_names is not None
+        else None,
+        "regex": hb.subscribed_topic_regex,
+        "server_assignor": hb.server_assignor,
+        "owned": None if hb.owned is None else _doc(m._named(hb.owned)),
+    }
