@@ -392,6 +392,8 @@ def _on_assigned(s: GroupState, ev: Event, t: int) -> GroupState:
     m = s.members[key]
     added = owned_pairs(owned_from(ev.data.get("partitions")))
     s = _set_partitions(s, key, owned_of_pairs(owned_pairs(m.partitions) | added), t)
+    if m.protocol == "consumer":
+        return s  # still reconciling: stable once its acknowledgement is answered
     s = _set_phase(s, key, PHASE_STABLE)
     return _maybe_stable(_note_completed(s, key, t), t)
 
@@ -436,6 +438,11 @@ def _on_started(s: GroupState, ev: Event, t: int) -> GroupState:
     """A process started under a label that had left (a restart): that member lives again."""
     key = _key_for(s, ev)
     m = s.members[key]
+    config = ev.data.get("config")
+    if isinstance(config, Mapping):
+        protocol = str(config.get("group_protocol") or "classic")
+        m = replace(m, protocol=protocol, member_state="")
+        s = _with_member(s, m)
     if m.alive:
         return s
     return _with_member(
@@ -529,6 +536,7 @@ def _observe_member(
         sources=old.sources | {"observer"},
         epoch=_int(raw.get("member_epoch"), old.epoch),
         target=target,
+        protocol=str(raw.get("member_type") or old.protocol),
     )
     s = _with_member(s, member)
     if with_partitions and "partitions" in raw and "member" not in old.sources:
@@ -745,6 +753,100 @@ def _on_heartbeat_failed(s: GroupState, ev: Event, t: int) -> GroupState:
     return _begin_rebalance(s, t) if "rebalanceinprogress" in error else s
 
 
+# -- a consumer-protocol member's own events (KIP-848) ------------------------------------
+
+# Java's MemberState -> the fold's phase.
+_CONSUMER_PHASES = {
+    "JOINING": PHASE_JOINING,
+    "FENCED": PHASE_JOINING,
+    "RECONCILING": PHASE_RECONCILING,
+    "ACKNOWLEDGING": PHASE_RECONCILING,
+    "STABLE": PHASE_STABLE,
+}
+
+
+def _consumer_epoch(s: GroupState, key: str, epoch: int, t: int) -> GroupState:
+    """A member epoch the broker gave: the member's, and a new group epoch when higher.
+    A consumer group's epoch bumps on every membership or subscription change; the
+    round it starts is complete when every traced member is STABLE at it."""
+    if epoch <= 0:
+        return s
+    m = s.members[key]
+    s = _with_member(s, replace(m, epoch=epoch, generation=epoch, protocol="consumer"))
+    if epoch > s.generation:
+        s = _begin_rebalance(s, t)
+        s = _open_generation(s, epoch, t, inferred=False, data={})
+    if s.members[key].member_state == "STABLE":
+        s = _note_completed(s, key, t)
+        s = _maybe_stable(s, t)
+    return s
+
+
+def _on_group_heartbeat(s: GroupState, ev: Event, t: int) -> GroupState:
+    key = _key_for(s, ev)
+    d = ev.data
+    m = s.members[key]
+    sent = d.get("sent") if isinstance(d.get("sent"), Mapping) else {}
+    assert isinstance(sent, Mapping)
+    if _int(sent.get("member_epoch"), -1) == 0 and not m.alive and m.phase != PHASE_FAILED:
+        m = _revived(m, t)  # it left (max.poll.interval.ms) and joins again
+    m = replace(m, protocol="consumer")
+    if not _is_error(d.get("error")) and d.get("assignment") is not None:
+        m = replace(m, target=owned_from(d.get("assignment")))
+    s = _with_member(s, m)
+    if _is_error(d.get("error")):
+        return s
+    return _consumer_epoch(s, key, _int(d.get("member_epoch"), -1), t)
+
+
+def _on_consumer_heartbeat(s: GroupState, ev: Event, t: int) -> GroupState:
+    """A plain heartbeat; a consumer-protocol member's carries its epoch."""
+    if "member_epoch" not in ev.data:
+        return s
+    return _consumer_epoch(s, _key_for(s, ev), _int(ev.data.get("member_epoch"), -1), t)
+
+
+def _on_target(s: GroupState, ev: Event, t: int) -> GroupState:
+    key = _key_for(s, ev)
+    m = s.members[key]
+    return _with_member(
+        s, replace(m, target=owned_from(ev.data.get("target")), protocol="consumer")
+    )
+
+
+def _on_reconcile_started(s: GroupState, ev: Event, t: int) -> GroupState:
+    s = _begin_rebalance(s, t)
+    return _set_phase(s, _key_for(s, ev), PHASE_RECONCILING)
+
+
+def _on_reconcile_completed(s: GroupState, ev: Event, t: int) -> GroupState:
+    key = _key_for(s, ev)
+    return _set_partitions(s, key, owned_from(ev.data.get("assignment")), t)
+
+
+def _on_member_state(s: GroupState, ev: Event, t: int) -> GroupState:
+    key = _key_for(s, ev)
+    m = s.members[key]
+    state = str(ev.data.get("state", "") or "")
+    if state == "JOINING" and not m.alive and m.phase != PHASE_FAILED:
+        m = _revived(m, t)  # back after leaving on max.poll.interval.ms
+    m = replace(m, member_state=state, protocol="consumer")
+    s = _with_member(s, m)
+    phase = _CONSUMER_PHASES.get(state)
+    if phase is None or not m.alive:
+        return s
+    s = _set_phase(s, key, phase)
+    if state in ("JOINING", "FENCED"):
+        return _begin_rebalance(s, t)
+    if state == "STABLE":
+        return _maybe_stable(_note_completed(s, key, t), t)
+    return s
+
+
+def _on_fenced(s: GroupState, ev: Event, t: int) -> GroupState:
+    return _begin_rebalance(s, t)
+
+
 _Handler = Callable[[GroupState, Event, int], GroupState]
 
 _HANDLERS: dict[str, _Handler] = {
@@ -759,6 +861,13 @@ _HANDLERS: dict[str, _Handler] = {
     "PartitionsRevoked": _on_revoked,
     "PartitionsLost": _on_revoked,
     "HeartbeatFailed": _on_heartbeat_failed,
+    "HeartbeatSucceeded": _on_consumer_heartbeat,
+    "GroupHeartbeatAnswered": _on_group_heartbeat,
+    "TargetAssignmentReceived": _on_target,
+    "ReconciliationStarted": _on_reconcile_started,
+    "ReconciliationCompleted": _on_reconcile_completed,
+    "MemberStateChanged": _on_member_state,
+    "MemberFenced": _on_fenced,
     "GenerationReset": _on_generation_reset,
     "LeaveGroupSent": _on_leave,
     "MemberStopped": _on_stopped,
@@ -784,6 +893,8 @@ _MEMBER_TYPES = frozenset(
         "AssignmentComputed SyncGroupSent SyncGroupReceived JoinCompleted PartitionsAssigned "
         "PartitionsLost JoinFailed HeartbeatSucceeded HeartbeatFailed GenerationReset "
         "PollIntervalExceeded RecordsConsumed OffsetsCommitted OffsetCommitFailed "
-        "ControlReceived LeaveGroupSent MemberFailed MemberStopped"
+        "ControlReceived LeaveGroupSent MemberFailed MemberStopped "
+        "MemberStateChanged GroupHeartbeatAnswered TargetAssignmentReceived "
+        "ReconciliationStarted ReconciliationCompleted ReconciliationAborted MemberFenced"
     ).split()
 )

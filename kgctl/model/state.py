@@ -65,6 +65,12 @@ class MemberState:
     # and the assignment it is moving to (None for classic members).
     epoch: int = -1
     target: Owned | None = None
+    # Which group protocol the member speaks (classic | consumer; "" unknown): its own
+    # MemberStarted says, or ConsumerGroupDescribe's MemberType (v1). A consumer group
+    # being migrated has both. `member_state` is a kgctl consumer-protocol member's own
+    # state, by Java's MemberState names (JOINING, RECONCILING, STABLE, FENCED, ...).
+    protocol: str = ""
+    member_state: str = ""
 
     @property
     def name(self) -> str:

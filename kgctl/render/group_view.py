@@ -23,6 +23,7 @@ from kgctl.model.reasons import Cause, cause_text
 from kgctl.model.snapshot import GroupListing
 from kgctl.model.state import GenerationRecord, GroupState, MemberState, format_owned
 from kgctl.model.timeline import rebalance_unassigned
+from kgctl.render.member_lines import target_gap
 from kgctl.render.proxy_lines import describe_wire
 
 STATE_STYLE = {
@@ -144,9 +145,11 @@ def render_members(s: GroupState, now_ms: int, width: int, rows: int) -> Rendera
         t.add_column("host", no_wrap=True, overflow="ellipsis", max_width=18)
         t.add_column("instance", no_wrap=True, overflow="ellipsis", max_width=14)
     t.add_column("partitions", no_wrap=True, overflow="ellipsis", ratio=1)
-    kip848 = _consumer_protocol(s)
-    if wide and kip848:
-        t.add_column("target", no_wrap=True, overflow="ellipsis", ratio=1)
+    kip848 = _consumer_protocol(s) or any(m.protocol == "consumer" for m in s.members.values())
+    if kip848:
+        # What each member still has to take (+) or give up (-) to reach its target.
+        t.add_column("target gap", no_wrap=True, overflow="ellipsis", ratio=1)
+        t.add_column("proto", no_wrap=True, min_width=5)
     t.add_column("phase", no_wrap=True, min_width=9)
     t.add_column("epoch" if kip848 else "gen", justify="right", no_wrap=True, min_width=3)
     t.add_column("lag", justify="right", no_wrap=True, min_width=3)
@@ -174,13 +177,20 @@ def _member_row(m: MemberState, now_ms: int, wide: bool, kip848: bool = False) -
     if wide:
         row += [m.member_id or "-", m.host.lstrip("/") or "-", m.instance_id or "-"]
     row.append(parts)
-    if wide and kip848:
+    if kip848:
         # The target only matters while it differs from what the member owns.
-        target = format_owned(m.target) or "none" if m.target is not None else "-"
-        row.append(target if m.reconciling else "= partitions")
+        if m.target is None or not m.alive:
+            row.append("-")
+        elif m.reconciling:
+            gap = target_gap(m.partitions, m.target)
+            row.append(f"{gap} → {format_owned(m.target) or 'none'}" if wide else gap)
+        else:
+            row.append("= partitions")
+        row.append(m.protocol or "?")
     generation = m.epoch if kip848 and m.epoch >= 0 else m.generation
+    phase = m.member_state.lower() if m.member_state and m.alive else m.phase
     row += [
-        m.phase,
+        phase,
         "-" if generation < 0 else str(generation),
         "-" if m.lag is None else f"{m.lag:,}",
         fmt_ms(now_ms - m.last_seen_ms),

@@ -44,6 +44,13 @@ STYLES = {
     "LeaveGroupSent": "bold yellow",
     "MemberFailed": "bold red",
     "MemberStopped": "bold",
+    "MemberStateChanged": "bold cyan",
+    "GroupHeartbeatAnswered": "cyan",
+    "TargetAssignmentReceived": "bold cyan",
+    "ReconciliationStarted": "cyan",
+    "ReconciliationCompleted": "bold green",
+    "ReconciliationAborted": "bold yellow",
+    "MemberFenced": "bold red",
 }
 
 
@@ -68,8 +75,58 @@ def _started(event: Event, d: dict[str, Any]) -> str:
     cfg = d.get("config", {})
     what = cfg.get("pattern") or ",".join(cfg.get("topics") or [])
     static = f" instance={cfg['instance_id']}" if cfg.get("instance_id") else ""
+    if cfg.get("group_protocol") == "consumer":
+        assignor = cfg.get("remote_assignor") or "broker default"
+        return f"group={event.group} protocol=consumer subscribe={what} assignor={assignor}{static}"
     assignors = ",".join(cfg.get("assignors") or [])
     return f"group={event.group} subscribe={what} assignors={assignors}{static}"
+
+
+def _heartbeat_answered(d: dict[str, Any]) -> str:
+    """A consumer-protocol heartbeat: what it carried beyond id and epoch, and the answer."""
+    sent = d.get("sent") or {}
+    carried = []
+    if sent.get("rebalance_timeout_ms") is not None:
+        carried.append("full")
+    if sent.get("subscription") is not None:
+        carried.append(f"topics={','.join(sent['subscription'])}")
+    if sent.get("regex") is not None:
+        carried.append(f"regex={sent['regex']!r}")
+    if sent.get("server_assignor") is not None:
+        carried.append(f"assignor={sent['server_assignor']}")
+    if sent.get("owned") is not None:
+        carried.append(f"owned {fmt_partitions(sent['owned'])}")
+    out = f"epoch {sent.get('member_epoch')}"
+    if carried:
+        out += f" [{' '.join(carried)}]"
+    if d.get("error") not in (None, "NONE"):
+        return f"{out} -> {d.get('error')}"
+    out += f" -> epoch {d.get('member_epoch')}"
+    if d.get("assignment") is not None:
+        out += f" target {fmt_partitions(d['assignment'])}"
+    return out
+
+
+def _target(d: dict[str, Any]) -> str:
+    pending = d.get("pending") or []
+    wait = f" ({len(pending)} topic id(s) not yet known: pending)" if pending else ""
+    resolved = f" resolved {','.join(d['resolved'])}" if d.get("resolved") else ""
+    return (
+        f"epoch {d.get('member_epoch')} target {fmt_partitions(d.get('target'))}"
+        f" owned {fmt_partitions(d.get('owned'))}{wait}{resolved}"
+    )
+
+
+def _reconcile_started(d: dict[str, Any]) -> str:
+    return (
+        f"epoch {d.get('member_epoch')}: revoke {fmt_partitions(d.get('revoke'))}, "
+        f"assign {fmt_partitions(d.get('assign'))}"
+    )
+
+
+def _reconcile_completed(d: dict[str, Any]) -> str:
+    pending = f" ({len(d['pending'])} pending)" if d.get("pending") else ""
+    return f"epoch {d.get('member_epoch')} owns {fmt_partitions(d.get('assignment'))}{pending}"
 
 
 def _rejoin(d: dict[str, Any]) -> str:
@@ -161,7 +218,9 @@ _DESCRIBE: dict[str, Callable[[dict[str, Any]], str]] = {
     "SyncGroupReceived": _sync_received,
     "JoinCompleted": _join_completed,
     "JoinFailed": lambda d: f"{d.get('error')} -> retry {d.get('retry')}",
-    "HeartbeatSucceeded": lambda d: f"rtt {d.get('rtt_ms')}ms",
+    "HeartbeatSucceeded": lambda d: (
+        f"rtt {d.get('rtt_ms')}ms" + (f" epoch {d['member_epoch']}" if "member_epoch" in d else "")
+    ),
     "HeartbeatFailed": lambda d: f"{d.get('error')}",
     "GenerationReset": _generation_reset,
     "PollIntervalExceeded": lambda d: (
@@ -171,7 +230,20 @@ _DESCRIBE: dict[str, Callable[[dict[str, Any]], str]] = {
     "OffsetsCommitted": lambda d: fmt_offsets(d.get("offsets")),
     "OffsetCommitFailed": lambda d: f"{d.get('error')} {fmt_offsets(d.get('offsets'))}",
     "ControlReceived": _control,
-    "LeaveGroupSent": lambda d: f"reason={d.get('reason')!r}",
+    "LeaveGroupSent": lambda d: (
+        f"reason={d.get('reason')!r}"
+        + (f" epoch {d['member_epoch']}" if "member_epoch" in d else "")
+    ),
+    "MemberStateChanged": lambda d: (
+        f"{d.get('previous')} -> {d.get('state')}"
+        + (f" ({d['reason']})" if d.get("reason") else "")
+    ),
+    "GroupHeartbeatAnswered": _heartbeat_answered,
+    "TargetAssignmentReceived": _target,
+    "ReconciliationStarted": _reconcile_started,
+    "ReconciliationCompleted": _reconcile_completed,
+    "ReconciliationAborted": lambda d: f"epoch {d.get('member_epoch')}: member is {d.get('state')}",
+    "MemberFenced": lambda d: f"{d.get('error')}: lost {fmt_partitions(d.get('lost'))}",
     "MemberFailed": lambda d: str(d.get("message")),
     "MemberStopped": lambda d: (
         f"{d.get('reason')}: {d.get('records')} records, {d.get('duplicates')} duplicates"
@@ -198,6 +270,7 @@ def render_line(
         return None
     clock = time.strftime("%H:%M:%S", time.localtime(event.ts_ms / 1000))
     stamp = f"{clock}.{event.ts_ms % 1000:03d}"
+    # For a consumer-protocol member the envelope's generation is its member epoch.
     gen = f"g{event.generation}" if event.generation >= 0 else "g-"
     duration = event.data.get("duration_ms")
     if duration is None and previous is not None:
@@ -230,6 +303,8 @@ class MemberHeader:
         self.records = 0
         self.member = ""
         self.group = ""
+        self.protocol = "classic"
+        self.target: dict[str, list[int]] | None = None
 
     def update(self, event: Event) -> None:
         self.member, self.group = event.member, event.group
@@ -256,21 +331,69 @@ class MemberHeader:
             self.state = "stopped"
         elif t in ("LeaveGroupSent", "GenerationReset"):
             self.state = "unjoined"
+        self._update_consumer(t, d)
+
+    def _update_consumer(self, t: str, d: dict[str, Any]) -> None:
+        """The consumer protocol's own events (KIP-848)."""
+        if t == "MemberStarted" and (d.get("config") or {}).get("group_protocol") == "consumer":
+            self.protocol = "consumer"
+        elif t == "MemberStateChanged":
+            # Java's MemberState, lower case: stable, reconciling, acknowledging, fenced...
+            self.state = str(d.get("state", "")).lower() or self.state
+        elif t == "TargetAssignmentReceived":
+            self.target = d.get("target") or {}
+        elif t == "ReconciliationCompleted":
+            self.assignment = d.get("assignment") or {}
+        elif t == "PartitionsLost" and self.protocol == "consumer":
+            self.assignment, self.target = {}, None
 
     def render(self, now_ms: int | None = None) -> Text:
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         hb = "-"
         if self.last_heartbeat_ms is not None:
             hb = f"{(now_ms - self.last_heartbeat_ms) / 1000:.1f}s ago (#{self.heartbeats})"
-        style = {"stable": "bold green", "rebalancing": "bold magenta", "failed": "bold red"}
+        style = {
+            "stable": "bold green",
+            "rebalancing": "bold magenta",
+            "reconciling": "bold magenta",
+            "failed": "bold red",
+            "fenced": "bold red",
+            "fatal": "bold red",
+        }
         text = Text()
         text.append(f" {self.member} ", style="reverse")
         text.append(f" {self.group}  ")
         text.append(self.state, style=style.get(self.state, "bold yellow"))
-        text.append(f"  generation {self.generation}  {self.role}  ")
+        if self.protocol == "consumer":
+            text.append(f"  consumer protocol, epoch {self.generation}  ")
+        else:
+            text.append(f"  generation {self.generation}  {self.role}  ")
         text.append(f"owns {fmt_partitions(self.assignment)}", style="green")
+        gap = target_gap(self.assignment, self.target)
+        if gap:
+            text.append(f"  target {gap}", style="magenta")
         text.append(f"  heartbeat {hb}  records {self.records}", style="dim")
         return text
+
+
+def target_gap(owned: Any, target: Any) -> str:
+    """What a consumer-protocol member still has to do: `+t[1] -t[2]`, '' when none."""
+    if target is None:
+        return ""
+    have = {(t, int(p)) for t, ps in (owned or {}).items() for p in ps}
+    want = {(t, int(p)) for t, ps in (target or {}).items() for p in ps}
+    add: dict[str, list[int]] = {}
+    drop: dict[str, list[int]] = {}
+    for t, p in sorted(want - have):
+        add.setdefault(t, []).append(p)
+    for t, p in sorted(have - want):
+        drop.setdefault(t, []).append(p)
+    words = []
+    if add:
+        words.append("+" + fmt_partitions(add))
+    if drop:
+        words.append("-" + fmt_partitions(drop))
+    return " ".join(words)
 
 
 def summary_lines(event: Event) -> list[str]:
