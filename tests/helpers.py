@@ -41,11 +41,18 @@ HEARTBEAT_MS = 500
 class MemberProc:
     """A `kgctl join --output json` child; its stdout events collected on a thread."""
 
-    def __init__(self, bootstrap: str, group: str, *args: str, name: str) -> None:
+    def __init__(
+        self, bootstrap: str, group: str, *args: str, name: str, protocol: str = "classic"
+    ) -> None:
+        # A consumer-protocol member has no session or heartbeat setting: the broker's.
+        timing = (
+            ["--session-timeout", str(SESSION_MS), "--heartbeat-interval", str(HEARTBEAT_MS)]
+            if protocol == "classic"
+            else ["--group-protocol", "consumer"]
+        )
         cmd = [
             sys.executable, "-m", "kgctl", "join", "-b", bootstrap, "-g", group,
-            "--name", name, "--output", "json",
-            "--session-timeout", str(SESSION_MS), "--heartbeat-interval", str(HEARTBEAT_MS),
+            "--name", name, "--output", "json", *timing,
             "-X", "metadata.max.age.ms=1000", *args,
         ]  # fmt: skip
         self.name = name

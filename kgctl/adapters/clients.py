@@ -218,6 +218,11 @@ FATAL_ERRORS: dict[str, ExitStatus] = {
     "INVALID_GROUP_ID": ExitStatus.MEMBER_FAILED,
     "GROUP_MAX_SIZE_REACHED": ExitStatus.MEMBER_FAILED,
     "UNSUPPORTED_VERSION": ExitStatus.MEMBER_FAILED,
+    # The consumer protocol's (KIP-848) fatal answers to ConsumerGroupHeartbeat.
+    "UNRELEASED_INSTANCE_ID": ExitStatus.MEMBER_FAILED,
+    "UNSUPPORTED_ASSIGNOR": ExitStatus.MEMBER_FAILED,
+    "INVALID_REQUEST": ExitStatus.MEMBER_FAILED,
+    "INVALID_REGULAR_EXPRESSION": ExitStatus.MEMBER_FAILED,
 }
 
 

@@ -26,7 +26,17 @@ _HINTS = {
         "--session-timeout is outside the broker's group.min/max.session.timeout.ms"
     ),
     "INCONSISTENT_GROUP_PROTOCOL": "no --assignor in common with the group's other members",
-    "GROUP_MAX_SIZE_REACHED": "the group is full (group.max.size)",
+    "GROUP_MAX_SIZE_REACHED": (
+        "the group is full (group.max.size; a consumer-protocol group: group.consumer.max.size)"
+    ),
+    "UNRELEASED_INSTANCE_ID": (
+        "another live member holds this --instance-id (it has not left yet); stop it "
+        "first or use another --instance-id"
+    ),
+    "UNSUPPORTED_ASSIGNOR": (
+        "the broker has no such --remote-assignor (see its group.consumer.assignors)"
+    ),
+    "INVALID_REGULAR_EXPRESSION": "the broker could not compile --pattern (RE2J syntax)",
 }
 
 

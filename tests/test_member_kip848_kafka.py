@@ -1,0 +1,342 @@
+"""`kgctl join --group-protocol consumer` (KIP-848) against a real broker.
+
+Each test has its own group and topic. The consumer group's session timeout is the
+broker's (a group config, `consumer.session.timeout.ms`), set per group where the broker's
+minimum allows it (kgctl's relaxed broker: 1 s); otherwise the broker's own applies and the
+kill test simply waits longer.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+import uuid
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import MemberProc, verifiable_consumer
+
+from kgctl.broker.provision import resolve_kafka_tools
+from kgctl.model.snapshot import GroupSnapshot
+from kgctl.settings import ClientSettings
+
+pytestmark = pytest.mark.kafka
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+
+    from kgctl.adapters.admin import GroupAdmin
+    from kgctl.proxy.runner import ProxyThread
+
+SESSION_MS = 3000
+
+Pairs = set[tuple[str, int]]
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 60) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(0.2)  # polling a condition, not waiting out a time
+    pytest.fail(f"no {what} within {timeout:.0f} s (last: {last!r})")
+
+
+def pairs(parts: dict[str, list[int]] | None) -> Pairs:
+    return {(t, int(p)) for t, ps in (parts or {}).items() for p in ps}
+
+
+def owns(member: MemberProc) -> Pairs:
+    """What a kgctl consumer-protocol member says it owns, from its own events."""
+    owned: Pairs = set()
+    for e in list(member.events):
+        if e["type"] == "ReconciliationCompleted":
+            owned = pairs(e["data"]["assignment"])
+        elif e["type"] in ("PartitionsLost", "PartitionsRevoked"):
+            owned -= pairs(e["data"]["partitions"])
+    return owned
+
+
+@pytest.fixture(scope="module")
+def kafka_tools() -> Path:
+    return resolve_kafka_tools()
+
+
+@pytest.fixture
+def group(admin: Any) -> str:
+    """A fresh group; its session timeout lowered to SESSION_MS where the broker allows."""
+    name = f"kip848m-{uuid.uuid4().hex[:8]}"
+    resource = ConfigResource(
+        ConfigResourceType.GROUP, name, {"consumer.session.timeout.ms": str(SESSION_MS)}
+    )
+    try:
+        admin.alter_configs([resource])
+    except Exception:  # noqa: S110 - a broker whose minimum is higher keeps its own
+        pass
+    return name
+
+
+def session_ms(admin: Any, group: str) -> int:
+    """The group's session timeout as the broker applies it."""
+    answer = admin.describe_configs(
+        [ConfigResource(ConfigResourceType.GROUP, group, ["consumer.session.timeout.ms"])]
+    )
+    found = str(answer)
+    for token in ("'value': '", "value='"):
+        if token in found:
+            return int(found.split(token, 1)[1].split("'", 1)[0])
+    return 45000
+
+
+@pytest.fixture
+def members() -> Iterator[list[Any]]:
+    """Every process a test starts; all are killed when it ends."""
+    procs: list[Any] = []
+    yield procs
+    for p in procs:
+        if isinstance(p, MemberProc):
+            p.kill()
+        else:
+            if p.poll() is None:
+                p.kill()
+            p.wait(10)
+
+
+def join(bootstrap: str, group: str, name: str, *args: str, procs: list[Any]) -> MemberProc:
+    m = MemberProc(bootstrap, group, *args, "--client-id", name, name=name, protocol="consumer")
+    procs.append(m)
+    return m
+
+
+def described(bootstrap: str, group: str) -> GroupSnapshot:
+    admin = GroupAdmin(ClientSettings.from_options(bootstrap))
+    try:
+        return admin.describe(group, with_lag=False)
+    finally:
+        admin.close()
+
+
+def settled(bootstrap: str, group: str, count: int, partitions: Pairs) -> GroupSnapshot | None:
+    """The broker's view once `count` members each own their (non-empty) targets, disjoint
+    and complete."""
+    snap = described(bootstrap, group)
+    if len(snap.members) != count or any(m.reconciling or not m.partitions for m in snap.members):
+        return None
+    owned = [pairs(m.partitions) for m in snap.members]
+    union: Pairs = set().union(*owned)
+    if union != partitions or sum(len(o) for o in owned) != len(partitions):
+        return None
+    return snap
+
+
+def by_client(snap: GroupSnapshot) -> dict[str, Pairs]:
+    return {m.client_id: pairs(m.partitions) for m in snap.members}
+
+
+def all_of(topic: str, n: int) -> Pairs:
+    return {(topic, p) for p in range(n)}
+
+
+# -- tests -------------------------------------------------------------------------------
+
+
+def test_two_kgctl_members_and_java_share_partitions(
+    bootstrap: str, topic: Any, group: str, kafka_tools: Path, members: list[Any]
+) -> None:
+    """Single owner, every partition covered; kgctl's members own what the broker says."""
+    t = topic(6, prefix="kip848m")
+    a = join(bootstrap, group, "kg-a", t, procs=members)
+    b = join(bootstrap, group, "kg-b", t, procs=members)
+    java, props = verifiable_consumer(
+        kafka_tools, bootstrap, group, t, protocol="consumer", properties={"client.id": "java-1"}
+    )
+    members.append(java)
+    try:
+        snap = wait_for(
+            "three members sharing six partitions",
+            lambda: settled(bootstrap, group, 3, all_of(t, 6)),
+            timeout=90,
+        )
+    finally:
+        props.unlink(missing_ok=True)
+    owned = by_client(snap)
+    assert all(owned[c] for c in ("kg-a", "kg-b", "java-1")), owned
+    wait_for("kgctl members' own view to match the broker's", lambda: (
+        owns(a) == owned["kg-a"] and owns(b) == owned["kg-b"]
+    ))  # fmt: skip
+    # Every kgctl member joined with epoch 0 and a member id of its own (v1: a UUID).
+    for m in (a, b):
+        first = m.of("GroupHeartbeatAnswered")[0]
+        assert first["data"]["sent"]["member_epoch"] == 0
+        assert uuid.UUID(first["member_id"])
+        assert first["data"]["sent"]["rebalance_timeout_ms"] is not None  # a full request
+        states = [e["data"]["state"] for e in m.of("MemberStateChanged")]
+        assert states[:1] == ["JOINING"] and "STABLE" in states
+
+
+def test_kill_moves_partitions_only_after_session_and_survivors_keep_theirs(
+    bootstrap: str, topic: Any, group: str, admin: Any, members: list[Any]
+) -> None:
+    t = topic(6, prefix="kip848m")
+    session = session_ms(admin, group)
+    a = join(bootstrap, group, "kg-a", t, procs=members)
+    b = join(bootstrap, group, "kg-b", t, procs=members)
+    c = join(bootstrap, group, "kg-c", t, procs=members)
+    snap = wait_for(
+        "three members settled", lambda: settled(bootstrap, group, 3, all_of(t, 6)), timeout=60
+    )
+    before = by_client(snap)
+    wait_for("members' own views", lambda: owns(a) == before["kg-a"] and owns(b) == before["kg-b"])
+    seq = {m.name: m.events[-1]["seq"] for m in (a, b)}
+    c.proc.send_signal(signal.SIGKILL)
+    killed_ms = time.time() * 1000
+    c.kill()
+    wait_for(
+        "the survivors to take the dead member's partitions",
+        lambda: owns(a) | owns(b) == all_of(t, 6),
+        timeout=session / 1000 + 30,
+    )
+    moved = [
+        e
+        for m in (a, b)
+        for e in m.of("PartitionsAssigned")
+        if e["seq"] > seq[m.name] and pairs(e["data"]["partitions"]) & before["kg-c"]
+    ]
+    assert moved, "no survivor was assigned the dead member's partitions"
+    # The broker hands them over only once the session expired: the last heartbeat was
+    # at most one interval before the kill.
+    interval = max(
+        e["data"].get("heartbeat_interval_ms", 0) for e in a.of("GroupHeartbeatAnswered")
+    )
+    earliest = min(e["ts_ms"] for e in moved)
+    assert earliest - killed_ms >= session - interval - 200, (earliest - killed_ms, session)
+    # No revocation on the survivors: they only gained.
+    for m, name in ((a, "kg-a"), (b, "kg-b")):
+        after = [e for e in m.events if e["seq"] > seq[name]]
+        assert not [e for e in after if e["type"] in ("PartitionsRevoked", "PartitionsLost")]
+        assert before[name] <= owns(m)
+
+
+def test_fenced_member_loses_its_partitions_and_rejoins_with_epoch_zero(
+    bootstrap: str, topic: Any, group: str, members: list[Any]
+) -> None:
+    t = topic(3, prefix="kip848m")
+    proxy = ProxyThread(ClientSettings.from_options(bootstrap, timeout_s=10))
+    proxy.start()
+    try:
+        a = join(proxy.bootstrap, group, "kg-fenced", t, procs=members)
+        wait_for("the member to own everything", lambda: owns(a) == all_of(t, 3))
+        proxy.run_.add_rule(
+            "ConsumerGroupHeartbeat:error=FENCED_MEMBER_EPOCH:count=1:client=kg-fenced"
+        )
+        fenced = a.wait_event("MemberFenced", timeout=30, error="FENCED_MEMBER_EPOCH")
+        member_id = fenced["member_id"]
+        lost = a.wait_event("PartitionsLost")
+        assert pairs(lost["data"]["partitions"]) == all_of(t, 3)
+        rejoin = a.wait(
+            lambda: [
+                e
+                for e in a.of("GroupHeartbeatAnswered")
+                if e["seq"] > fenced["seq"] and e["data"]["sent"]["member_epoch"] == 0
+            ],
+            20,
+            "a heartbeat with epoch 0 after fencing",
+        )[0]
+        # Java keeps its member id across a rejoin; the join carries every field again.
+        assert rejoin["member_id"] == member_id
+        assert rejoin["data"]["sent"]["rebalance_timeout_ms"] is not None
+        assert rejoin["data"]["sent"]["subscription"] == [t]
+        wait_for("the partitions back", lambda: owns(a) == all_of(t, 3))
+        states = [
+            e["data"]["state"] for e in a.of("MemberStateChanged") if e["seq"] > fenced["seq"] - 5
+        ]
+        assert "FENCED" in states and states.index("FENCED") < states.index(
+            "JOINING", states.index("FENCED")
+        )
+    finally:
+        proxy.close()
+
+
+def test_static_member_restarted_within_session_gets_its_partitions_back(
+    bootstrap: str, topic: Any, group: str, admin: Any, members: list[Any]
+) -> None:
+    t = topic(4, prefix="kip848m")
+    s1 = join(bootstrap, group, "kg-static", t, "--instance-id", "static-1", procs=members)
+    other = join(bootstrap, group, "kg-other", t, procs=members)
+    snap = wait_for(
+        "two members settled", lambda: settled(bootstrap, group, 2, all_of(t, 4)), timeout=60
+    )
+    before = by_client(snap)
+    wait_for(
+        "members' own views",
+        lambda: owns(s1) == before["kg-static"] and owns(other) == before["kg-other"],
+    )
+    epoch = wait_for("the other member's epoch", lambda: other.of("GroupHeartbeatAnswered")[-1])
+    epoch_of_other = epoch["generation"]
+    mark = other.events[-1]["seq"]
+    assert s1.stop() == 0
+    leave = [e for e in s1.of("LeaveGroupSent")][-1]
+    assert leave["data"]["member_epoch"] == -2  # a static member's leave keeps its place
+    s2 = join(bootstrap, group, "kg-static", t, "--instance-id", "static-1", procs=members)
+    wait_for(
+        "the restarted static member's partitions",
+        lambda: owns(s2) == before["kg-static"],
+        timeout=session_ms(admin, group) / 1000,
+    )
+    # Let the other member heartbeat a few times more: its epoch did not move.
+    seen = other.wait(
+        lambda: [e for e in other.events if e["seq"] > mark and e["type"] == "HeartbeatSucceeded"][
+            3:
+        ],
+        20,
+        "more heartbeats of the other member",
+    )
+    later = [e for e in other.events if e["seq"] > mark]
+    assert {e["generation"] for e in later if e["generation"] >= 0} == {epoch_of_other}, seen
+    assert not [e for e in later if e["type"].startswith("Reconciliation")]
+
+
+def test_regex_subscription_picks_up_a_topic_created_later(
+    bootstrap: str, topic: Any, group: str, admin: Any, members: list[Any]
+) -> None:
+    prefix = f"kip848re{uuid.uuid4().hex[:6]}"
+    first = topic.adopt(f"{prefix}-one")
+    admin.create_topics([NewTopic(first, 2, 1)])
+    a = join(bootstrap, group, "kg-regex", "--pattern", f"{prefix}-.*", procs=members)
+    wait_for("the first topic's partitions", lambda: owns(a) == all_of(first, 2))
+    sent = a.of("GroupHeartbeatAnswered")[0]["data"]["sent"]
+    assert sent["regex"] == f"{prefix}-.*" and sent["subscription"] is None
+    second = topic.adopt(f"{prefix}-two")
+    admin.create_topics([NewTopic(second, 2, 1)])
+    wait_for(
+        "the topic created later",
+        lambda: owns(a) == all_of(first, 2) | all_of(second, 2),
+        timeout=60,
+    )
+
+
+def test_unreleased_instance_id_is_fatal_with_one_line(
+    bootstrap: str, topic: Any, group: str, members: list[Any]
+) -> None:
+    """A second live member with the same --instance-id: the broker refuses it
+    (UNRELEASED_INSTANCE_ID); it ends with one line and exit status 10."""
+    t = topic(2, prefix="kip848m")
+    first = join(bootstrap, group, "kg-first", t, "--instance-id", "dup", procs=members)
+    wait_for("the first member's partitions", lambda: owns(first) == all_of(t, 2))
+    second = join(bootstrap, group, "kg-second", t, "--instance-id", "dup", procs=members)
+    code = second.proc.wait(timeout=30)
+    stderr = second.stderr
+    second.kill()
+    assert code == 10
+    failed = second.of("MemberFailed")[-1]["data"]
+    assert failed["error"] == "UNRELEASED_INSTANCE_ID"
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "UNRELEASED_INSTANCE_ID" in lines[0], lines
+    assert "Traceback" not in stderr
+    assert owns(first) == all_of(t, 2)  # the first one is untouched
