@@ -340,3 +340,40 @@ def test_unreleased_instance_id_is_fatal_with_one_line(
     assert len(lines) == 1 and "UNRELEASED_INSTANCE_ID" in lines[0], lines
     assert "Traceback" not in stderr
     assert owns(first) == all_of(t, 2)  # the first one is untouched
+
+
+def test_poll_interval_expiry_leaves_with_epoch_minus_1_and_rejoins_on_the_next_poll(
+    bootstrap: str, topic: Any, group: str, members: list[Any]
+) -> None:
+    """Java's behaviour: the background thread sees the poll timer run out, sends the
+    leave heartbeat (epoch -1) and the partitions are lost; the next poll joins again."""
+    t = topic(2, prefix="kip848m")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka import KafkaProducer
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    for i in range(10):
+        producer.send(t, f"r{i}".encode(), partition=i % 2)
+    producer.flush()
+    producer.close()
+    a = join(
+        bootstrap, group, "kg-slow", t, "--max-poll-interval", "1500", "--processing-ms", "4000",
+        procs=members,
+    )  # fmt: skip
+    exceeded = a.wait_event("PollIntervalExceeded", timeout=30, max_poll_interval_ms=1500)
+    leave = a.wait_event("LeaveGroupSent", reason="poll_interval_exceeded")
+    assert leave["data"]["member_epoch"] == -1 and leave["seq"] > exceeded["seq"]
+    lost = a.wait_event("PartitionsLost")
+    assert pairs(lost["data"]["partitions"]) == all_of(t, 2)
+    rejoin = a.wait(
+        lambda: [
+            e
+            for e in a.of("GroupHeartbeatAnswered")
+            if e["seq"] > lost["seq"] and e["data"]["sent"]["member_epoch"] == 0
+        ],
+        30,
+        "a join with epoch 0 after the poll",
+    )[0]
+    assert rejoin["data"]["error"] == "NONE"
+    states = [e["data"]["state"] for e in a.of("MemberStateChanged") if e["seq"] > exceeded["seq"]]
+    assert states[:3] == ["LEAVING", "STALE", "JOINING"], states

@@ -39,7 +39,6 @@ from kgctl.adapters.consumer_group import (
 from kgctl.errors import NotFoundError
 from kgctl.member.control import Command
 from kgctl.member.membership import (
-    LEAVE_EPOCH,
     Answer,
     Heartbeat,
     Membership,
@@ -443,7 +442,7 @@ class ConsumerProtocolMember(Member):
             "LeaveGroupSent",
             reason="poll_interval_exceeded",
             member_id=m.member_id,
-            member_epoch=LEAVE_EPOCH,
+            member_epoch=m.epoch,
         )
         if lost:
             self._pending_lost = lost
@@ -489,20 +488,21 @@ class ConsumerProtocolMember(Member):
         m = self.membership
         with self._lock:
             self._last_poll = time.monotonic()
+            fatal = self._fatal
+            lost = self._pending_lost
+            self._pending_lost = None
+        if self._crash is not None:
+            raise self._crash
+        if lost is not None:
+            self._lose(lost)  # onPartitionsLost runs before anything else in this poll
+        with self._lock:
             before = m.state
             m.polled()  # a STALE member (left after max.poll.interval.ms) joins again
             if m.state is not before:
                 self.emit("RejoinRequested", reason="poll_interval_exceeded")
                 self._state_changed(before, "polled after leaving")
                 self._wake.set()
-            fatal = self._fatal
-            lost = self._pending_lost
             plan = self._pending_plan
-            self._pending_lost = None
-        if self._crash is not None:
-            raise self._crash
-        if lost is not None:
-            self._lose(lost)
         if fatal is not None:
             error, note = fatal
             err = fatal_error(error, self.config.group, note, principal=self.settings.principal)

@@ -202,12 +202,13 @@ class Membership:
     def poll_timer_expired(self) -> Partitions:
         """max.poll.interval.ms passed without a poll: leave, and lose the partitions.
 
-        Java sends the leave heartbeat (epoch -1), drops the assignment calling
-        onPartitionsLost, and stays STALE until the next poll rejoins."""
+        Java sends the leave heartbeat (epoch -1; -2 for a static member, as every leave
+        of a static member), drops the assignment calling onPartitionsLost, and stays
+        STALE until the next poll rejoins."""
         lost = self.owned()
         self.owned_ids, self.target_ids = {}, None
         self.state = MemberState.LEAVING
-        self.epoch = LEAVE_EPOCH
+        self.epoch = LEAVE_EPOCH_STATIC if self.instance_id else LEAVE_EPOCH
         self._stale_after_leave = True
         self._send_now = True
         return lost

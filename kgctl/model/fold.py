@@ -275,7 +275,14 @@ def _maybe_stable(s: GroupState, t: int) -> GroupState:
     traced = [m for m in s.live_members if "member" in m.sources]
     if not traced or s.generation < 0 or s.generation_inferred:
         return s
-    if all(m.phase == PHASE_STABLE and m.generation == s.generation for m in traced):
+    # A consumer-protocol member told of a new target is not done until it owns it, even
+    # while its own state still says STABLE (its reconciliation starts on its next poll).
+    if all(
+        m.phase == PHASE_STABLE
+        and m.generation == s.generation
+        and not (m.protocol == "consumer" and m.reconciling)
+        for m in traced
+    ):
         return _mark_stable(s, t)
     return s
 
@@ -776,7 +783,8 @@ def _consumer_epoch(s: GroupState, key: str, epoch: int, t: int) -> GroupState:
     if epoch > s.generation:
         s = _begin_rebalance(s, t)
         s = _open_generation(s, epoch, t, inferred=False, data={})
-    if s.members[key].member_state == "STABLE":
+    m = s.members[key]
+    if m.member_state == "STABLE" and not m.reconciling:
         s = _note_completed(s, key, t)
         s = _maybe_stable(s, t)
     return s

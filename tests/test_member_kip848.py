@@ -1,0 +1,248 @@
+"""The consumer-protocol member (`kgctl join --group-protocol consumer`) without a broker:
+its options, the regex check, and how its events are folded and shown."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from helpers import mev
+from rich.console import Console
+
+from kgctl.cli.app import main
+from kgctl.cli.common import Env
+from kgctl.errors import ExitStatus
+from kgctl.member.membership import re2j_problem
+from kgctl.model.fold import fold_all
+from kgctl.model.state import PHASE_RECONCILING, PHASE_STABLE, GroupState
+from kgctl.render.group_view import render_members
+from kgctl.render.member_lines import MemberHeader, describe, render_line, target_gap
+
+
+def kgctl(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    status = main(list(argv), env=Env(stdout=out, stderr=err))
+    return status, out.getvalue(), err.getvalue()
+
+
+# -- options ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--session-timeout", "6000"], "consumer.session.timeout.ms"),
+        (["--heartbeat-interval", "500"], "consumer.heartbeat.interval.ms"),
+        (["--assignor", "cooperative-sticky"], "--remote-assignor"),
+    ],
+)
+def test_classic_only_settings_are_refused_with_the_consumer_protocol(
+    args: list[str], says: str
+) -> None:
+    # Java refuses them too (a ConfigException): in a consumer group the broker owns them.
+    status, out, err = kgctl(
+        "join", "-b", "127.0.0.1:1", "-g", "g", "t", "--group-protocol", "consumer", *args
+    )
+    assert status == int(ExitStatus.USAGE)
+    assert out == "" and err.count("\n") == 1 and says in err
+
+
+def test_remote_assignor_is_only_for_the_consumer_protocol() -> None:
+    status, _out, err = kgctl(
+        "join", "-b", "127.0.0.1:1", "-g", "g", "t", "--remote-assignor", "range"
+    )
+    assert status == int(ExitStatus.USAGE)
+    assert "--group-protocol consumer" in err and err.count("\n") == 1
+
+
+def test_a_regex_re2j_cannot_read_is_refused_before_joining() -> None:
+    status, _out, err = kgctl(
+        "join", "-b", "127.0.0.1:1", "-g", "g", "--pattern", "orders-(?!test).*",
+        "--group-protocol", "consumer",
+    )  # fmt: skip
+    assert status == int(ExitStatus.USAGE)
+    assert "lookaround" in err and "RE2J" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("pattern", "problem"),
+    [
+        ("orders-.*", None),
+        ("orders-[0-9]+|payments", None),
+        ("(?P<name>a)b", None),  # RE2 has Python's named groups
+        ("a\\\\1", None),  # an escaped backslash followed by 1: no backreference
+        ("(?=orders).*", "lookaround"),
+        ("(?<!test-)orders", "lookaround"),
+        ("(a)\\1", "backreferences"),
+        ("(?P<x>a)(?P=x)", "backreferences"),
+        ("(?>a|ab)c", "atomic"),
+        ("a*+b", "possessive"),
+        ("orders\\Z", "\\Z"),
+    ],
+)
+def test_re2j_problems(pattern: str, problem: str | None) -> None:
+    found = re2j_problem(pattern)
+    if problem is None:
+        assert found is None
+    else:
+        assert found is not None and problem in found
+
+
+# -- events: folded ----------------------------------------------------------------------
+
+T = "orders"
+
+
+def consumer_member_history() -> list:
+    """Member a joins alone (epoch 1, owns 0-3), b joins (epoch 2): a gives up 2-3."""
+    return [
+        mev("MemberStarted", 1000, "a", config={"group_protocol": "consumer"}),
+        mev("MemberStateChanged", 1001, "a", 0, previous="UNSUBSCRIBED", state="JOINING"),
+        mev(
+            "GroupHeartbeatAnswered",
+            1010,
+            "a",
+            1,
+            error="NONE",
+            member_epoch=1,
+            sent={"member_epoch": 0},
+            assignment={T: [0, 1, 2, 3]},
+        ),  # fmt: skip
+        mev("TargetAssignmentReceived", 1010, "a", 1, member_epoch=1, target={T: [0, 1, 2, 3]}),
+        mev("ReconciliationStarted", 1011, "a", 1, member_epoch=1, assign={T: [0, 1, 2, 3]}),
+        mev("MemberStateChanged", 1011, "a", 1, previous="JOINING", state="RECONCILING"),
+        mev("PartitionsAssigned", 1020, "a", 1, partitions={T: [0, 1, 2, 3]}),
+        mev("ReconciliationCompleted", 1020, "a", 1, member_epoch=1, assignment={T: [0, 1, 2, 3]}),
+        mev("MemberStateChanged", 1021, "a", 1, previous="RECONCILING", state="ACKNOWLEDGING"),
+        mev("MemberStateChanged", 1030, "a", 1, previous="ACKNOWLEDGING", state="STABLE"),
+        mev("MemberStarted", 2000, "b", config={"group_protocol": "consumer"}),
+        mev("MemberStateChanged", 2001, "b", 0, previous="UNSUBSCRIBED", state="JOINING"),
+        mev(
+            "GroupHeartbeatAnswered",
+            2010,
+            "b",
+            2,
+            error="NONE",
+            member_epoch=2,
+            sent={"member_epoch": 0},
+            assignment={},
+        ),  # fmt: skip
+        mev("MemberStateChanged", 2011, "b", 2, previous="JOINING", state="STABLE"),
+        mev(
+            "GroupHeartbeatAnswered",
+            2100,
+            "a",
+            2,
+            error="NONE",
+            member_epoch=2,
+            sent={"member_epoch": 1},
+            assignment={T: [0, 1]},
+        ),  # fmt: skip
+        mev("TargetAssignmentReceived", 2100, "a", 2, member_epoch=2, target={T: [0, 1]}),
+        mev("ReconciliationStarted", 2101, "a", 2, member_epoch=2, revoke={T: [2, 3]}),
+        mev("MemberStateChanged", 2101, "a", 2, previous="STABLE", state="RECONCILING"),
+    ]
+
+
+def test_a_reconciling_member_shows_its_target_epoch_and_java_state() -> None:
+    s = fold_all(GroupState(group="g"), consumer_member_history(), 2101)
+    a, b = s.members["a"], s.members["b"]
+    assert (a.protocol, a.epoch, a.member_state, a.phase) == (
+        "consumer",
+        2,
+        "RECONCILING",
+        PHASE_RECONCILING,
+    )
+    assert dict(a.partitions) == {T: (0, 1, 2, 3)} and dict(a.target or {}) == {T: (0, 1)}
+    assert a.reconciling
+    assert (b.protocol, b.epoch, b.phase) == ("consumer", 2, PHASE_STABLE)
+    assert s.generation == 2 and s.rebalancing  # epoch 2's round is not complete yet
+
+
+def test_the_round_completes_when_every_member_is_stable_at_the_new_epoch() -> None:
+    more = [
+        mev("PartitionsRevoked", 2110, "a", 2, partitions={T: [2, 3]}),
+        mev("ReconciliationCompleted", 2110, "a", 2, member_epoch=2, assignment={T: [0, 1]}),
+        mev("MemberStateChanged", 2111, "a", 2, previous="RECONCILING", state="ACKNOWLEDGING"),
+        mev("MemberStateChanged", 2120, "a", 2, previous="ACKNOWLEDGING", state="STABLE"),
+    ]
+    s = fold_all(GroupState(group="g"), consumer_member_history() + more, 2120)
+    assert not s.rebalancing and s.current is not None and s.current.stable_ms == 2120
+    assert dict(s.members["a"].partitions) == {T: (0, 1)} and not s.members["a"].reconciling
+    assert s.owners()[(T, 2)] == ()  # given up, nobody owns it until b takes it
+
+
+def test_a_member_that_left_on_poll_timeout_lives_again_when_it_joins() -> None:
+    more = [
+        mev("PollIntervalExceeded", 3000, "b", 2, max_poll_interval_ms=1000),
+        mev("LeaveGroupSent", 3000, "b", 2, reason="poll_interval_exceeded", member_epoch=-1),
+        mev("MemberStateChanged", 3001, "b", 2, previous="STABLE", state="LEAVING"),
+        mev("MemberStateChanged", 3010, "b", 0, previous="STALE", state="JOINING"),
+    ]
+    s = fold_all(GroupState(group="g"), consumer_member_history() + more, 3010)
+    b = s.members["b"]
+    assert b.alive and b.member_state == "JOINING" and len(b.lives) == 2
+
+
+def test_fencing_loses_the_partitions() -> None:
+    more = [
+        mev("MemberFenced", 3000, "a", 2, error="FENCED_MEMBER_EPOCH", lost={T: [0, 1, 2, 3]}),
+        mev("MemberStateChanged", 3000, "a", 2, previous="RECONCILING", state="FENCED"),
+        mev("PartitionsLost", 3001, "a", 2, partitions={T: [0, 1, 2, 3]}),
+        mev("MemberStateChanged", 3002, "a", 2, previous="FENCED", state="JOINING"),
+    ]
+    s = fold_all(GroupState(group="g"), consumer_member_history() + more, 3002)
+    assert dict(s.members["a"].partitions) == {} and s.rebalancing
+
+
+# -- events: shown ----------------------------------------------------------------------
+
+
+def test_member_lines_say_what_a_heartbeat_carried_and_what_reconciling_does() -> None:
+    hb = mev(
+        "GroupHeartbeatAnswered", 1, "a", 3, error="NONE", member_epoch=3,
+        sent={"member_epoch": 2, "owned": {T: [0, 1]}, "rebalance_timeout_ms": None},
+        assignment={T: [0, 1, 4]},
+    )  # fmt: skip
+    assert describe(hb) == "epoch 2 [owned orders[0,1]] -> epoch 3 target orders[0,1,4]"
+    join = mev(
+        "GroupHeartbeatAnswered", 1, "a", 0, error="UNRELEASED_INSTANCE_ID", member_epoch=0,
+        sent={"member_epoch": 0, "rebalance_timeout_ms": 300000, "subscription": [T]},
+    )  # fmt: skip
+    assert describe(join) == "epoch 0 [full topics=orders] -> UNRELEASED_INSTANCE_ID"
+    start = mev(
+        "ReconciliationStarted", 1, "a", 3, member_epoch=3, revoke={T: [2]}, assign={T: [4]}
+    )
+    assert describe(start) == "epoch 3: revoke orders[2], assign orders[4]"
+    state = mev("MemberStateChanged", 1, "a", 3, previous="RECONCILING", state="ACKNOWLEDGING")
+    line = render_line(state)
+    assert line is not None and "RECONCILING -> ACKNOWLEDGING" in line.plain
+
+
+def test_the_header_shows_protocol_epoch_and_the_gap_to_the_target() -> None:
+    header = MemberHeader()
+    for ev in consumer_member_history()[:10] + [
+        mev("GroupHeartbeatAnswered", 2100, "a", 2, member_epoch=2, sent={"member_epoch": 1}),
+        mev("TargetAssignmentReceived", 2100, "a", 2, member_epoch=2, target={T: [0, 1, 5]}),
+    ]:
+        header.update(ev)
+    text = header.render(now_ms=3000).plain
+    assert "consumer protocol, epoch 2" in text
+    assert "owns orders[0,1,2,3]" in text and "target +orders[5] -orders[2,3]" in text
+
+
+def test_target_gap() -> None:
+    assert target_gap({T: [0, 1]}, None) == ""
+    assert target_gap({T: [0, 1]}, {T: [0, 1]}) == ""
+    assert target_gap({T: [0]}, {T: [0, 1], "x": [2]}) == "+orders[1] x[2]"
+    assert target_gap({T: [0, 1]}, {}) == "-orders[0,1]"
+
+
+def test_watch_shows_each_members_protocol_epoch_and_gap() -> None:
+    s = fold_all(GroupState(group="g"), consumer_member_history(), 2101)
+    console = Console(width=100, record=True, color_system=None)
+    console.print(render_members(s, 2101, 100, 10))
+    text = console.export_text()
+    row_a = next(line for line in text.splitlines() if line.strip().startswith("a "))
+    assert "-orders[2,3]" in row_a and "consumer" in row_a and "reconciling" in row_a
+    assert row_a.split()[-3] == "2"  # the epoch column
