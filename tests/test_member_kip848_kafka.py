@@ -17,10 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import MemberProc, verifiable_consumer
+from helpers import MemberProc, WatchProcess, event_is, verifiable_consumer
 
 from kgctl.broker.provision import resolve_kafka_tools
+from kgctl.model.events import Event
+from kgctl.model.fold import fold_all
 from kgctl.model.snapshot import GroupSnapshot
+from kgctl.model.state import GroupState
+from kgctl.render.group_view import render_members
 from kgctl.settings import ClientSettings
 
 pytestmark = pytest.mark.kafka
@@ -377,3 +381,80 @@ def test_poll_interval_expiry_leaves_with_epoch_minus_1_and_rejoins_on_the_next_
     assert rejoin["data"]["error"] == "NONE"
     states = [e["data"]["state"] for e in a.of("MemberStateChanged") if e["seq"] > exceeded["seq"]]
     assert states[:3] == ["LEAVING", "STALE", "JOINING"], states
+
+
+def test_a_coordinator_error_finds_the_coordinator_again_and_sends_every_field(
+    bootstrap: str, topic: Any, group: str, members: list[Any]
+) -> None:
+    t = topic(2, prefix="kip848m")
+    proxy = ProxyThread(ClientSettings.from_options(bootstrap, timeout_s=10))
+    proxy.start()
+    try:
+        a = join(proxy.bootstrap, group, "kg-moved", t, procs=members)
+        wait_for("the member to own everything", lambda: owns(a) == all_of(t, 2))
+        found = len(a.of("CoordinatorFound"))
+        proxy.run_.add_rule("ConsumerGroupHeartbeat:error=NOT_COORDINATOR:count=1:client=kg-moved")
+        failed = a.wait_event("HeartbeatFailed", timeout=30, error="NOT_COORDINATOR")
+        a.wait(lambda: len(a.of("CoordinatorFound")) > found, 20, "the coordinator found again")
+        resent = a.wait(
+            lambda: [
+                e
+                for e in a.of("GroupHeartbeatAnswered")
+                if e["seq"] > failed["seq"] and e["data"]["error"] == "NONE"
+            ],
+            20,
+            "a heartbeat after the coordinator was found again",
+        )[0]
+        sent = resent["data"]["sent"]
+        # Java resets the sent fields: the broker may be a new coordinator.
+        assert sent["rebalance_timeout_ms"] is not None and sent["subscription"] == [t]
+        assert pairs(sent["owned"]) == all_of(t, 2)
+        assert sent["member_epoch"] > 0  # not fenced: the same epoch goes on
+        assert not a.of("PartitionsLost") and owns(a) == all_of(t, 2)
+    finally:
+        proxy.close()
+
+
+def test_watch_shows_a_traced_consumer_member_with_protocol_epoch_and_state(
+    bootstrap: str, topic: Any, group: str, members: list[Any]
+) -> None:
+    """The member's own events reach `watch --trace-topic`; folded with the broker's
+    snapshots they give its protocol, epoch and Java state."""
+    t = topic(2, prefix="kip848m")
+    trace = topic.adopt(f"kgctl-test-trace-{uuid.uuid4().hex[:8]}")
+    watch = WatchProcess(
+        [group, "-b", bootstrap, "--output", "json", "--interval", "0.5", "--trace-topic", trace]
+    )
+    try:
+        watch.wait_for("a first snapshot", event_is("GroupObserved"))
+        join(bootstrap, group, "kg-traced", t, "--trace-topic", trace, procs=members)
+        watch.wait_for(
+            "the member's STABLE",
+            lambda e: (
+                e["type"] == "MemberStateChanged"
+                and e.get("member") == "kg-traced"
+                and e["data"]["state"] == "STABLE"
+            ),
+        )
+        watch.wait_for(
+            "a snapshot with the member's epoch",
+            lambda e: (
+                e["type"] == "GroupObserved"
+                and any((m.get("member_epoch") or 0) > 0 for m in e["data"].get("members", []))
+            ),
+        )
+        with watch.lock:
+            events = [Event.from_dict(e) for e in watch.events]
+    finally:
+        watch.kill()
+    s = fold_all(GroupState(group=group), events, events[-1].ts_ms)
+    m = s.members["kg-traced"]
+    assert (m.protocol, m.member_state) == ("consumer", "STABLE") and m.epoch > 0
+    assert {tp for tp, _ in pairs({k: list(v) for k, v in m.partitions.items()})} == {t}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from rich.console import Console
+    console = Console(width=100, record=True, color_system=None)
+    console.print(render_members(s, events[-1].ts_ms, 100, 10))
+    row = next(line for line in console.export_text().splitlines() if "kg-traced" in line)
+    assert "consumer" in row and "stable" in row and str(m.epoch) in row.split()
