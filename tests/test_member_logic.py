@@ -241,6 +241,32 @@ MEMBER_LINES: dict[str, tuple[dict[str, object], str]] = {
         {"reason": "max_records", "records": 30, "duplicates": 0},
         "max_records: 30 records, 0 duplicates",
     ),
+    # -- the consumer protocol (KIP-848) --
+    "MemberStateChanged": (
+        {"previous": "FENCED", "state": "JOINING", "reason": "lost partitions handled"},
+        "FENCED -> JOINING (lost partitions handled)",
+    ),
+    "GroupHeartbeatAnswered": (
+        {"sent": {"member_epoch": -1}, "error": "NONE", "member_epoch": -1},
+        "epoch -1 -> epoch -1",
+    ),
+    "TargetAssignmentReceived": (
+        {"member_epoch": 4, "target": {"t": [1]}, "owned": {}, "pending": ["AAAA"]},
+        "epoch 4 target t[1] owned - (1 topic id(s) not yet known: pending)",
+    ),
+    "ReconciliationStarted": (
+        {"member_epoch": 4, "revoke": {}, "assign": {"t": [1]}},
+        "epoch 4: revoke -, assign t[1]",
+    ),
+    "ReconciliationCompleted": (
+        {"member_epoch": 4, "assignment": {"t": [0, 1]}, "pending": []},
+        "epoch 4 owns t[0,1]",
+    ),
+    "ReconciliationAborted": ({"member_epoch": 4, "state": "FENCED"}, "epoch 4: member is FENCED"),
+    "MemberFenced": (
+        {"error": "FENCED_MEMBER_EPOCH", "lost": {"t": [0]}},
+        "FENCED_MEMBER_EPOCH: lost t[0]",
+    ),
 }
 WATCH_LOG: dict[str, tuple[dict[str, object], str]] = {
     "GroupObserved": ({"state": "Stable", "members": [{}, {}]}, "snapshot: Stable, 2 members"),

@@ -157,6 +157,7 @@ class ConsumerProtocolMember(Member):
         )
         with self._lock:
             before = self.membership.state
+            joined = self.membership.subscription
             self.membership.subscribe(sub)
             if first:
                 self.emit("RejoinRequested", reason="first_join")
@@ -165,7 +166,9 @@ class ConsumerProtocolMember(Member):
                     "RejoinRequested",
                     reason="subscription_changed",
                     subscription=sorted(topics) if pattern is None else [],
+                    joined_subscription=sorted(joined.topics),
                     pattern=pattern,
+                    joined_pattern=joined.regex,
                 )
             self._state_changed(before, "subscribed")
         self._wake.set()

@@ -23,7 +23,8 @@ from kgctl.model.reasons import Cause, cause_text
 from kgctl.model.snapshot import GroupListing
 from kgctl.model.state import GenerationRecord, GroupState, MemberState, format_owned
 from kgctl.model.timeline import rebalance_unassigned
-from kgctl.render.member_lines import target_gap
+from kgctl.render.member_lines import CONSUMER_MEMBER_EVENTS, target_gap
+from kgctl.render.member_lines import describe as describe_member
 from kgctl.render.proxy_lines import describe_wire
 
 STATE_STYLE = {
@@ -324,6 +325,9 @@ def describe_event(ev: Event) -> str:
         return f"broker reachable again after {fmt_ms(int(d.get('down_ms', 0) or 0))}"
     if ev.source == "wire":
         return describe_wire(ev)
+    if ev.type in CONSUMER_MEMBER_EVENTS:
+        # A consumer-protocol member's steps: its own words, with its epoch.
+        return f"{who} {ev.type} epoch {ev.generation}: {describe_member(ev)}"
     extra = {k: v for k, v in d.items() if k in ("partitions", "reason", "error", "leader")}
     text = f"{who} {ev.type}"
     if ev.generation >= 0:

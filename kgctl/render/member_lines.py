@@ -54,6 +54,20 @@ STYLES = {
 }
 
 
+# The consumer protocol's own member events (KIP-848).
+CONSUMER_MEMBER_EVENTS = frozenset(
+    {
+        "MemberStateChanged",
+        "GroupHeartbeatAnswered",
+        "TargetAssignmentReceived",
+        "ReconciliationStarted",
+        "ReconciliationCompleted",
+        "ReconciliationAborted",
+        "MemberFenced",
+    }
+)
+
+
 def fmt_partitions(parts: dict[str, list[int]] | None) -> str:
     """{topic: [ids]} as `topic[0,1,2] other[3]`, or `-` when empty."""
     if not parts:
@@ -283,7 +297,9 @@ def render_line(
     line.append(f"{stamp} ", style="dim")
     line.append(f"{gen:>4} ", style="bold")
     line.append(f"{event.member} ", style="dim")
-    line.append(f"{event.type:<22}", style=STYLES.get(event.type, ""))
+    # The consumer protocol's longer names keep one space before their words.
+    name = f"{event.type:<22}" if len(event.type) < 22 else f"{event.type} "
+    line.append(name, style=STYLES.get(event.type, ""))
     line.append(describe(event))
     if took:
         line.append(f"  {took}", style="dim")
