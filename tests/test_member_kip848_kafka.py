@@ -458,3 +458,43 @@ def test_watch_shows_a_traced_consumer_member_with_protocol_epoch_and_state(
     console.print(render_members(s, events[-1].ts_ms, 100, 10))
     row = next(line for line in console.export_text().splitlines() if "kg-traced" in line)
     assert "consumer" in row and "stable" in row and str(m.epoch) in row.split()
+
+
+def test_offsets_committed_with_the_member_epoch_are_where_the_next_member_starts(
+    bootstrap: str, topic: Any, group: str, members: list[Any]
+) -> None:
+    """OffsetCommit v9 (member id and epoch) and OffsetFetch: a second member of the group
+    starts after what the first one committed."""
+    t = topic(2, prefix="kip848m")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka import KafkaProducer
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+
+    def produce(n: int) -> None:
+        for i in range(n):
+            producer.send(t, f"r{i}".encode(), partition=i % 2)
+        producer.flush()
+
+    produce(20)
+    first = join(
+        bootstrap, group, "kg-first", t, "--max-records", "20", "--commit", "sync", procs=members
+    )
+    assert first.proc.wait(timeout=60) == 0
+    first.kill()
+    stopped = first.of("MemberStopped")[-1]["data"]
+    assert stopped["records"] == 20
+    assert stopped["committed"] == stopped["consumed_up_to"] == {t: {"0": 10, "1": 10}}
+    commits = first.of("OffsetsCommitted")
+    assert commits and all(c["data"]["member_epoch"] > 0 for c in commits)
+    produce(6)
+    second = join(bootstrap, group, "kg-second", t, "--max-records", "6", procs=members)
+    assert second.proc.wait(timeout=60) == 0
+    second.kill()
+    batches = [b for e in second.of("RecordsConsumed") for b in e["data"]["batches"]]
+    starts: dict[int, int] = {}
+    for b in batches:
+        starts[b["partition"]] = min(b["first"], starts.get(b["partition"], b["first"]))
+    assert starts == {0: 10, 1: 10}  # from the committed offsets, not --from earliest
+    assert second.of("MemberStopped")[-1]["data"]["records"] == 6
+    producer.close()
