@@ -107,7 +107,6 @@ class ConsumerProtocolMember(Member):
         self._committed: dict[tuple[str, int], int] = {}
         self._next_auto_commit = 0.0
         self._last_state = self.membership.state
-        self._reported_pending: frozenset[str] = frozenset()
         self._hb_sent_at = 0.0
         self._next_metadata = 0.0
         self._crash: BaseException | None = None
@@ -246,7 +245,7 @@ class ConsumerProtocolMember(Member):
                     "TargetAssignmentReceived",
                     member_epoch=m.epoch,
                     target=_doc(
-                        m._named({t: ps for t, ps in (m.target_ids or {}).items() if t in m.names})
+                        m.named({t: ps for t, ps in (m.target_ids or {}).items() if t in m.names})
                     ),
                     owned=_doc(m.owned()),
                     pending=sorted(t for t in (m.target_ids or {}) if t not in m.names),
@@ -340,7 +339,7 @@ class ConsumerProtocolMember(Member):
                 member_epoch=got.member_epoch,
                 previous_epoch=epoch_before if not leaving else hb.member_epoch,
                 heartbeat_interval_ms=got.heartbeat_interval_ms,
-                assignment=None if got.assignment is None else _doc(m._named(got.assignment)),
+                assignment=None if got.assignment is None else _doc(m.named(got.assignment)),
                 rtt_ms=rtt,
                 api_version=got.api_version,
             )
@@ -363,12 +362,10 @@ class ConsumerProtocolMember(Member):
         self.emit(
             "TargetAssignmentReceived",
             member_epoch=m.epoch,
-            target=_doc(m._named({t: ps for t, ps in target.items() if t in m.names})),
+            target=_doc(m.named({t: ps for t, ps in target.items() if t in m.names})),
             owned=_doc(m.owned()),
             pending=sorted(pending),
         )
-        if pending:
-            self._reported_pending = pending
 
     def _after(self, outcome: Outcome, before: MemberState) -> None:
         """Act on what `Membership` decided (under the lock, on either thread)."""
@@ -400,10 +397,6 @@ class ConsumerProtocolMember(Member):
                 pending=sorted(plan.pending),
                 owned=_doc(m.owned()),
             )
-        elif m.target_ids is not None:
-            pending = frozenset(t for t in m.target_ids if t not in m.names)
-            if pending and pending != self._reported_pending:
-                self._reported_pending = pending
         self._state_changed(before, outcome.note)
 
     def _state_changed(self, before: MemberState, why: str = "") -> None:
@@ -520,7 +513,8 @@ class ConsumerProtocolMember(Member):
     def _lose(self, lost: Partitions) -> None:
         """onPartitionsLost: drop them with no commit (another member may own them now)."""
         m = self.membership
-        self.emit("PartitionsLost", partitions=_doc(lost))
+        if lost:
+            self.emit("PartitionsLost", partitions=_doc(lost))
         self._assign(m.owned())
         with self._lock:
             before = m.state
@@ -699,7 +693,15 @@ class ConsumerProtocolMember(Member):
     def _close(self, leave: bool) -> None:
         m = self.membership
         deadline = time.monotonic() + LEAVE_BUDGET_S
-        if leave and self._consumer is not None and self._fatal is None:
+        # Java's leaveGroup does nothing for a member that is not in the group.
+        in_group = m.state not in (
+            MemberState.UNSUBSCRIBED,
+            MemberState.FENCED,
+            MemberState.FATAL,
+            MemberState.STALE,
+            MemberState.LEAVING,
+        )
+        if leave and in_group and self._consumer is not None and self._fatal is None:
             # Java's close: commit (auto-commit), revoke, then the leave heartbeat
             # (epoch -1, or -2 for a static member: the broker keeps its partitions for
             # it until its session times out).
@@ -754,5 +756,5 @@ def _sent_doc(hb: Heartbeat, m: Membership) -> dict[str, Any]:
         else None,
         "regex": hb.subscribed_topic_regex,
         "server_assignor": hb.server_assignor,
-        "owned": None if hb.owned is None else _doc(m._named(hb.owned)),
+        "owned": None if hb.owned is None else _doc(m.named(hb.owned)),
     }

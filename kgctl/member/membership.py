@@ -321,7 +321,7 @@ class Membership:
                 self.state = MemberState.STABLE if not pending else self.state
             return Outcome(self.state, note="assignment unchanged" if not pending else "")
         self.state = MemberState.RECONCILING
-        plan = Reconcile(self.epoch, self._named(revoke), self._named(assign), pending)
+        plan = Reconcile(self.epoch, self.named(revoke), self.named(assign), pending)
         self._reconciling = (revoke, assign)
         return Outcome(self.state, reconcile=plan)
 
@@ -372,9 +372,9 @@ class Membership:
     # -- views -------------------------------------------------------------------------
     def owned(self) -> Partitions:
         """What the member owns, by topic name where known."""
-        return self._named(self.owned_ids)
+        return self.named(self.owned_ids)
 
-    def _named(self, by_id: Partitions) -> Partitions:
+    def named(self, by_id: Partitions) -> Partitions:
         return {self.names.get(t, t): ps for t, ps in by_id.items() if ps}
 
     def _join(self) -> None:
