@@ -82,6 +82,7 @@ def test_reconciliation_revokes_then_assigns_then_acknowledges_at_once() -> None
     assert m.heartbeat_due(5001)  # the acknowledgement does not wait for the interval
     ack = m.next_heartbeat(5001)
     assert ack.member_epoch == 5 and ack.owned == {ORDERS: fs(1, 2)}
+    assert m.state is MemberState.STABLE  # Java: acknowledged as the request goes out
     m.on_answer(Answer(member_epoch=5), 5010)
     assert m.state is MemberState.STABLE
 
@@ -144,8 +145,11 @@ def test_leaving_revokes_first_then_sends_epoch_minus_1_or_minus_2_when_static()
         m.revoked_for_leave()
         hb = m.next_heartbeat(7000)
         assert (hb.member_epoch, hb.instance_id) == (epoch, instance_id)
-        m.on_answer(Answer(member_epoch=epoch), 7010)
-        assert m.state is MemberState.UNSUBSCRIBED
+        # Java leaves as the request goes out, and ignores the answer, even an error.
+        assert m.state is MemberState.UNSUBSCRIBED and m.leave_pending
+        out = m.on_answer(Answer(error="UNKNOWN_MEMBER_ID"), 7010)
+        assert m.state is MemberState.UNSUBSCRIBED and not m.leave_pending
+        assert out.lost == {} and out.fatal is None
 
 
 def test_a_poll_interval_expiry_leaves_loses_and_rejoins_on_the_next_poll() -> None:
@@ -153,9 +157,16 @@ def test_a_poll_interval_expiry_leaves_loses_and_rejoins_on_the_next_poll() -> N
     assert m.poll_timer_expired() == {"orders": fs(0, 1)}
     hb = m.next_heartbeat(8000)
     assert hb.member_epoch == LEAVE_EPOCH
+    assert m.state is MemberState.STALE  # as the leave goes out
     m.on_answer(Answer(member_epoch=LEAVE_EPOCH), 8010)
     assert m.state is MemberState.STALE
     assert not m.heartbeat_due(10**9)
     m.polled()
     assert m.state is MemberState.JOINING
     assert m.next_heartbeat(9000).member_epoch == 0
+
+
+def test_a_static_member_leaves_with_epoch_minus_2_on_a_poll_timeout_too() -> None:
+    m = joined("app-1")
+    m.poll_timer_expired()
+    assert m.next_heartbeat(8000).member_epoch == LEAVE_EPOCH_STATIC

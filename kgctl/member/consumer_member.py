@@ -201,8 +201,15 @@ class ConsumerProtocolMember(Member):
             if not m.heartbeat_due(_ms(time.monotonic())):
                 return
             before = m.state
-            hb = m.next_heartbeat(_ms(time.monotonic()))
             sent_epoch = m.epoch
+            hb = m.next_heartbeat(_ms(time.monotonic()))
+            # Java leaves ACKNOWLEDGING and LEAVING as the request goes out.
+            self._state_changed(
+                before,
+                "acknowledgement sent"
+                if before is MemberState.ACKNOWLEDGING
+                else "leave heartbeat sent",
+            )
         self._hb_sent_at = time.monotonic()
         try:
             answer = self._send(node, hb)
@@ -725,7 +732,7 @@ class ConsumerProtocolMember(Member):
                 )
                 self._state_changed(MemberState.PREPARE_LEAVING, "leaving")
             self._wake.set()
-            while time.monotonic() < deadline and m.state is MemberState.LEAVING:
+            while time.monotonic() < deadline and m.leave_pending:
                 time.sleep(0.02)  # the heartbeat thread sends the leave; wait for its answer
         self._hb_stop.set()
         self._wake.set()

@@ -176,6 +176,7 @@ class Membership:
         self._owned_changed = True
         self._reconciling: tuple[Partitions, Partitions] = ({}, {})  # revoke, assign by id
         self._stale_after_leave = False
+        self._leave_in_flight = False
 
     # -- subscription and leaving ------------------------------------------------------
     def subscribe(self, subscription: Subscription) -> None:
@@ -251,13 +252,39 @@ class Membership:
             if full or self._owned_changed or self.state is MemberState.ACKNOWLEDGING
             else None,
         )
-        if self.state is MemberState.LEAVING:
-            hb = Heartbeat(self.member_id, self.epoch, instance_id=self.instance_id)
         self._in_flight = True
         self._send_now = False
         self._timer_ms = now_ms
+        if self.state is MemberState.LEAVING:
+            return self._leave_heartbeat()
         self._remember_sent(hb)
+        if self.state is MemberState.ACKNOWLEDGING and self._target_reconciled():
+            # Java (onHeartbeatRequestGenerated): acknowledged once the request goes out.
+            self.state = MemberState.STABLE
         return hb
+
+    def _leave_heartbeat(self) -> Heartbeat:
+        """The leave: Java leaves the state as the request goes out (UNSUBSCRIBED, or
+        STALE after a poll timeout) and ignores the answer."""
+        hb = Heartbeat(self.member_id, self.epoch, instance_id=self.instance_id)
+        stale, self._stale_after_leave = self._stale_after_leave, False
+        self.state = MemberState.STALE if stale else MemberState.UNSUBSCRIBED
+        self.epoch = JOIN_EPOCH
+        self._sent = None
+        self._leave_in_flight = True
+        return hb
+
+    @property
+    def leave_pending(self) -> bool:
+        """A leave not yet sent, or sent and not yet answered (what a closing member waits
+        for, as Java's close waits for its leave)."""
+        return self.state in (MemberState.PREPARE_LEAVING, MemberState.LEAVING) or (
+            self._leave_in_flight
+        )
+
+    def _target_reconciled(self) -> bool:
+        target = self.target_ids if self.target_ids is not None else {}
+        return {t: ps for t, ps in target.items() if ps} == self.owned_ids
 
     def _remember_sent(self, hb: Heartbeat) -> None:
         prev = self._sent or Heartbeat(self.member_id, self.epoch)
@@ -279,6 +306,7 @@ class Membership:
     def send_failed(self, now_ms: int) -> Outcome:
         """The request got no answer (disconnect, timeout): find the coordinator, retry."""
         self._in_flight = False
+        self._leave_in_flight = False
         self._sent = None  # Java resets the sent fields: the next heartbeat carries all
         return Outcome(self.state, find_coordinator=True, retry_after_ms=self.retry_backoff_ms)
 
@@ -286,16 +314,14 @@ class Membership:
         """An answer to the heartbeat in flight."""
         self._in_flight = False
         self._timer_ms = now_ms  # Java's timer restarts at the answer, not the send
+        if self._leave_in_flight:
+            # Java ignores the leave's answer (it may already be joining again).
+            self._leave_in_flight = False
+            return Outcome(self.state, note="left the group")
         if answer.error != "NONE":
             return self._on_error(answer)
         if answer.heartbeat_interval_ms > 0:
             self.interval_ms = answer.heartbeat_interval_ms
-        if self.state is MemberState.LEAVING:
-            stale, self._stale_after_leave = self._stale_after_leave, False
-            self.state = MemberState.STALE if stale else MemberState.UNSUBSCRIBED
-            self.epoch = JOIN_EPOCH
-            self._sent = None
-            return Outcome(self.state, note="left the group")
         if answer.member_id:
             self.member_id = answer.member_id
         self.epoch = answer.member_epoch
