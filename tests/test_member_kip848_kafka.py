@@ -323,6 +323,11 @@ def test_regex_subscription_picks_up_a_topic_created_later(
         lambda: owns(a) == all_of(first, 2) | all_of(second, 2),
         timeout=60,
     )
+    # Its topic id came before its name: pending at first, assigned once metadata named it.
+    targets = a.of("TargetAssignmentReceived")
+    pending = next(e for e in targets if e["data"]["pending"])
+    resolved = next(e for e in targets if e["data"].get("resolved"))
+    assert pending["seq"] < resolved["seq"] and resolved["data"]["resolved"] == [second]
 
 
 def test_unreleased_instance_id_is_fatal_with_one_line(

@@ -37,6 +37,11 @@ HEARTBEAT_MAX_VERSION = 1
 OFFSET_COMMIT_VERSION = 9
 
 
+class Unsupported(Exception):
+    """The broker does not serve ConsumerGroupHeartbeat v1 (Apache Kafka before 4.0, or
+    a broker with the consumer protocol disabled)."""
+
+
 class NoCoordinator(Exception):
     """FindCoordinator answered with an error (the coordinator is not available yet)."""
 
@@ -130,9 +135,13 @@ class GroupChannel:
                 _Topic(topic_id=uuid.UUID(t), partitions=sorted(ps))
                 for t, ps in sorted(owned.items())
             ],
+            min_version=HEARTBEAT_MAX_VERSION,
             max_version=HEARTBEAT_MAX_VERSION,
         )
-        response = self._manager.run(self._send, request, node)
+        try:
+            response = self._manager.run(self._send, request, node)
+        except Errors.IncompatibleBrokerVersion as exc:
+            raise Unsupported(str(exc)) from None
         assignment: Owned | None = None
         if response.assignment is not None:
             assignment = {}

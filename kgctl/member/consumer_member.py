@@ -33,6 +33,7 @@ from kgctl.adapters.consumer_group import (
     GroupChannel,
     HeartbeatAnswer,
     NoCoordinator,
+    Unsupported,
     seek,
     topic_partitions,
 )
@@ -213,6 +214,14 @@ class ConsumerProtocolMember(Member):
         self._hb_sent_at = time.monotonic()
         try:
             answer = self._send(node, hb)
+        except Unsupported:
+            with self._lock:
+                self._fatal = (
+                    "UNSUPPORTED_VERSION",
+                    "the broker does not serve ConsumerGroupHeartbeat v1; --group-protocol "
+                    "consumer needs Apache Kafka 4.0 or later (use --group-protocol classic)",
+                )
+            return
         except Exception as exc:
             with self._lock:
                 outcome = m.send_failed(_ms(time.monotonic()))
