@@ -105,7 +105,7 @@ def consumer_member_history() -> list:
             1,
             error="NONE",
             member_epoch=1,
-            sent={"member_epoch": 0},
+            sent={"member_epoch": 0, "subscription": [T]},
             assignment={T: [0, 1, 2, 3]},
         ),  # fmt: skip
         mev("TargetAssignmentReceived", 1010, "a", 1, member_epoch=1, target={T: [0, 1, 2, 3]}),
@@ -124,7 +124,7 @@ def consumer_member_history() -> list:
             2,
             error="NONE",
             member_epoch=2,
-            sent={"member_epoch": 0},
+            sent={"member_epoch": 0, "subscription": [T]},
             assignment={},
         ),  # fmt: skip
         mev("MemberStateChanged", 2011, "b", 2, previous="JOINING", state="STABLE"),
@@ -159,17 +159,67 @@ def test_a_reconciling_member_shows_its_target_epoch_and_java_state() -> None:
     assert s.generation == 2 and s.rebalancing  # epoch 2's round is not complete yet
 
 
-def test_the_round_completes_when_every_member_is_stable_at_the_new_epoch() -> None:
+def test_the_round_completes_once_the_partitions_given_up_have_their_new_owner() -> None:
+    """b is STABLE at epoch 2 with nothing (the broker gives it 2-3 only once a revoked
+    them); a revokes and is STABLE at 2: not complete until b owns 2-3."""
     more = [
         mev("PartitionsRevoked", 2110, "a", 2, partitions={T: [2, 3]}),
         mev("ReconciliationCompleted", 2110, "a", 2, member_epoch=2, assignment={T: [0, 1]}),
         mev("MemberStateChanged", 2111, "a", 2, previous="RECONCILING", state="ACKNOWLEDGING"),
-        mev("MemberStateChanged", 2120, "a", 2, previous="ACKNOWLEDGING", state="STABLE"),
+        mev("MemberStateChanged", 2111, "a", 2, previous="ACKNOWLEDGING", state="STABLE"),
     ]
-    s = fold_all(GroupState(group="g"), consumer_member_history() + more, 2120)
-    assert not s.rebalancing and s.current is not None and s.current.stable_ms == 2120
+    s = fold_all(GroupState(group="g"), consumer_member_history() + more, 2111)
+    assert s.rebalancing and s.owners()[(T, 2)] == ()
     assert dict(s.members["a"].partitions) == {T: (0, 1)} and not s.members["a"].reconciling
-    assert s.owners()[(T, 2)] == ()  # given up, nobody owns it until b takes it
+    b_takes = [
+        mev(
+            "GroupHeartbeatAnswered",
+            2500,
+            "b",
+            2,
+            error="NONE",
+            member_epoch=2,
+            sent={"member_epoch": 2},
+            assignment={T: [2, 3]},
+        ),  # fmt: skip
+        mev("MemberStateChanged", 2500, "b", 2, previous="STABLE", state="RECONCILING"),
+        mev("PartitionsAssigned", 2510, "b", 2, partitions={T: [2, 3]}),
+        mev("ReconciliationCompleted", 2510, "b", 2, member_epoch=2, assignment={T: [2, 3]}),
+        mev("MemberStateChanged", 2511, "b", 2, previous="RECONCILING", state="ACKNOWLEDGING"),
+        mev("MemberStateChanged", 2511, "b", 2, previous="ACKNOWLEDGING", state="STABLE"),
+    ]
+    s = fold_all(s, b_takes, 2511)
+    assert not s.rebalancing and s.current is not None and s.current.stable_ms == 2511
+    assert s.owners()[(T, 2)] == ("b",)
+
+
+def test_partitions_of_a_topic_nobody_subscribes_to_any_more_do_not_hold_the_round() -> None:
+    more = [
+        mev(
+            "GroupHeartbeatAnswered",
+            2105,
+            "a",
+            2,
+            error="NONE",
+            member_epoch=2,
+            sent={"member_epoch": 2, "subscription": ["other"]},
+            assignment={},
+        ),  # fmt: skip
+        mev("PartitionsRevoked", 2110, "a", 2, partitions={T: [0, 1, 2, 3]}),
+        mev("ReconciliationCompleted", 2110, "a", 2, member_epoch=2, assignment={}),
+        mev("MemberStateChanged", 2111, "a", 2, previous="RECONCILING", state="STABLE"),
+        mev(
+            "GroupHeartbeatAnswered",
+            2112,
+            "b",
+            2,
+            error="NONE",
+            member_epoch=2,
+            sent={"member_epoch": 2, "subscription": ["other"]},
+        ),  # fmt: skip
+    ]
+    s = fold_all(GroupState(group="g"), consumer_member_history() + more, 2112)
+    assert not s.rebalancing
 
 
 def test_a_member_that_left_on_poll_timeout_lives_again_when_it_joins() -> None:

@@ -9,6 +9,7 @@ are logged and otherwise ignored), and never mutates the state it is given.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -277,14 +278,47 @@ def _maybe_stable(s: GroupState, t: int) -> GroupState:
         return s
     # A consumer-protocol member told of a new target is not done until it owns it, even
     # while its own state still says STABLE (its reconciliation starts on its next poll).
-    if all(
+    if not all(
         m.phase == PHASE_STABLE
         and m.generation == s.generation
         and not (m.protocol == "consumer" and m.reconciling)
         for m in traced
     ):
-        return _mark_stable(s, t)
-    return s
+        return s
+    if any(m.protocol == "consumer" for m in traced) and _orphaned(s):
+        return s
+    return _mark_stable(s, t)
+
+
+def _orphaned(s: GroupState) -> bool:
+    """In a consumer-protocol group the broker gives a member a partition only once its
+    previous owner revoked it, so a member can be STABLE at the new epoch with nothing
+    while the partitions it will get are still free: the round is not complete while a
+    partition given up during it, of a topic some live member subscribes to, has no
+    live owner. (Like the rest of the fold, this assumes every member is traced or
+    observed: a member nobody reports on would leave its partitions looking orphaned.)"""
+    rec = s.current
+    if rec is None:
+        return False
+    live = {m.key: m for m in s.live_members}
+    wanted = [(set(m.subscription), m.regex) for m in live.values() if m.protocol == "consumer"]
+    for (topic, _pid), spans in s.ownership.items():
+        if not spans or any(sp.end_ms is None and sp.member in live for sp in spans):
+            continue
+        if max(sp.end_ms or 0 for sp in spans) < rec.start_ms:
+            continue  # given up before this round: not this round's business
+        if any(topic in names or _matches(regex, topic) for names, regex in wanted):
+            return True
+    return False
+
+
+def _matches(regex: str | None, topic: str) -> bool:
+    if not regex:
+        return False
+    try:
+        return re.fullmatch(regex, topic) is not None
+    except re.error:
+        return False
 
 
 def _mark_stable(s: GroupState, t: int) -> GroupState:
@@ -544,6 +578,7 @@ def _observe_member(
         epoch=_int(raw.get("member_epoch"), old.epoch),
         target=target,
         protocol=str(raw.get("member_type") or old.protocol),
+        regex=_opt_str(raw.get("regex")) or old.regex,
     )
     s = _with_member(s, member)
     if with_partitions and "partitions" in raw and "member" not in old.sources:
@@ -799,6 +834,10 @@ def _on_group_heartbeat(s: GroupState, ev: Event, t: int) -> GroupState:
     if _int(sent.get("member_epoch"), -1) == 0 and not m.alive and m.phase != PHASE_FAILED:
         m = _revived(m, t)  # it left (max.poll.interval.ms) and joins again
     m = replace(m, protocol="consumer")
+    if isinstance(sent.get("subscription"), list):
+        m = replace(m, subscription=tuple(str(x) for x in sent["subscription"]), regex=None)
+    elif sent.get("regex"):
+        m = replace(m, regex=str(sent["regex"]), subscription=())
     if not _is_error(d.get("error")) and d.get("assignment") is not None:
         m = replace(m, target=owned_from(d.get("assignment")))
     s = _with_member(s, m)

@@ -71,6 +71,7 @@ class MemberState:
     # state, by Java's MemberState names (JOINING, RECONCILING, STABLE, FENCED, ...).
     protocol: str = ""
     member_state: str = ""
+    regex: str | None = None  # a consumer-protocol member's broker-side subscription regex
 
     @property
     def name(self) -> str:
