@@ -129,11 +129,15 @@ def test_a_coordinator_error_finds_the_coordinator_again_and_resends_every_field
     m.next_heartbeat(6000)
     out = m.on_answer(Answer(error="NOT_COORDINATOR"), 6010)
     assert out.find_coordinator and m.state is MemberState.STABLE
-    hb = m.next_heartbeat(11010)
+    assert m.heartbeat_due(6011)  # at once (once found), not an interval later
+    hb = m.next_heartbeat(6020)
     assert hb.subscribed_topic_names == ("orders",) and hb.owned == {ORDERS: fs(0, 1)}
-    m.on_answer(Answer(member_epoch=3), 11020)
+    m.on_answer(Answer(member_epoch=3), 6030)
+    assert not m.heartbeat_due(6031)
+    m.next_heartbeat(11030)
     out = m.send_failed(16020)
     assert out.find_coordinator and out.retry_after_ms == m.retry_backoff_ms
+    assert m.heartbeat_due(16021) and m.next_heartbeat(16021).rebalance_timeout_ms is not None
 
 
 def test_leaving_revokes_first_then_sends_epoch_minus_1_or_minus_2_when_static() -> None:

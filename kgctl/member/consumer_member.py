@@ -60,6 +60,7 @@ DEFAULT_MAX_POLL_INTERVAL_MS = 300000
 # How often the heartbeat thread wakes when nothing is due (poll timer, stop).
 TICK_S = 0.05
 RETRY_BACKOFF_MS = 100
+RETRY_BACKOFF_MAX_MS = 1000
 # How often unresolved topic ids trigger another full Metadata request.
 METADATA_RETRY_S = 0.5
 # The leave heartbeat's own budget when stopping.
@@ -99,6 +100,7 @@ class ConsumerProtocolMember(Member):
         self._channel: GroupChannel | None = None
         self._coordinator_node: Any = None
         self._coordinator_retry_at = 0.0
+        self._lookup_backoff_ms = RETRY_BACKOFF_MS // 2
         self._last_poll = time.monotonic()
         self._pending_plan: Reconcile | None = None
         self._plan_started = 0.0
@@ -297,8 +299,11 @@ class ConsumerProtocolMember(Member):
         except (NoCoordinator, Exception) as exc:
             error = exc.error if isinstance(exc, NoCoordinator) else clients.error_name(exc)
             self.emit("CoordinatorLost", coordinator=None, error=error)
-            self._coordinator_retry_at = time.monotonic() + RETRY_BACKOFF_MS / 1000
+            # Java's retry.backoff.ms, doubled per failure up to retry.backoff.max.ms.
+            self._lookup_backoff_ms = min(self._lookup_backoff_ms * 2, RETRY_BACKOFF_MAX_MS)
+            self._coordinator_retry_at = time.monotonic() + self._lookup_backoff_ms / 1000
             return None
+        self._lookup_backoff_ms = RETRY_BACKOFF_MS // 2
         self._coordinator_node = found.connection
         self.emit(
             "CoordinatorFound",

@@ -308,6 +308,7 @@ class Membership:
         self._in_flight = False
         self._leave_in_flight = False
         self._sent = None  # Java resets the sent fields: the next heartbeat carries all
+        self._send_now = True  # once the coordinator is found again, not an interval later
         return Outcome(self.state, find_coordinator=True, retry_after_ms=self.retry_backoff_ms)
 
     def on_answer(self, answer: Answer, now_ms: int) -> Outcome:
@@ -387,6 +388,7 @@ class Membership:
             return Outcome(self.state, lost=lost, note=error)
         if error in COORDINATOR_ERRORS:
             self._sent = None
+            self._send_now = True
             return Outcome(self.state, find_coordinator=True, note=error)
         if error in RETRIABLE_ERRORS:
             return Outcome(self.state, retry_after_ms=self.retry_backoff_ms, note=error)
