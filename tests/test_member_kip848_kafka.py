@@ -72,17 +72,22 @@ def kafka_tools() -> Path:
     return resolve_kafka_tools()
 
 
-@pytest.fixture
-def group(admin: Any) -> str:
-    """A fresh group; its session timeout lowered to SESSION_MS where the broker allows."""
-    name = f"kip848m-{uuid.uuid4().hex[:8]}"
+def set_session(admin: Any, group: str, ms: int) -> None:
+    """The group's session timeout, where the broker's minimum allows (else its own)."""
     resource = ConfigResource(
-        ConfigResourceType.GROUP, name, {"consumer.session.timeout.ms": str(SESSION_MS)}
+        ConfigResourceType.GROUP, group, {"consumer.session.timeout.ms": str(ms)}
     )
     try:
         admin.alter_configs([resource])
     except Exception:  # noqa: S110 - a broker whose minimum is higher keeps its own
         pass
+
+
+@pytest.fixture
+def group(admin: Any) -> str:
+    """A fresh group; its session timeout lowered to SESSION_MS where the broker allows."""
+    name = f"kip848m-{uuid.uuid4().hex[:8]}"
+    set_session(admin, name, SESSION_MS)
     return name
 
 
@@ -271,6 +276,9 @@ def test_static_member_restarted_within_session_gets_its_partitions_back(
     bootstrap: str, topic: Any, group: str, admin: Any, members: list[Any]
 ) -> None:
     t = topic(4, prefix="kip848m")
+    # Long enough for a new Python process to start and join on a busy machine.
+    set_session(admin, group, 15000)
+    session = session_ms(admin, group)
     s1 = join(bootstrap, group, "kg-static", t, "--instance-id", "static-1", procs=members)
     other = join(bootstrap, group, "kg-other", t, procs=members)
     snap = wait_for(
@@ -281,8 +289,8 @@ def test_static_member_restarted_within_session_gets_its_partitions_back(
         "members' own views",
         lambda: owns(s1) == before["kg-static"] and owns(other) == before["kg-other"],
     )
-    epoch = wait_for("the other member's epoch", lambda: other.of("GroupHeartbeatAnswered")[-1])
-    epoch_of_other = epoch["generation"]
+    answers = wait_for("the other member's epoch", lambda: other.of("GroupHeartbeatAnswered"))
+    epoch_of_other = answers[-1]["generation"]
     mark = other.events[-1]["seq"]
     assert s1.stop() == 0
     leave = [e for e in s1.of("LeaveGroupSent")][-1]
@@ -291,16 +299,17 @@ def test_static_member_restarted_within_session_gets_its_partitions_back(
     wait_for(
         "the restarted static member's partitions",
         lambda: owns(s2) == before["kg-static"],
-        timeout=session_ms(admin, group) / 1000,
+        timeout=session / 1000,
     )
+    rejoined = s2.of("GroupHeartbeatAnswered")[0]
+    late = "restarted after its session ended"
+    assert rejoined["ts_ms"] - leave["ts_ms"] < session, late
+
     # Let the other member heartbeat a few times more: its epoch did not move.
-    seen = other.wait(
-        lambda: [e for e in other.events if e["seq"] > mark and e["type"] == "HeartbeatSucceeded"][
-            3:
-        ],
-        20,
-        "more heartbeats of the other member",
-    )
+    def more_heartbeats() -> list[dict[str, Any]]:
+        return [e for e in other.events if e["seq"] > mark and e["type"] == "HeartbeatSucceeded"]
+
+    seen = other.wait(lambda: more_heartbeats()[3:], 20, "more heartbeats of the other member")
     later = [e for e in other.events if e["seq"] > mark]
     assert {e["generation"] for e in later if e["generation"] >= 0} == {epoch_of_other}, seen
     assert not [e for e in later if e["type"].startswith("Reconciliation")]
