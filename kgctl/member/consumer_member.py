@@ -37,7 +37,7 @@ from kgctl.adapters.consumer_group import (
     seek,
     topic_partitions,
 )
-from kgctl.errors import NotFoundError
+from kgctl.errors import MemberFailedError, NotFoundError
 from kgctl.member.control import Command
 from kgctl.member.membership import (
     Answer,
@@ -594,16 +594,32 @@ class ConsumerProtocolMember(Member):
             self._consumer.pause(*tps)
 
     def _seek_committed(self, assigned: Partitions) -> None:
-        node = self._coordinator_node
-        if node is None or self._channel is None:
-            return  # kafka-python's offset reset (--from) applies
-        try:
-            committed = self._channel.committed(node, {t: sorted(ps) for t, ps in assigned.items()})
-        except Exception as exc:
-            self.emit(
-                "OffsetCommitFailed", error=clients.error_name(exc), retriable=True, offsets={}
-            )
-            return
+        """Start newly assigned partitions at the group's committed offsets (Java fetches
+        them before it fetches records, retrying what is retriable: a coordinator being
+        found again, offsets of a transaction not yet complete). A partition without a
+        committed offset starts where --from says."""
+        assert self._channel is not None
+        wanted = {t: sorted(ps) for t, ps in assigned.items()}
+        deadline = time.monotonic() + self.settings.timeout_s
+        while True:
+            node = self._coordinator_node
+            try:
+                if node is None:
+                    raise NoCoordinator("COORDINATOR_NOT_AVAILABLE")
+                committed = self._channel.committed(node, wanted)
+                break
+            except Exception as exc:
+                retry = isinstance(exc, NoCoordinator) or clients.retriable(exc)
+                if not retry or time.monotonic() >= deadline or self._stop is not None:
+                    if isinstance(exc, NoCoordinator):
+                        raise MemberFailedError(
+                            f"group {self.config.group!r}: no coordinator answered for "
+                            f"{self.settings.timeout_s:g}s ({exc.error}); check the cluster "
+                            "or raise --timeout"
+                        ) from None
+                    raise
+                time.sleep(0.05)  # the heartbeat thread finds the coordinator meanwhile
+                self.flush()
         seek(self._consumer, committed)
 
     # -- offsets ---------------------------------------------------------------------
