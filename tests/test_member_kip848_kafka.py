@@ -324,7 +324,7 @@ def test_regex_subscription_picks_up_a_topic_created_later(
     a = join(bootstrap, group, "kg-regex", "--pattern", f"{prefix}-.*", procs=members)
     wait_for("the first topic's partitions", lambda: owns(a) == all_of(first, 2))
     sent = a.of("GroupHeartbeatAnswered")[0]["data"]["sent"]
-    assert sent["regex"] == f"{prefix}-.*" and sent["subscription"] is None
+    assert sent["regex"] == f"{prefix}-.*" and sent["subscription"] == []
     second = topic.adopt(f"{prefix}-two")
     admin.create_topics([NewTopic(second, 2, 1)])
     wait_for(
@@ -512,3 +512,20 @@ def test_offsets_committed_with_the_member_epoch_are_where_the_next_member_start
     assert starts == {0: 10, 1: 10}  # from the committed offsets, not --from earliest
     assert second.of("MemberStopped")[-1]["data"]["records"] == 6
     producer.close()
+
+
+def test_a_live_switch_from_topic_names_to_a_regex_replaces_the_subscription(
+    bootstrap: str, topic: Any, group: str, admin: Any, members: list[Any]
+) -> None:
+    """A `subscribe` control line: names → regex. The broker keeps both fields it was
+    last sent, so the member clears the names; it ends up with the regex's topics only."""
+    prefix = f"kip848sw{uuid.uuid4().hex[:6]}"
+    first = topic.adopt(f"{prefix}-names")
+    second = topic.adopt(f"{prefix}-regex")
+    admin.create_topics([NewTopic(first, 2, 1), NewTopic(second, 2, 1)])
+    a = join(bootstrap, group, "kg-switch", first, procs=members)
+    wait_for("the named topic's partitions", lambda: owns(a) == all_of(first, 2))
+    a.send({"op": "subscribe", "pattern": f"{prefix}-reg.*"})
+    wait_for("only the regex's topic", lambda: owns(a) == all_of(second, 2), timeout=60)
+    sent = [e["data"]["sent"] for e in a.of("GroupHeartbeatAnswered") if e["data"]["sent"]["regex"]]
+    assert sent and sent[0]["subscription"] == []

@@ -174,3 +174,17 @@ def test_a_static_member_leaves_with_epoch_minus_2_on_a_poll_timeout_too() -> No
     m = joined("app-1")
     m.poll_timer_expired()
     assert m.next_heartbeat(8000).member_epoch == LEAVE_EPOCH_STATIC
+
+
+def test_switching_between_names_and_a_regex_clears_the_other() -> None:
+    # The broker subscribes a member to the names and the regex it was last sent.
+    m = joined()
+    m.subscribe(Subscription(regex="orders-.*"))
+    hb = m.next_heartbeat(6000)
+    assert hb.subscribed_topic_regex == "orders-.*" and hb.subscribed_topic_names == ()
+    m.on_answer(Answer(member_epoch=4), 6010)
+    assert m.next_heartbeat(12000).subscribed_topic_regex is None  # unchanged: not sent
+    m.on_answer(Answer(member_epoch=4), 12010)
+    m.subscribe(Subscription(frozenset({"audit"})))
+    hb = m.next_heartbeat(12020)
+    assert hb.subscribed_topic_names == ("audit",) and hb.subscribed_topic_regex == ""

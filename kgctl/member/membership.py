@@ -231,8 +231,12 @@ class Membership:
         """The request to send now; only the fields the broker does not know yet."""
         full = self.state is MemberState.JOINING or self._sent is None
         sub = self.subscription
-        names = tuple(sorted(sub.topics)) if sub.regex is None else None
+        # The broker keeps the names and the regex it was last sent and subscribes the
+        # member to both: a switch from one to the other clears the other ([] or "").
+        names = tuple(sorted(sub.topics)) if sub.regex is None else ()
+        regex = sub.regex or ""
         sent = self._sent
+        sent_regex = (sent.subscribed_topic_regex or "") if sent is not None else ""
         hb = Heartbeat(
             member_id=self.member_id,
             member_epoch=self.epoch,
@@ -241,9 +245,8 @@ class Membership:
             subscribed_topic_names=names
             if full or sent is None or names != sent.subscribed_topic_names
             else None,
-            subscribed_topic_regex=sub.regex
-            if sub.regex is not None
-            and (full or sent is None or sub.regex != sent.subscribed_topic_regex)
+            subscribed_topic_regex=regex
+            if (full and regex) or (not full and regex != sent_regex)
             else None,
             server_assignor=sub.server_assignor
             if full or sent is None or sub.server_assignor != sent.server_assignor
@@ -296,7 +299,9 @@ class Membership:
             subscribed_topic_names=hb.subscribed_topic_names
             if hb.subscribed_topic_names is not None
             else prev.subscribed_topic_names,
-            subscribed_topic_regex=hb.subscribed_topic_regex or prev.subscribed_topic_regex,
+            subscribed_topic_regex=hb.subscribed_topic_regex
+            if hb.subscribed_topic_regex is not None
+            else prev.subscribed_topic_regex,
             server_assignor=hb.server_assignor or prev.server_assignor,
             owned=hb.owned if hb.owned is not None else prev.owned,
         )

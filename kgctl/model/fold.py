@@ -835,9 +835,9 @@ def _on_group_heartbeat(s: GroupState, ev: Event, t: int) -> GroupState:
         m = _revived(m, t)  # it left (max.poll.interval.ms) and joins again
     m = replace(m, protocol="consumer")
     if isinstance(sent.get("subscription"), list):
-        m = replace(m, subscription=tuple(str(x) for x in sent["subscription"]), regex=None)
-    elif sent.get("regex"):
-        m = replace(m, regex=str(sent["regex"]), subscription=())
+        m = replace(m, subscription=tuple(str(x) for x in sent["subscription"]))
+    if isinstance(sent.get("regex"), str):
+        m = replace(m, regex=sent["regex"] or None)  # "" clears it
     if not _is_error(d.get("error")) and d.get("assignment") is not None:
         m = replace(m, target=owned_from(d.get("assignment")))
     s = _with_member(s, m)
