@@ -529,3 +529,31 @@ def test_a_live_switch_from_topic_names_to_a_regex_replaces_the_subscription(
     wait_for("only the regex's topic", lambda: owns(a) == all_of(second, 2), timeout=60)
     sent = [e["data"]["sent"] for e in a.of("GroupHeartbeatAnswered") if e["data"]["sent"]["regex"]]
     assert sent and sent[0]["subscription"] == []
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [("FENCED_INSTANCE_ID", 7), ("UNSUPPORTED_ASSIGNOR", 10), ("INVALID_REQUEST", 10)],
+)
+def test_errors_java_treats_as_fatal_end_the_member_with_one_line(
+    bootstrap: str, topic: Any, group: str, members: list[Any], error: str, status: int
+) -> None:
+    t = topic(2, prefix="kip848m")
+    proxy = ProxyThread(ClientSettings.from_options(bootstrap, timeout_s=10))
+    proxy.start()
+    try:
+        a = join(proxy.bootstrap, group, "kg-fatal", t, procs=members)
+        wait_for("the member to own everything", lambda: owns(a) == all_of(t, 2))
+        proxy.run_.add_rule(f"ConsumerGroupHeartbeat:error={error}:count=1:client=kg-fatal")
+        code = a.proc.wait(timeout=30)
+        stderr = a.stderr
+        a.kill()
+    finally:
+        proxy.close()
+    assert code == status
+    assert a.of("MemberFailed")[-1]["data"]["error"] == error
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and error in lines[0] and "Traceback" not in stderr, lines
+    # Java's transitionToFatal sends no leave heartbeat.
+    assert not a.of("LeaveGroupSent")
+    assert "FATAL" in [e["data"]["state"] for e in a.of("MemberStateChanged")]
