@@ -22,7 +22,7 @@ from typing import Any
 
 import kafka.errors as Errors
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
-from kafka.protocol.metadata import FindCoordinatorRequest
+from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 from kafka.structs import TopicPartition
 
 from kgctl.adapters.clients import error_name
@@ -168,14 +168,22 @@ class GroupChannel:
 
     # -- topics ------------------------------------------------------------------------
     def topic_names(self) -> dict[str, str]:
-        """Every topic the member may see, by id (a full Metadata request)."""
-        self._consumer.topics()  # refreshes the cluster's metadata, topic ids included
-        cluster = self._manager.cluster
+        """Every topic the member may describe, by id: a Metadata request of its own
+        (v10+, which carries topic ids), so the fetcher's metadata is left alone (the
+        heartbeat thread calls this while the poll thread fetches)."""
+        return self._manager.run(self._topic_names)  # type: ignore[no-any-return]
+
+    async def _topic_names(self) -> dict[str, str]:
+        request = MetadataRequest(
+            topics=None, allow_auto_topic_creation=False, min_version=10, max_version=12
+        )
+        response = await self._manager.wait_for(
+            self._manager.send(request), self.request_timeout_ms
+        )
         out: dict[str, str] = {}
-        for name in cluster.topics():
-            topic_id = cluster.topic_id(name)
-            if topic_id is not None:
-                out[str(topic_id)] = name
+        for topic in response.topics:
+            if topic.error_code == 0 and topic.name and topic.topic_id is not None:
+                out[str(topic.topic_id)] = str(topic.name)
         return out
 
     # -- offsets -----------------------------------------------------------------------
