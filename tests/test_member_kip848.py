@@ -15,7 +15,7 @@ from kgctl.errors import ExitStatus
 from kgctl.member.membership import re2j_problem
 from kgctl.model.fold import fold_all
 from kgctl.model.state import PHASE_RECONCILING, PHASE_STABLE, GroupState
-from kgctl.render.group_view import render_members
+from kgctl.render.group_view import render_header, render_members
 from kgctl.render.member_lines import MemberHeader, describe, render_line, target_gap
 
 
@@ -296,3 +296,15 @@ def test_watch_shows_each_members_protocol_epoch_and_gap() -> None:
     row_a = next(line for line in text.splitlines() if line.strip().startswith("a "))
     assert "-orders[2,3]" in row_a and "consumer" in row_a and "reconciling" in row_a
     assert row_a.split()[-3] == "2"  # the epoch column
+
+
+def test_watch_header_knows_a_consumer_group_from_its_members_alone() -> None:
+    """Traced consumer-protocol members and no broker snapshot: still epochs, not
+    generations, and no leader line."""
+    s = fold_all(GroupState(group="g"), consumer_member_history(), 2101)
+    console = Console(width=100, record=True, color_system=None)
+    console.print(render_header(s, 2101))
+    text = console.export_text()
+    assert "protocol consumer (KIP-848)" in text
+    assert "group epoch 2 (the members' highest epoch)" in text
+    assert "reconciling 1 of 2" in text and "leader" not in text

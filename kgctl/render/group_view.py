@@ -59,12 +59,15 @@ def fmt_clock(ts_ms: int) -> str:
 
 
 def _consumer_protocol(s: GroupState) -> bool:
-    """A KIP-848 group: epochs instead of generations, and no leader."""
-    return s.group_type == "consumer"
+    """A KIP-848 group: epochs instead of generations, and no leader. The broker says so
+    (ConsumerGroupDescribe), or the members do (kgctl consumer-protocol members)."""
+    return s.group_type == "consumer" or any(m.protocol == "consumer" for m in s.members.values())
 
 
 def _generation_text(s: GroupState) -> str:
     if _consumer_protocol(s):
+        if s.group_epoch < 0 and s.generation >= 0:
+            return f"{s.generation} (the members' highest epoch)"
         text = f"{s.group_epoch}" if s.group_epoch >= 0 else "?"
         if s.assignment_epoch >= 0 and s.assignment_epoch != s.group_epoch:
             text += f" (assignment epoch {s.assignment_epoch}: assigning)"
@@ -146,7 +149,7 @@ def render_members(s: GroupState, now_ms: int, width: int, rows: int) -> Rendera
         t.add_column("host", no_wrap=True, overflow="ellipsis", max_width=18)
         t.add_column("instance", no_wrap=True, overflow="ellipsis", max_width=14)
     t.add_column("partitions", no_wrap=True, overflow="ellipsis", ratio=1)
-    kip848 = _consumer_protocol(s) or any(m.protocol == "consumer" for m in s.members.values())
+    kip848 = _consumer_protocol(s)
     if kip848:
         # What each member still has to take (+) or give up (-) to reach its target.
         t.add_column("target gap", no_wrap=True, overflow="ellipsis", ratio=1)
@@ -327,7 +330,7 @@ def describe_event(ev: Event) -> str:
         return describe_wire(ev)
     if ev.type in CONSUMER_MEMBER_EVENTS:
         # A consumer-protocol member's steps: its own words, with its epoch.
-        return f"{who} {ev.type} epoch {ev.generation}: {describe_member(ev)}"
+        return f"{who} {ev.type}: {describe_member(ev)}"
     extra = {k: v for k, v in d.items() if k in ("partitions", "reason", "error", "leader")}
     text = f"{who} {ev.type}"
     if ev.generation >= 0:
