@@ -96,11 +96,7 @@ def session_ms(admin: Any, group: str) -> int:
     answer = admin.describe_configs(
         [ConfigResource(ConfigResourceType.GROUP, group, ["consumer.session.timeout.ms"])]
     )
-    found = str(answer)
-    for token in ("'value': '", "value='"):
-        if token in found:
-            return int(found.split(token, 1)[1].split("'", 1)[0])
-    return 45000
+    return int(answer["group"][group]["consumer.session.timeout.ms"]["value"])
 
 
 @pytest.fixture
