@@ -96,7 +96,16 @@ def session_ms(admin: Any, group: str) -> int:
     answer = admin.describe_configs(
         [ConfigResource(ConfigResourceType.GROUP, group, ["consumer.session.timeout.ms"])]
     )
-    return int(answer["group"][group]["consumer.session.timeout.ms"]["value"])
+    found = answer["group"][group].get("consumer.session.timeout.ms")
+    if found is not None:
+        return int(found["value"])
+    # No group config (the broker refused ours): the broker's default applies.
+    node = str(min(b["broker_id"] for b in admin.describe_cluster()["brokers"]))
+    answer = admin.describe_configs(
+        [ConfigResource(ConfigResourceType.BROKER, node, ["group.consumer.session.timeout.ms"])],
+        config_filter="all",  # a default too
+    )
+    return int(answer["broker"][node]["group.consumer.session.timeout.ms"]["value"])
 
 
 @pytest.fixture
