@@ -237,8 +237,9 @@ def test_kill_moves_partitions_only_after_session_and_survivors_keep_theirs(
         assert before[name] <= owns(m)
 
 
+@pytest.mark.parametrize("error", ["FENCED_MEMBER_EPOCH", "UNKNOWN_MEMBER_ID"])
 def test_fenced_member_loses_its_partitions_and_rejoins_with_epoch_zero(
-    bootstrap: str, topic: Any, group: str, members: list[Any]
+    bootstrap: str, topic: Any, group: str, members: list[Any], error: str
 ) -> None:
     t = topic(3, prefix="kip848m")
     proxy = ProxyThread(ClientSettings.from_options(bootstrap, timeout_s=10))
@@ -246,10 +247,8 @@ def test_fenced_member_loses_its_partitions_and_rejoins_with_epoch_zero(
     try:
         a = join(proxy.bootstrap, group, "kg-fenced", t, procs=members)
         wait_for("the member to own everything", lambda: owns(a) == all_of(t, 3))
-        proxy.run_.add_rule(
-            "ConsumerGroupHeartbeat:error=FENCED_MEMBER_EPOCH:count=1:client=kg-fenced"
-        )
-        fenced = a.wait_event("MemberFenced", timeout=30, error="FENCED_MEMBER_EPOCH")
+        proxy.run_.add_rule(f"ConsumerGroupHeartbeat:error={error}:count=1:client=kg-fenced")
+        fenced = a.wait_event("MemberFenced", timeout=30, error=error)
         member_id = fenced["member_id"]
         lost = a.wait_event("PartitionsLost")
         assert pairs(lost["data"]["partitions"]) == all_of(t, 3)
@@ -538,7 +537,12 @@ def test_a_live_switch_from_topic_names_to_a_regex_replaces_the_subscription(
 
 @pytest.mark.parametrize(
     ("error", "status"),
-    [("FENCED_INSTANCE_ID", 7), ("UNSUPPORTED_ASSIGNOR", 10), ("INVALID_REQUEST", 10)],
+    [
+        ("FENCED_INSTANCE_ID", 7),
+        ("UNSUPPORTED_ASSIGNOR", 10),
+        ("INVALID_REQUEST", 10),
+        ("GROUP_MAX_SIZE_REACHED", 10),
+    ],
 )
 def test_errors_java_treats_as_fatal_end_the_member_with_one_line(
     bootstrap: str, topic: Any, group: str, members: list[Any], error: str, status: int
