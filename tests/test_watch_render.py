@@ -43,8 +43,7 @@ def test_80x24_fits_and_shows_the_essentials() -> None:
     for needle in (
         "group billing",
         "Stable",
-        "protocol consumer",
-        "assignor range",
+        "protocol classic  assignor range",
         "generation +1 since watch start (inferred)",
         "coordinator 1 h:9092",
         "members 2",

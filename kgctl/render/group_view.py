@@ -99,7 +99,7 @@ def render_header(s: GroupState, now_ms: int, paused: bool = False) -> Renderabl
     kip848 = _consumer_protocol(s)
     line1 = Text.assemble(
         ("protocol ", "dim"),
-        "consumer (KIP-848)" if kip848 else s.protocol_type or "-",
+        _protocol_text(s, kip848),
         ("  assignor ", "dim"),
         s.protocol or "-",
         ("  group epoch " if kip848 else "  generation ", "dim"),
@@ -122,6 +122,16 @@ def render_header(s: GroupState, now_ms: int, paused: bool = False) -> Renderabl
         line.no_wrap = True
         line.overflow = "ellipsis"
     return Group(title, line1, line2)
+
+
+def _protocol_text(s: GroupState, kip848: bool) -> str:
+    # DescribeGroups names a classic consumer group's protocol type "consumer", which
+    # read as the new consumer protocol (KIP-848) next to it: say which protocol first.
+    if kip848:
+        return "consumer (KIP-848)"
+    if s.protocol_type in ("", "consumer"):
+        return "classic" if s.protocol_type else "-"
+    return f"classic ({s.protocol_type})"  # a Connect or Streams group
 
 
 # -- members ----------------------------------------------------------------------------
