@@ -15,7 +15,7 @@ trace reader), its control-topic reader in `control.py`; all are built in `clien
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import kafka.errors as Errors
@@ -758,10 +758,18 @@ def _tps(tps: Any) -> dict[str, list[int]]:
 
 
 def build_consumer(
-    settings: ClientSettings, emit: Emit, **consumer_config: Any
+    settings: ClientSettings | Mapping[str, Any], emit: Emit, **consumer_config: Any
 ) -> tuple[KafkaConsumer, TracedCoordinator]:
     """A KafkaConsumer whose coordinator is a TracedCoordinator emitting through `emit`;
-    `consumer_config` (kafka-python's names, client_id included) wins over `settings`."""
+    `consumer_config` (kafka-python's names, client_id included) wins over `settings`.
+    `settings` may also be kafka-python's own settings (`bootstrap_servers` and the
+    rest), for a script or test that drives the member in-process."""
+    if isinstance(settings, Mapping):
+        servers = settings.get("bootstrap_servers") or ["127.0.0.1:9092"]
+        if isinstance(servers, str):
+            servers = servers.split(",")
+        consumer_config = {**settings, **consumer_config}
+        settings = ClientSettings(bootstrap=",".join(servers))
     bound = type("BoundTracedCoordinator", (TracedCoordinator,), {"_kg_emit": staticmethod(emit)})
     consumer = clients.consumer(settings, "kgctl-member", coordinator=bound, **consumer_config)
     coordinator = consumer._coordinator
