@@ -211,6 +211,12 @@ class TracedCoordinator(ConsumerCoordinator):
         # applied (no onJoinComplete, heartbeats still disabled) and the member was
         # dropped at its session timeout, stuck in REBALANCING.
         pending = self._join_task is not None and not self._kg_closing
+        if (metadata_changed or subscription_changed) and not self.rejoin_needed:
+            # Java's requestRejoinIfNecessary: the change sets the lasting rejoin flag,
+            # cleared only by a successful SyncGroup. kafka-python recomputed it on each
+            # call, and building JoinGroup makes both checks false: a JoinGroup that then
+            # failed was never sent again (audit rows 1-2).
+            self.rejoin_needed = True
         needed = bool(super().need_rejoin()) or pending
         if needed and not self._kg_rejoin_reported and not self._kg_closing:
             reason = rejoin_reason(
@@ -340,7 +346,14 @@ class TracedCoordinator(ConsumerCoordinator):
             failure: BaseException | None = None
             try:
                 assignment_bytes = await self._manager.wait_for(task, timer.timeout_ms)
-            except Errors.KafkaError as exc:
+            except Exception as exc:
+                if not isinstance(exc, Errors.KafkaError):
+                    # Not a Kafka error (an assignor or a listener raised): Java's join
+                    # future fails, the loop asks to rejoin and throws.
+                    self._join_task = None
+                    self._kg_join_failed(exc, "fatal")
+                    self.rejoin_needed = True
+                    raise
                 if isinstance(exc, Errors.KafkaTimeoutError) and not task.is_done:
                     return False  # still in flight: the next poll awaits the same join
                 if task.is_done and task.succeeded():
@@ -392,13 +405,17 @@ class TracedCoordinator(ConsumerCoordinator):
     async def _kg_retry_join(self, failure: BaseException, timer: Any) -> bool:
         """After a failed join: True to join again now, False to give up until the next
         poll; raises a fatal error (joinGroupIfNeeded's retry rules, `join_retry`)."""
-        if isinstance(failure, Errors.KafkaTimeoutError):
-            self._kg_join_failed(failure, "backoff")  # the join itself timed out
-            return False
         if self._kg_closing:
             return False  # the join that stopped for close() said so itself
         retry = join_retry(error_name(failure), retriable(failure))
         self._kg_join_failed(failure, retry)
+        if not isinstance(failure, Errors.MemberIdRequiredError):
+            # Java's joinGroupIfNeeded asks to rejoin after every failed join (the
+            # MEMBER_ID_REQUIRED handler already did): the flag outlives this poll, so a
+            # join that failed after a subscription or metadata change is sent again
+            # (after the backoff) instead of leaving the member REBALANCING with nothing
+            # in flight (audit rows 1-2).
+            self.rejoin_needed = True
         if retry == "immediate":
             return True
         if retry != "backoff":

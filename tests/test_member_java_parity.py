@@ -1,0 +1,273 @@
+"""The member against Java's classic consumer where rebalances go wrong, driven in-process.
+
+Each test builds a real kgctl member (kafka-python's KafkaConsumer with kgctl's
+TracedCoordinator) whose group requests are answered by the test instead of a broker, so
+an exact error can be put on an exact request. What the member sends and emits is what
+Java's AbstractCoordinator / ConsumerCoordinator 4.4 do on the same answers (the audit in
+docs/member.md, rows 1-10). The real-broker versions of these situations, compared with
+Java's VerifiableConsumer through `kgctl proxy`, are in tests/conformance/.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import kafka.errors as Errors
+    from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
+    from kafka.structs import MemberState
+
+from kgctl.adapters.consumer import CooperativeStickyOrEager, build_consumer, subscribe
+
+# Error codes of the Kafka protocol.
+NONE = 0
+REQUEST_TIMED_OUT = 7
+ILLEGAL_GENERATION = 22
+INCONSISTENT_GROUP_PROTOCOL = 23
+UNKNOWN_MEMBER_ID = 25
+INVALID_SESSION_TIMEOUT = 26
+REBALANCE_IN_PROGRESS = 27
+COORDINATOR_LOAD_IN_PROGRESS = 14
+COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
+MEMBER_ID_REQUIRED = 79
+FENCED_INSTANCE_ID = 82
+
+Answer = Any  # a response, an exception to raise, or a callable(request) giving either
+
+
+def join_ok(
+    generation: int, member_id: str = "m-1", leader: str = "leader-0", protocol: str = "range"
+) -> Any:
+    return SimpleNamespace(
+        error_code=NONE, generation_id=generation, member_id=member_id, leader=leader,
+        protocol_name=protocol, protocol_type=None, members=[], skip_assignment=False,
+    )  # fmt: skip
+
+
+def join_error(code: int, member_id: str = "") -> Any:
+    return SimpleNamespace(
+        error_code=code, generation_id=-1, member_id=member_id, leader="",
+        protocol_name=None, protocol_type=None, members=[], skip_assignment=False,
+    )  # fmt: skip
+
+
+def sync_ok(partitions: list[int], topic: str = "t1") -> Any:
+    assignment = ConsumerProtocolAssignment(
+        version=0, assigned_partitions=[(topic, partitions)] if partitions else [], user_data=b""
+    )
+    return SimpleNamespace(
+        error_code=NONE, assignment=assignment.encode(), protocol_type=None, protocol_name=None
+    )
+
+
+def sync_error(code: int) -> Any:
+    return SimpleNamespace(error_code=code, assignment=b"", protocol_type=None, protocol_name=None)
+
+
+def heartbeat(code: int = NONE) -> Any:
+    return SimpleNamespace(error_code=code, throttle_time_ms=0)
+
+
+def commit_answer(request: Any, code: int) -> Any:
+    return SimpleNamespace(
+        topics=[(t.name, [(p.partition_index, code) for p in t.partitions]) for t in request.topics]
+    )
+
+
+class Member:
+    """A kgctl member whose coordinator is the test: every group request it sends is
+    recorded (time, API, request) and answered from `script[API]` in order; a request
+    with nothing scripted for it fails the test, except Heartbeat and LeaveGroup, which
+    succeed unless scripted."""
+
+    def __init__(self, *, cooperative: bool = False, **config: Any) -> None:
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        self.sent: list[tuple[float, str, Any]] = []
+        self.answered: list[tuple[float, str]] = []
+        self.script: dict[str, list[Answer]] = {}
+        settings = {
+            "group_id": "g",
+            "enable_auto_commit": False,
+            "session_timeout_ms": 10_000,
+            "heartbeat_interval_ms": 1_000,
+            "retry_backoff_ms": 100,
+            **config,
+        }
+        self.protocol = "range"
+        if cooperative:
+            settings["partition_assignment_strategy"] = [CooperativeStickyOrEager]
+            self.protocol = "cooperative-sticky"
+        self.consumer, self.coord = build_consumer(
+            {"bootstrap_servers": ["127.0.0.1:1"], "api_version": (3, 7)}, self._emit, **settings
+        )
+        subscribe(self.consumer, self._emit, ["t1"], None)
+        # A known coordinator (node 0) that this test plays.
+        self.coord.coordinator = lambda: 0  # type: ignore[method-assign]
+        self.coord.coordinator_id = 0
+        manager = self.coord._manager
+        # kafka-python's send gives a Future: answer on the member's I/O loop.
+        manager.send = lambda request, *a, **k: manager.call_soon(self._answer, request)
+
+    def _emit(self, type_: str, **data: Any) -> None:
+        self.events.append((type_, data))
+
+    async def _answer(self, request: Any) -> Any:
+        api = type(request).__name__.removesuffix("Request")
+        self.sent.append((time.monotonic(), api, request))
+        queue = self.script.get(api)
+        if queue:
+            answer = queue.pop(0)
+        elif api == "Heartbeat":
+            answer = heartbeat()
+        elif api == "LeaveGroup":
+            answer = SimpleNamespace(error_code=NONE, members=[])
+        else:
+            raise AssertionError(f"unscripted {api}")
+        if callable(answer) and not isinstance(answer, type):
+            answer = answer(request)
+        if hasattr(answer, "__await__"):
+            answer = await answer
+        self.answered.append((time.monotonic(), api))
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    # -- driving -------------------------------------------------------------------------
+    def poll_until(
+        self, pred: Callable[[], Any], timeout: float = 5.0, poll_ms: int = 100
+    ) -> list[Any]:
+        """Poll the coordinator as KafkaConsumer.poll does until `pred`; returns what each
+        poll returned, with the member's state then."""
+        seen: list[Any] = []
+        deadline = time.monotonic() + timeout
+        while not pred():
+            assert time.monotonic() < deadline, f"timed out; sent {self.apis()}"
+            seen.append((self.coord.poll(timeout_ms=poll_ms), self.coord.state))
+        return seen
+
+    def join(self, generation: int = 5, partitions: tuple[int, ...] = (0, 1)) -> None:
+        """Join generation `generation` owning t1-`partitions` (as a follower)."""
+        self.script["JoinGroup"] = [self.join_ok(generation)]
+        self.script["SyncGroup"] = [sync_ok(list(partitions))]
+        self.poll_until(lambda: self.joined(generation))
+        self.events.clear()
+        self.sent.clear()
+
+    def join_ok(self, generation: int, member_id: str = "m-1") -> Any:
+        return join_ok(generation, member_id, protocol=self.protocol)
+
+    def joined(self, generation: int) -> bool:
+        return bool(
+            self.coord.state is MemberState.STABLE
+            and self.coord._generation.generation_id == generation
+            and self.coord._join_task is None
+            and any(t == "JoinCompleted" and d["generation"] == generation for t, d in self.events)
+        )
+
+    def apis(self, *only: str) -> list[str]:
+        return [api for _, api, _ in self.sent if not only or api in only]
+
+    def of(self, type_: str) -> list[dict[str, Any]]:
+        return [d for t, d in self.events if t == type_]
+
+    def listener_calls(self) -> list[tuple[str, dict[str, list[int]]]]:
+        return [(t, d["partitions"]) for t, d in self.events if t.startswith("Partitions")]
+
+    def assignment(self) -> list[int]:
+        return sorted(tp.partition for tp in self.consumer.assignment())
+
+    def close(self) -> None:
+        try:
+            self.consumer.close(autocommit=False, timeout_ms=500)
+        except Exception:  # noqa: BLE001 - the test has asserted what it needed
+            pass
+
+
+@pytest.fixture
+def member() -> Iterator[Callable[..., Member]]:
+    made: list[Member] = []
+
+    def make(**config: Any) -> Member:
+        m = Member(**config)
+        made.append(m)
+        return m
+
+    yield make
+    for m in made:
+        m.close()
+
+
+def gap_to_retry(m: Member) -> float:
+    """Seconds from the first JoinGroup's answer to the second JoinGroup."""
+    answered = next(t for t, api in m.answered if api == "JoinGroup")
+    second = [t for t, api, _ in m.sent if api == "JoinGroup"][1]
+    return second - answered
+
+
+# -- audit rows 1-2: a failed join is retried (a lasting rejoin flag) ----------------------
+
+BACKOFF_MS = 400
+JOIN_FAILURES = [
+    pytest.param(REBALANCE_IN_PROGRESS, "immediate", id="REBALANCE_IN_PROGRESS"),
+    pytest.param(UNKNOWN_MEMBER_ID, "immediate", id="UNKNOWN_MEMBER_ID"),
+    pytest.param(ILLEGAL_GENERATION, "immediate", id="ILLEGAL_GENERATION"),
+    pytest.param(NOT_COORDINATOR, "backoff", id="NOT_COORDINATOR"),
+    pytest.param(COORDINATOR_NOT_AVAILABLE, "backoff", id="COORDINATOR_NOT_AVAILABLE"),
+    pytest.param(COORDINATOR_LOAD_IN_PROGRESS, "backoff", id="COORDINATOR_LOAD_IN_PROGRESS"),
+    pytest.param("disconnect", "backoff", id="disconnect"),
+]
+
+
+def failed_join(error: int | str) -> Answer:
+    if error == "disconnect":
+        return Errors.KafkaConnectionError("connection to the coordinator lost")
+    return join_error(error)
+
+
+@pytest.mark.parametrize("error, retry", JOIN_FAILURES)
+@pytest.mark.parametrize("trigger", ["subscription", "explicit"])
+def test_a_failed_join_is_sent_again_with_javas_backoff_until_joined(
+    member: Callable[..., Member], error: int | str, retry: str, trigger: str
+) -> None:
+    m = member(retry_backoff_ms=BACKOFF_MS)
+    m.join(generation=5, partitions=(0, 1))
+    m.script["JoinGroup"] = [failed_join(error), m.join_ok(6)]
+    m.script["SyncGroup"] = [sync_ok([0])]
+    if trigger == "subscription":
+        subscribe(m.consumer, m._emit, ["t1", "t2"], None)
+    else:
+        m.coord.request_rejoin("explicit_request")
+    # Polls longer than the backoff: Java sleeps min(retry.backoff.ms, what is left of
+    # the poll), as kgctl does.
+    polls = m.poll_until(lambda: m.joined(6), poll_ms=2 * BACKOFF_MS)
+    assert m.apis("JoinGroup", "SyncGroup") == ["JoinGroup", "JoinGroup", "SyncGroup"]
+    # Java's joinGroupIfNeeded: UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION and
+    # REBALANCE_IN_PROGRESS at once, any other retriable failure after retry.backoff.ms.
+    gap = gap_to_retry(m)
+    if retry == "backoff":
+        assert gap >= BACKOFF_MS / 1000, gap
+    else:
+        assert gap < BACKOFF_MS / 1000, gap
+    assert [d["retry"] for d in m.of("JoinFailed")] == [retry]
+    # Never "joined" while still rebalancing.
+    assert all(state is MemberState.STABLE for ok, state in polls if ok), polls
+    assert m.assignment() == [0]
+
+
+def test_a_join_that_fails_fatally_fails_the_poll(member: Callable[..., Member]) -> None:
+    m = member()
+    m.join()
+    m.script["JoinGroup"] = [join_error(INVALID_SESSION_TIMEOUT)]
+    m.coord.request_rejoin("explicit_request")
+    with pytest.raises(Errors.InvalidSessionTimeoutError):
+        m.poll_until(lambda: False)
+    assert m.apis("JoinGroup") == ["JoinGroup"]
+    assert [d["retry"] for d in m.of("JoinFailed")] == ["fatal"]
