@@ -160,6 +160,7 @@ class Member:
         self.poll_until(lambda: self.joined(generation))
         self.events.clear()
         self.sent.clear()
+        self.answered.clear()
 
     def join_ok(self, generation: int, member_id: str = "m-1") -> Any:
         return join_ok(generation, member_id, protocol=self.protocol)
@@ -271,3 +272,64 @@ def test_a_join_that_fails_fatally_fails_the_poll(member: Callable[..., Member])
         m.poll_until(lambda: False)
     assert m.apis("JoinGroup") == ["JoinGroup"]
     assert [d["retry"] for d in m.of("JoinFailed")] == ["fatal"]
+
+
+# -- audit row 7: heartbeats from the JoinGroup answer on ----------------------------------
+
+
+def later(m: Member, seconds: float, answer: Any) -> Answer:
+    """An answer the coordinator holds back for `seconds` (the member's I/O loop runs)."""
+
+    async def hold(request: Any) -> Any:
+        await m.coord._net.sleep(seconds)
+        return answer
+
+    return lambda request: hold(request)
+
+
+def test_heartbeats_start_at_the_joingroup_answer_and_rebalancing_answers_are_expected(
+    member: Callable[..., Member],
+) -> None:
+    m = member(heartbeat_interval_ms=300)
+    m.join(generation=5)
+    m.script["JoinGroup"] = [m.join_ok(6)]
+    # A slow leader: the SyncGroup answer comes 2 s after the JoinGroup answer, and the
+    # coordinator answers the heartbeats in between REBALANCE_IN_PROGRESS.
+    m.script["SyncGroup"] = [later(m, 2.0, sync_ok([0]))]
+    m.script["Heartbeat"] = [heartbeat(REBALANCE_IN_PROGRESS)] * 3
+    m.coord.request_rejoin("explicit_request")
+    m.poll_until(lambda: m.joined(6))
+    between = [r for _, api, r in m.sent if api == "Heartbeat"]
+    sync_sent = next(t for t, api, _ in m.sent if api == "SyncGroup")
+    sync_answered = next(t for t, api in m.answered if api == "SyncGroup")
+    heartbeats = [t for t, api, _ in m.sent if api == "Heartbeat" and t < sync_answered]
+    # Java's JoinGroupResponseHandler enables the heartbeat thread in COMPLETING_REBALANCE.
+    assert len(heartbeats) >= 3, m.apis()
+    assert all(t >= sync_sent - 0.1 for t in heartbeats)
+    assert {(r.generation_id, r.member_id) for r in between[:3]} == {(6, "m-1")}
+    # REBALANCE_IN_PROGRESS on those heartbeats is expected, not a new rebalance.
+    m.poll_until(lambda: len(m.apis("Heartbeat")) >= 5)
+    assert m.apis("JoinGroup") == ["JoinGroup"]
+    assert not m.coord.need_rejoin()
+
+
+def test_a_generation_reset_before_the_syncgroup_answer_fails_the_join_and_retries(
+    member: Callable[..., Member],
+) -> None:
+    m = member(heartbeat_interval_ms=200)
+    m.join(generation=5)
+    m.script["JoinGroup"] = [m.join_ok(6), m.join_ok(7)]
+    m.script["SyncGroup"] = [later(m, 1.0, sync_ok([0])), sync_ok([1])]
+    m.script["Heartbeat"] = [heartbeat(ILLEGAL_GENERATION)]
+    m.coord.request_rejoin("explicit_request")
+    m.poll_until(lambda: m.joined(7))
+    # Java's SyncGroupResponseHandler: the heartbeat reset the generation, so the
+    # SyncGroup answer fails the join (ILLEGAL_GENERATION) and the member joins again.
+    assert m.apis("JoinGroup", "SyncGroup", "Heartbeat")[:4] == [
+        "JoinGroup", "Heartbeat", "SyncGroup", "JoinGroup",
+    ] or m.apis("JoinGroup", "SyncGroup", "Heartbeat")[:4] == [
+        "JoinGroup", "SyncGroup", "Heartbeat", "JoinGroup",
+    ]  # fmt: skip
+    assert [d["error"] for d in m.of("JoinFailed")] == ["ILLEGAL_GENERATION"]
+    assert m.assignment() == [1]
+    assert [d["generation"] for d in m.of("JoinCompleted")] == [7]

@@ -138,6 +138,9 @@ class TracedCoordinator(ConsumerCoordinator):
         self._kg_leave_reason: str | None = None
         self._kg_hb_handled = False
         self._kg_last_heartbeat_ms: float | None = None
+        # Java's COMPLETING_REBALANCE: JoinGroup answered, SyncGroup not yet. kafka-python
+        # has no such state (the member stays REBALANCING); heartbeats run in it.
+        self._kg_completing = False
         super().__init__(client, subscription, **configs)
         eager = self._rebalance_protocol == RebalanceProtocol.EAGER
         for assignor in self._assignors.values():
@@ -163,12 +166,19 @@ class TracedCoordinator(ConsumerCoordinator):
         proto = self._rebalance_protocol or RebalanceProtocol.EAGER
         return "cooperative" if proto == RebalanceProtocol.COOPERATIVE else "eager"
 
+    def stable(self) -> bool:
+        """Whether the heartbeat loop runs: STABLE, and, as Java's heartbeat thread,
+        also between the JoinGroup answer and the SyncGroup answer (audit row 7)."""
+        return self.state is MemberState.STABLE or (
+            self.state is MemberState.REBALANCING and self._kg_completing
+        )
+
     # -- poll: fail fast on a fatal error seen on the I/O thread (departure (b)) --------
     def poll(self, timeout_ms: Any = None) -> Any:
         if self._kg_fatal is not None:
             raise self._kg_fatal
         if (
-            self.state is MemberState.STABLE
+            self.stable()
             and self._generation.generation_id != DEFAULT_GENERATION_ID
             and self.heartbeat.session_timeout_expired()
         ):
@@ -442,6 +452,7 @@ class TracedCoordinator(ConsumerCoordinator):
             raise Errors.CoordinatorNotAvailableError(self.coordinator_id)
         with self._lock:
             self.state = MemberState.REBALANCING
+            self._kg_completing = False
         protocols = self.group_protocols()
         reason = self._kg_reason
         wire_reason = f"kgctl: {reason}"
@@ -516,6 +527,14 @@ class TracedCoordinator(ConsumerCoordinator):
             abandoned = Errors.KafkaError("member closing: join abandoned before SyncGroup")
             self._kg_join_failed(abandoned, "abandoned")
             raise abandoned
+        with self._lock:
+            if self.state is MemberState.REBALANCING:
+                # Java's JoinGroupResponseHandler: COMPLETING_REBALANCE, and heartbeats on
+                # (with the new generation) until the SyncGroup answer, so a member that
+                # waits on a slow leader keeps its session. kafka-python (and kgctl
+                # before) started them only with the SyncGroup answer (audit row 7).
+                self._kg_completing = True
+                self._enable_heartbeat()
 
         assignments: list[Any] = []
         if is_leader and skip_assignment:
@@ -561,19 +580,26 @@ class TracedCoordinator(ConsumerCoordinator):
                 synced["assignment"] = {}
         self._kg("SyncGroupReceived", **synced)
         self._kg_cause = f"sync:{sync_error}"
+        completing, self._kg_completing = self._kg_completing, False
         assignment = self._process_sync_group_response(sync_response, sent)  # raises on error
-        # Java's SyncGroupResponseHandler: the member is STABLE and heartbeats as soon as
-        # SyncGroup succeeds, also when the caller is outside poll(). kafka-python waited
-        # for the next poll, so a join that finished outside poll sent no heartbeat (and
-        # no poll-timeout check) until then. The join loop completes the join only if
-        # nothing reset the generation meanwhile (departure (d)).
+        # Java's SyncGroupResponseHandler: the member is STABLE as soon as SyncGroup
+        # succeeds, also when the caller is outside poll() (kafka-python waited for the
+        # next poll). If the generation was reset since the JoinGroup answer (a heartbeat
+        # error, the poll timeout), the join failed: ILLEGAL_GENERATION, retried at once.
+        # The join loop checks once more before completing (departure (d)).
         with self._lock:
-            if (
-                self._generation.generation_id == sync_request.generation_id
+            if not (
+                completing
+                and self._generation.generation_id == sync_request.generation_id
                 and self.state is MemberState.REBALANCING
             ):
-                self.state = MemberState.STABLE
-                self.rejoin_needed = False
+                raise Errors.IllegalGenerationError(
+                    f"generation/state became {self._generation.generation_id}/"
+                    f"{self.state} before the SyncGroup answer"
+                )
+            self.state = MemberState.STABLE
+            self.rejoin_needed = False
+            if not self._heartbeat_enabled:
                 self._enable_heartbeat()
         return assignment
 
@@ -689,6 +715,11 @@ class TracedCoordinator(ConsumerCoordinator):
             self._kg_fatal = error_type(
                 f"group {self.group_id!r} instance {self.group_instance_id!r}"
             )
+        if error_type is Errors.RebalanceInProgressError and self.state is not MemberState.STABLE:
+            # Java's HeartbeatResponseHandler: during a rebalance (the heartbeats between
+            # the JoinGroup and SyncGroup answers) this answer is expected and counts as
+            # a heartbeat; only a STABLE member asks to rejoin.
+            return None
         self._kg_context = (
             "rebalance_in_progress" if error_type is Errors.RebalanceInProgressError else None
         )
