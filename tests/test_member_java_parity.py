@@ -333,3 +333,53 @@ def test_a_generation_reset_before_the_syncgroup_answer_fails_the_join_and_retri
     assert [d["error"] for d in m.of("JoinFailed")] == ["ILLEGAL_GENERATION"]
     assert m.assignment() == [1]
     assert [d["generation"] for d in m.of("JoinCompleted")] == [7]
+
+
+# -- audit row 5: eager onJoinPrepare empties the assignment; close mid-rebalance ----------
+
+
+def hold_join(m: Member) -> None:
+    """Rejoin; the coordinator holds the JoinGroup (for 30 s) and the test polls until it
+    was sent."""
+    m.script["JoinGroup"] = [later(m, 30.0, m.join_ok(6))]
+    m.coord.request_rejoin("explicit_request")
+    m.poll_until(lambda: m.apis("JoinGroup"))
+
+
+def test_an_eager_member_gives_its_partitions_up_before_joingroup_and_close_calls_no_listener(
+    member: Callable[..., Member],
+) -> None:
+    m = member()
+    m.join(generation=5, partitions=(0, 1))
+    hold_join(m)
+    assert m.listener_calls() == [("PartitionsRevoked", {"t1": [0, 1]})]
+    assert m.assignment() == []  # Java: assignFromSubscribed(empty) in onJoinPrepare
+    m.close()
+    # Java's onLeavePrepare finds nothing owned: no second revocation.
+    assert m.listener_calls() == [("PartitionsRevoked", {"t1": [0, 1]})]
+
+
+def test_a_cooperative_member_closed_mid_rebalance_reports_its_partitions_lost(
+    member: Callable[..., Member],
+) -> None:
+    m = member(cooperative=True)
+    m.join(generation=5, partitions=(0, 1))
+    hold_join(m)
+    assert m.listener_calls() == []  # cooperative: nothing revoked before JoinGroup
+    assert m.assignment() == [0, 1]
+    m.close()
+    # Java's onLeavePrepare: rebalanceInProgress() -> onPartitionsLost.
+    assert m.listener_calls() == [("PartitionsLost", {"t1": [0, 1]})]
+
+
+def test_joincompleted_compares_with_what_was_owned_before_the_rebalance(
+    member: Callable[..., Member],
+) -> None:
+    m = member()
+    m.join(generation=5, partitions=(0, 1))
+    m.script["JoinGroup"] = [m.join_ok(6)]
+    m.script["SyncGroup"] = [sync_ok([1, 2])]
+    m.coord.request_rejoin("explicit_request")
+    m.poll_until(lambda: m.joined(6))
+    done = m.of("JoinCompleted")[-1]
+    assert (done["added"], done["removed"]) == ({"t1": [2]}, {"t1": [0]})

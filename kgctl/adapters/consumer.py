@@ -141,6 +141,8 @@ class TracedCoordinator(ConsumerCoordinator):
         # Java's COMPLETING_REBALANCE: JoinGroup answered, SyncGroup not yet. kafka-python
         # has no such state (the member stays REBALANCING); heartbeats run in it.
         self._kg_completing = False
+        # What the member owned when this rebalance's first onJoinPrepare ran.
+        self._kg_owned_before: dict[str, list[int]] | None = None
         super().__init__(client, subscription, **configs)
         eager = self._rebalance_protocol == RebalanceProtocol.EAGER
         for assignor in self._assignors.values():
@@ -313,6 +315,8 @@ class TracedCoordinator(ConsumerCoordinator):
         owned = partitions_of(
             (tp.topic, tp.partition) for tp in self._subscription.assigned_partitions()
         )
+        if self._kg_owned_before is None:
+            self._kg_owned_before = owned  # what JoinCompleted's added/removed compare to
         lost = self._generation.is_lost()
         if lost and not owned:
             # Java's onJoinPrepare without a generation: nothing to lose, nothing to
@@ -320,7 +324,14 @@ class TracedCoordinator(ConsumerCoordinator):
             self._is_leader = False
             self._subscription.reset_group_subscription()
         else:
-            await super()._on_join_prepare_async(generation, member_id, timeout_ms=timeout_ms)
+            try:
+                await super()._on_join_prepare_async(generation, member_id, timeout_ms=timeout_ms)
+            finally:
+                if self._rebalance_protocol == RebalanceProtocol.EAGER:
+                    # Java's eager onJoinPrepare empties the assignment once the listener
+                    # has run; kafka-python kept it until the join completed, so a close
+                    # in between revoked the same partitions a second time (audit row 5).
+                    self._subscription.assign_from_subscribed([])
         self._kg(
             "JoinPrepared",
             previous_generation=generation,
@@ -655,9 +666,12 @@ class TracedCoordinator(ConsumerCoordinator):
     async def _on_join_complete_async(
         self, generation: int, member_id: str, protocol: str, member_assignment_bytes: Any
     ) -> None:
-        before = partitions_of(
-            (tp.topic, tp.partition) for tp in self._subscription.assigned_partitions()
-        )
+        before = self._kg_owned_before
+        if before is None:
+            before = partitions_of(
+                (tp.topic, tp.partition) for tp in self._subscription.assigned_partitions()
+            )
+        self._kg_owned_before = None
         self._kg_joined_before = True
         self._kg_rejoin_reported = False
         self._kg_pending_reason = None
@@ -772,6 +786,31 @@ class TracedCoordinator(ConsumerCoordinator):
         if self._kg_cause != "poll_interval_exceeded":
             self._kg_cause = "left_group"
         return await super().maybe_leave_group_async(reason, timeout_ms)
+
+    async def _on_close_prepare_async(self) -> None:
+        """Java's onLeavePrepare: partitions still owned in the middle of a rebalance (a
+        cooperative member; an eager one gave them up in onJoinPrepare) are reported
+        lost, not revoked, as with a lost generation."""
+        owned = set(self._subscription.assigned_partitions())
+        if not (
+            owned
+            and self.state is MemberState.REBALANCING
+            and self._subscription.partitions_auto_assigned()
+            and not self._generation.is_lost()
+        ):
+            await super()._on_close_prepare_async()
+            return
+        self._subscription.mark_pending_revocation(owned)
+        failure: Exception | None = None
+        try:
+            await self._invoke_rebalance_listener_async("on_partitions_lost", owned)
+        except Exception as exc:  # noqa: BLE001 - raised below, after the cleanup
+            failure = exc
+        self._subscription.assign_from_subscribed([])
+        self._is_leader = False
+        self._subscription.reset_group_subscription()
+        if failure is not None:
+            raise Errors.KafkaError("User rebalance callback throws an error") from failure
 
     def close(self, autocommit: bool = True, timeout_ms: Any = None) -> None:
         # Departure (e): mark closing first so an in-flight join stops before SyncGroup
