@@ -383,3 +383,70 @@ def test_joincompleted_compares_with_what_was_owned_before_the_rebalance(
     m.poll_until(lambda: m.joined(6))
     done = m.of("JoinCompleted")[-1]
     assert (done["added"], done["removed"]) == ({"t1": [2]}, {"t1": [0]})
+
+
+# -- audit row 3: a generation reset in the middle of a join prepares the join again ------
+
+
+@pytest.mark.parametrize(
+    "where, code",
+    [
+        ("JoinGroup", UNKNOWN_MEMBER_ID),
+        ("SyncGroup", UNKNOWN_MEMBER_ID),
+        ("SyncGroup", ILLEGAL_GENERATION),
+    ],
+)
+def test_a_cooperative_member_reset_mid_join_reports_its_partitions_lost_and_claims_none(
+    member: Callable[..., Member], where: str, code: int
+) -> None:
+    m = member(cooperative=True)
+    m.join(generation=5, partitions=(0, 1))
+    if where == "JoinGroup":
+        m.script["JoinGroup"] = [join_error(code), m.join_ok(6, "m-2")]
+        m.script["SyncGroup"] = [sync_ok([2])]
+    else:
+        m.script["JoinGroup"] = [m.join_ok(6), m.join_ok(7, "m-2")]
+        m.script["SyncGroup"] = [sync_error(code), sync_ok([2])]
+    m.coord.request_rejoin("explicit_request")
+    m.poll_until(lambda: m.joined(7 if where == "SyncGroup" else 6))
+    joins = [r for _, api, r in m.sent if api == "JoinGroup"]
+    claims = [{tp.topic: sorted(tp.partitions) for tp in r.protocols[0][1].owned_partitions}
+              for r in joins]  # fmt: skip
+    # Java: resetStateAndRejoin -> needsJoinPrepare -> onJoinPrepare without a
+    # generation -> onPartitionsLost(owned); the next JoinGroup claims nothing.
+    assert claims == [{"t1": [0, 1]}, {}]
+    assert m.listener_calls() == [
+        ("PartitionsLost", {"t1": [0, 1]}),
+        ("PartitionsAssigned", {"t1": [2]}),
+    ]
+    assert [d["lost"] for d in m.of("JoinPrepared")] == [False, True]
+    expected_member = "" if code == UNKNOWN_MEMBER_ID else "m-1"
+    assert joins[1].member_id == expected_member
+
+
+def test_an_eager_member_reset_mid_join_calls_no_listener_twice(
+    member: Callable[..., Member],
+) -> None:
+    m = member()
+    m.join(generation=5, partitions=(0, 1))
+    m.script["JoinGroup"] = [join_error(UNKNOWN_MEMBER_ID), m.join_ok(6, "m-2")]
+    m.script["SyncGroup"] = [sync_ok([2])]
+    m.coord.request_rejoin("explicit_request")
+    m.poll_until(lambda: m.joined(6))
+    # The first prepare revoked and gave everything up; the second has nothing to lose.
+    assert m.listener_calls() == [
+        ("PartitionsRevoked", {"t1": [0, 1]}),
+        ("PartitionsAssigned", {"t1": [2]}),
+    ]
+    assert len(m.of("JoinPrepared")) == 2
+
+
+def test_member_id_required_is_no_reset_and_prepares_nothing_again(
+    member: Callable[..., Member],
+) -> None:
+    m = member(cooperative=True)
+    m.script["JoinGroup"] = [join_error(MEMBER_ID_REQUIRED, "m-9"), m.join_ok(1, "m-9")]
+    m.script["SyncGroup"] = [sync_ok([0])]
+    m.poll_until(lambda: m.joined(1))
+    assert [r.member_id for _, api, r in m.sent if api == "JoinGroup"] == ["", "m-9"]
+    assert len(m.of("JoinPrepared")) == 1

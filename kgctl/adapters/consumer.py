@@ -265,6 +265,14 @@ class TracedCoordinator(ConsumerCoordinator):
         super().reset_generation(member_id)
         if not getattr(self, "_kg_ready", False):
             return
+        if self._kg_cause != "join:MEMBER_ID_REQUIRED":
+            # Java's resetStateAndRejoin sets needsJoinPrepare (kafka-python's inverted
+            # `rejoining`): the next join runs onJoinPrepare again, now without a
+            # generation, so what is still owned is reported lost and a cooperative
+            # member claims nothing. kafka-python ran prepare once per rebalance, so a
+            # reset in the middle of a join kept the partitions (audit row 3). The
+            # member id a MEMBER_ID_REQUIRED answer gives is no reset in Java.
+            self.rejoining = False
         if self._kg_pending_reason is None:
             self._kg_pending_reason = "generation_reset"
         if old.generation_id != DEFAULT_GENERATION_ID or (old.member_id and not member_id):
@@ -408,7 +416,7 @@ class TracedCoordinator(ConsumerCoordinator):
                     ),
                 )
                 self._kg_cause = "generation_reset_during_join"
-                self.reset_generation(member_id=generation.member_id)
+                self.reset_generation()  # Java's resetStateAndRejoin(reason, true)
                 continue
             with self._lock:
                 # STABLE, heartbeats on and rejoin_needed cleared came with the SyncGroup
