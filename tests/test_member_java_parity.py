@@ -450,3 +450,29 @@ def test_member_id_required_is_no_reset_and_prepares_nothing_again(
     m.poll_until(lambda: m.joined(1))
     assert [r.member_id for _, api, r in m.sent if api == "JoinGroup"] == ["", "m-9"]
     assert len(m.of("JoinPrepared")) == 1
+
+
+# -- audit row 4: FENCED_INSTANCE_ID on a heartbeat resets the generation ------------------
+
+
+def test_a_static_member_fenced_on_a_heartbeat_fails_the_poll_and_reports_its_partitions_lost(
+    member: Callable[..., Member],
+) -> None:
+    m = member(group_instance_id="i-1", heartbeat_interval_ms=200)
+    m.join(generation=5, partitions=(0, 1))
+    m.script["Heartbeat"] = [heartbeat(FENCED_INSTANCE_ID)]
+    # A poll already past its fatal-error check when the heartbeat is answered rejoins
+    # (in Java too): the coordinator answers that JoinGroup as a broker would.
+    m.script["JoinGroup"] = [join_error(FENCED_INSTANCE_ID)]
+    with pytest.raises(Errors.FencedInstanceIdError):
+        m.poll_until(lambda: False)
+    # Java: resetStateOnResponseError(HEARTBEAT, FENCED_INSTANCE_ID, true).
+    assert (m.coord._generation.generation_id, m.coord._generation.member_id) == (-1, "")
+    resets = m.of("GenerationReset")
+    assert [(d["previous_generation"], d["cause"]) for d in resets] == [
+        (5, "heartbeat:FENCED_INSTANCE_ID")
+    ]
+    m.coord._kg_closing = True  # as the runner closes a fenced member (no LeaveGroup)
+    m.close()
+    assert m.listener_calls() == [("PartitionsLost", {"t1": [0, 1]})]
+    assert "LeaveGroup" not in m.apis()

@@ -746,6 +746,12 @@ class TracedCoordinator(ConsumerCoordinator):
             "rebalance_in_progress" if error_type is Errors.RebalanceInProgressError else None
         )
         self._kg_cause = f"heartbeat:{error_name(error_type)}"
+        if error_type is Errors.FencedInstanceIdError:
+            # Java's HeartbeatResponseHandler resets the generation and the member id on
+            # FENCED_INSTANCE_ID as on UNKNOWN_MEMBER_ID (resetStateOnResponseError), so
+            # close reports the partitions lost; kafka-python kept the generation and
+            # close revoked them (audit row 4).
+            self.reset_generation()
         try:
             return super()._handle_heartbeat_response(response, send_time)
         finally:
