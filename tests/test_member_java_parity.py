@@ -22,7 +22,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     import kafka.errors as Errors
     from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
-    from kafka.structs import MemberState
+    from kafka.structs import MemberState, OffsetAndMetadata, TopicPartition
 
 from kgctl.adapters.consumer import CooperativeStickyOrEager, build_consumer, subscribe
 
@@ -476,3 +476,27 @@ def test_a_static_member_fenced_on_a_heartbeat_fails_the_poll_and_reports_its_pa
     m.close()
     assert m.listener_calls() == [("PartitionsLost", {"t1": [0, 1]})]
     assert "LeaveGroup" not in m.apis()
+
+
+# -- audit row 9: a commit answered REBALANCE_IN_PROGRESS ----------------------------------
+
+
+def test_a_commit_refused_with_rebalance_in_progress_asks_to_rejoin_and_says_so(
+    member: Callable[..., Member],
+) -> None:
+    m = member()
+    m.join(generation=5, partitions=(0, 1))
+    m.script["OffsetCommit"] = [lambda request: commit_answer(request, REBALANCE_IN_PROGRESS)]
+    offsets = {TopicPartition("t1", 0): OffsetAndMetadata(42, "", -1)}
+    # Java: RebalanceInProgressException (finish the rebalance with poll(), commit
+    # again), not CommitFailedException (the member was dropped).
+    with pytest.raises(Errors.RebalanceInProgressError):
+        m.consumer.commit(offsets=offsets)
+    assert m.apis("OffsetCommit") == ["OffsetCommit"]  # not retried
+    assert [d["error"] for d in m.of("OffsetCommitFailed")] == ["REBALANCE_IN_PROGRESS"]
+    # ... and requestRejoin: the next poll rejoins, the generation kept.
+    m.script["JoinGroup"] = [m.join_ok(6)]
+    m.script["SyncGroup"] = [sync_ok([0, 1])]
+    m.poll_until(lambda: m.joined(6))
+    assert [d["reason"] for d in m.of("RejoinRequested")] == ["rebalance_in_progress"]
+    assert [r.member_id for _, api, r in m.sent if api == "JoinGroup"] == ["m-1"]

@@ -758,6 +758,24 @@ class TracedCoordinator(ConsumerCoordinator):
             self._kg_context = None
 
     # -- offsets -------------------------------------------------------------------------
+    def _handle_offset_commit_response(self, offsets: Any, send_time: float, response: Any) -> Any:
+        self._kg_context = "rebalance_in_progress"  # the reason of a rejoin asked below
+        try:
+            return super()._handle_offset_commit_response(offsets, send_time, response)
+        except Errors.CommitFailedError as exc:
+            if exc.args and isinstance(exc.args[0], Errors.RebalanceInProgressError):
+                # Java's OffsetCommitResponseHandler: REBALANCE_IN_PROGRESS asks to rejoin
+                # (kafka-python did) and fails the commit with RebalanceInProgressException,
+                # which tells the caller to finish the rebalance with poll() and commit
+                # again; kafka-python raised CommitFailedError, the error of a member that
+                # was dropped from the group (audit row 9).
+                raise CommitRebalanceInProgressError(
+                    "the group is rebalancing: finish the rebalance with poll(), then commit again"
+                ) from None
+            raise
+        finally:
+            self._kg_context = None
+
     async def _send_offset_commit_request(self, offsets: Any) -> Any:
         started = time.monotonic()
         try:
@@ -831,6 +849,14 @@ class TracedCoordinator(ConsumerCoordinator):
         # and the join loop does not start another one.
         self._kg_closing = True
         super().close(autocommit=autocommit, timeout_ms=timeout_ms)
+
+
+class CommitRebalanceInProgressError(Errors.RebalanceInProgressError):
+    """A commit refused because the group is rebalancing. Not retried by the commit
+    (RebalanceInProgressException is no retriable error in Java either): the caller
+    polls to finish the rebalance, then commits again."""
+
+    retriable = False
 
 
 def _diff(a: dict[str, list[int]], b: dict[str, list[int]]) -> dict[str, list[int]]:
