@@ -500,3 +500,54 @@ def test_a_commit_refused_with_rebalance_in_progress_asks_to_rejoin_and_says_so(
     m.poll_until(lambda: m.joined(6))
     assert [d["reason"] for d in m.of("RejoinRequested")] == ["rebalance_in_progress"]
     assert [r.member_id for _, api, r in m.sent if api == "JoinGroup"] == ["m-1"]
+
+
+# -- audit row 8: answers about an earlier generation are ignored --------------------------
+
+
+def test_a_late_heartbeat_answer_about_the_previous_generation_is_ignored(
+    member: Callable[..., Member],
+) -> None:
+    m = member(heartbeat_interval_ms=200)
+    m.join(generation=5, partitions=(0, 1))
+    m.script["Heartbeat"] = [later(m, 1.0, heartbeat(ILLEGAL_GENERATION))]
+    m.poll_until(lambda: m.apis("Heartbeat"))  # sent with generation 5, answer held
+    m.script["JoinGroup"] = [m.join_ok(6)]
+    m.script["SyncGroup"] = [sync_ok([0, 1])]
+    m.coord.request_rejoin("explicit_request")
+    m.poll_until(lambda: m.joined(6))
+    m.poll_until(lambda: "Heartbeat" in [api for _, api in m.answered])
+    m.poll_until(lambda: len(m.apis("Heartbeat")) >= 3)
+    # Java's generationUnchanged(): the answer was about generation 5; generation 6 stands.
+    assert m.of("GenerationReset") == []
+    assert (m.coord._generation.generation_id, m.coord.state) == (6, MemberState.STABLE)
+    assert m.apis("JoinGroup") == ["JoinGroup"]
+
+
+def test_a_late_commit_answer_about_the_previous_generation_resets_nothing_mid_rebalance(
+    member: Callable[..., Member],
+) -> None:
+    m = member()
+    m.join(generation=5, partitions=(0, 1))
+    # The commit carries generation 5; its answer comes after the member joined
+    # generation 6 and sent the JoinGroup of the next rebalance.
+    m.script["OffsetCommit"] = [
+        lambda request: later(m, 1.0, commit_answer(request, ILLEGAL_GENERATION))(request)
+    ]
+    results: list[Any] = []
+    m.consumer.commit_async(
+        offsets={TopicPartition("t1", 0): OffsetAndMetadata(42, "", -1)},
+        callback=lambda offsets, result: results.append(result),
+    )
+    m.poll_until(lambda: m.apis("OffsetCommit"))
+    m.script["JoinGroup"] = [m.join_ok(6), later(m, 30.0, m.join_ok(7))]
+    m.script["SyncGroup"] = [sync_ok([0, 1])]
+    m.coord.request_rejoin("explicit_request")
+    m.poll_until(lambda: m.joined(6))
+    m.coord.request_rejoin("explicit_request")
+    m.poll_until(lambda: results)
+    # Java: not generationUnchanged() and PREPARING_REBALANCE -> RebalanceInProgressException,
+    # no reset: the join in flight goes on.
+    assert isinstance(results[0], Errors.RebalanceInProgressError), results
+    assert m.of("GenerationReset") == []
+    assert m.coord._generation.generation_id == 6

@@ -26,6 +26,7 @@ from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssi
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+from kafka.coordinator.base import Generation
 from kafka.coordinator.consumer import ConsumerCoordinator
 from kafka.protocol.consumer import (
     DEFAULT_GENERATION_ID,
@@ -141,6 +142,8 @@ class TracedCoordinator(ConsumerCoordinator):
         # Java's COMPLETING_REBALANCE: JoinGroup answered, SyncGroup not yet. kafka-python
         # has no such state (the member stays REBALANCING); heartbeats run in it.
         self._kg_completing = False
+        self._kg_hb_generation = Generation.NO_GENERATION
+        self._kg_commit_generations: dict[int, Any] = {}
         # What the member owned when this rebalance's first onJoinPrepare ran.
         self._kg_owned_before: dict[str, list[int]] | None = None
         super().__init__(client, subscription, **configs)
@@ -713,6 +716,9 @@ class TracedCoordinator(ConsumerCoordinator):
     # -- heartbeats (departure (b): FENCED_INSTANCE_ID ends the member) -----------------
     async def _send_heartbeat_request(self) -> Any:
         self._kg_hb_handled = False
+        # The generation the request carries (kafka-python builds it before its first
+        # await; one heartbeat is in flight at a time).
+        self._kg_hb_generation = self._generation
         try:
             return await super()._send_heartbeat_request()
         except Errors.KafkaError as exc:
@@ -733,6 +739,12 @@ class TracedCoordinator(ConsumerCoordinator):
             )
         else:
             self._kg("HeartbeatFailed", error=error_name(error_type), rtt_ms=rtt, transport=False)
+        if error_type in _MEMBERSHIP_ERRORS and self._generation != self._kg_hb_generation:
+            # Java's generationUnchanged(): the answer is about a generation the member
+            # has left since (it rejoined while the heartbeat was in flight): ignored, and
+            # counted as an answered heartbeat. kafka-python reset the current generation
+            # (audit row 8).
+            return None
         if error_type in (Errors.FencedInstanceIdError, Errors.GroupAuthorizationFailedError):
             self._kg_fatal = error_type(
                 f"group {self.group_id!r} instance {self.group_instance_id!r}"
@@ -759,6 +771,25 @@ class TracedCoordinator(ConsumerCoordinator):
 
     # -- offsets -------------------------------------------------------------------------
     def _handle_offset_commit_response(self, offsets: Any, send_time: float, response: Any) -> Any:
+        sent = self._kg_commit_generations.pop(id(offsets), self._generation)
+        first_error = next(
+            (Errors.for_code(code) for _, parts in response.topics for _, code in parts if code),
+            None,
+        )
+        if first_error in _MEMBERSHIP_ERRORS and sent != self._generation:
+            # Java's OffsetCommitResponseHandler for an answer about a generation the
+            # member has left since (kafka-python reset the current one, audit row 8):
+            # while a new JoinGroup is out, the commit fails as a rebalance in progress
+            # and nothing is reset; otherwise as Java: a fencing fails the commit, an
+            # unknown member or old generation resets it.
+            preparing = self.state is MemberState.REBALANCING and not self._kg_completing
+            if preparing:
+                raise CommitRebalanceInProgressError(
+                    "the commit was for an earlier generation and the group is "
+                    "rebalancing: finish the rebalance with poll(), then commit again"
+                )
+            if first_error is Errors.FencedInstanceIdError:
+                raise Errors.CommitFailedError(first_error())
         self._kg_context = "rebalance_in_progress"  # the reason of a rejoin asked below
         try:
             return super()._handle_offset_commit_response(offsets, send_time, response)
@@ -778,6 +809,9 @@ class TracedCoordinator(ConsumerCoordinator):
 
     async def _send_offset_commit_request(self, offsets: Any) -> Any:
         started = time.monotonic()
+        # The generation the request carries, for its answer (kafka-python reads it
+        # before its first await); keyed by the offsets, as several may be in flight.
+        self._kg_commit_generations[id(offsets)] = self._generation
         try:
             result = await super()._send_offset_commit_request(offsets)
         except Exception as exc:
@@ -789,6 +823,8 @@ class TracedCoordinator(ConsumerCoordinator):
                     offsets=_offsets_doc(offsets),
                 )
             raise
+        finally:
+            self._kg_commit_generations.pop(id(offsets), None)
         if offsets:
             self._kg("OffsetsCommitted", offsets=_offsets_doc(offsets), duration_ms=_ms(started))
         return result
@@ -849,6 +885,14 @@ class TracedCoordinator(ConsumerCoordinator):
         # and the join loop does not start another one.
         self._kg_closing = True
         super().close(autocommit=autocommit, timeout_ms=timeout_ms)
+
+
+# The answers that say the member's generation is over (Java resets it, if current).
+_MEMBERSHIP_ERRORS = (
+    Errors.IllegalGenerationError,
+    Errors.UnknownMemberIdError,
+    Errors.FencedInstanceIdError,
+)
 
 
 class CommitRebalanceInProgressError(Errors.RebalanceInProgressError):
