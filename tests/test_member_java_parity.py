@@ -173,6 +173,9 @@ class Member:
             and any(t == "JoinCompleted" and d["generation"] == generation for t, d in self.events)
         )
 
+    def sent_at(self, api: str) -> list[float]:
+        return [t for t, a, _ in self.sent if a == api]
+
     def apis(self, *only: str) -> list[str]:
         return [api for _, api, _ in self.sent if not only or api in only]
 
@@ -209,7 +212,7 @@ def member() -> Iterator[Callable[..., Member]]:
 def gap_to_retry(m: Member) -> float:
     """Seconds from the first JoinGroup's answer to the second JoinGroup."""
     answered = next(t for t, api in m.answered if api == "JoinGroup")
-    second = [t for t, api, _ in m.sent if api == "JoinGroup"][1]
+    second = m.sent_at("JoinGroup")[1]
     return second - answered
 
 
@@ -551,3 +554,19 @@ def test_a_late_commit_answer_about_the_previous_generation_resets_nothing_mid_r
     assert isinstance(results[0], Errors.RebalanceInProgressError), results
     assert m.of("GenerationReset") == []
     assert m.coord._generation.generation_id == 6
+
+
+def test_a_member_polling_through_a_long_rebalance_is_not_taken_for_one_that_stopped(
+    member: Callable[..., Member],
+) -> None:
+    m = member(heartbeat_interval_ms=200, max_poll_interval_ms=1000)
+    m.join(generation=5)
+    m.script["JoinGroup"] = [m.join_ok(6)]
+    m.script["SyncGroup"] = [later(m, 2.5, sync_ok([0]))]  # a slow leader
+    m.coord.request_rejoin("explicit_request")
+    m.poll_until(lambda: m.joined(6))
+    # Java's poll records the poll time before anything else (pollHeartbeat): the member
+    # polled all along, so its heartbeat thread does not leave the group.
+    assert "LeaveGroup" not in m.apis()
+    assert m.of("PollIntervalExceeded") == []
+    assert m.apis("JoinGroup", "SyncGroup") == ["JoinGroup", "SyncGroup"]

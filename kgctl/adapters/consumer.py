@@ -193,6 +193,14 @@ class TracedCoordinator(ConsumerCoordinator):
             # Like Java, the member keeps its partitions: it learns it was removed only
             # from the coordinator's next answer (UNKNOWN_MEMBER_ID).
             self.coordinator_dead(SESSION_EXPIRED)
+        if self._subscription.partitions_auto_assigned():
+            # Java's ConsumerCoordinator.poll records the poll first (pollHeartbeat), so a
+            # member that keeps polling while its rebalance waits (a JoinGroup held by the
+            # broker, a slow leader's SyncGroup with heartbeats on, the pre-rebalance
+            # commit) is never taken for one that stopped polling. kafka-python records
+            # it only once joined, and its heartbeat loop then left the group after
+            # max.poll.interval.ms of such waiting.
+            self.poll_heartbeat()
         return super().poll(timeout_ms=timeout_ms)
 
     # -- metadata: Java's poll throws TopicAuthorizationException for subscribed topics;
