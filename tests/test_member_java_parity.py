@@ -556,6 +556,78 @@ def test_a_late_commit_answer_about_the_previous_generation_resets_nothing_mid_r
     assert m.coord._generation.generation_id == 6
 
 
+# -- audit row 6: with auto-commit, onJoinPrepare waits for the pre-rebalance commit -------
+
+
+def consumed(m: Member, offset: int = 42) -> None:
+    """The member has consumed t1-0 up to `offset` (what auto-commit commits)."""
+    m.consumer._subscription.assignment[TopicPartition("t1", 0)].seek(offset)
+
+
+def first(m: Member, api: str, answered: bool = False) -> float:
+    times = [t for t, a in m.answered if a == api] if answered else m.sent_at(api)
+    return times[0]
+
+
+def test_auto_commit_is_awaited_over_polls_before_revoking_and_joining(
+    member: Callable[..., Member],
+) -> None:
+    m = member(enable_auto_commit=True, auto_commit_interval_ms=60_000)
+    m.join(generation=5, partitions=(0, 1))
+    consumed(m)
+    m.script["OffsetCommit"] = [
+        lambda request: later(m, 0.6, commit_answer(request, NONE))(request)
+    ]
+    m.script["JoinGroup"] = [m.join_ok(6)]
+    m.script["SyncGroup"] = [sync_ok([0, 1])]
+    m.coord.request_rejoin("explicit_request")
+    # Polls of 200 ms: the commit's answer comes during the third.
+    polls = m.poll_until(lambda: m.joined(6), poll_ms=200)
+    assert m.apis("OffsetCommit", "JoinGroup") == ["OffsetCommit", "JoinGroup"]
+    assert first(m, "JoinGroup") >= first(m, "OffsetCommit", answered=True)
+    assert polls[0] == (False, MemberState.STABLE)  # the first poll only waited
+    types = [t for t, _ in m.events]
+    assert types.index("OffsetsCommitted") < types.index("PartitionsRevoked")
+    assert types.index("PartitionsRevoked") < types.index("JoinGroupSent")
+    assert m.of("OffsetsCommitted")[0]["offsets"] == {"t1": {"0": 42}}
+
+
+def test_a_pre_rebalance_commit_that_failed_retriably_is_sent_again_before_joining(
+    member: Callable[..., Member],
+) -> None:
+    m = member(enable_auto_commit=True, auto_commit_interval_ms=60_000)
+    m.join(generation=5, partitions=(0, 1))
+    consumed(m)
+    m.script["OffsetCommit"] = [
+        lambda request: commit_answer(request, COORDINATOR_LOAD_IN_PROGRESS),
+        lambda request: commit_answer(request, NONE),
+    ]
+    m.script["JoinGroup"] = [m.join_ok(6)]
+    m.script["SyncGroup"] = [sync_ok([0, 1])]
+    m.coord.request_rejoin("explicit_request")
+    m.poll_until(lambda: m.joined(6), poll_ms=200)
+    assert m.apis("OffsetCommit", "JoinGroup") == ["OffsetCommit", "OffsetCommit", "JoinGroup"]
+
+
+def test_the_pre_rebalance_commit_is_awaited_no_longer_than_the_rebalance_timeout(
+    member: Callable[..., Member],
+) -> None:
+    m = member(enable_auto_commit=True, auto_commit_interval_ms=60_000, max_poll_interval_ms=1000)
+    m.join(generation=5, partitions=(0, 1))
+    consumed(m)
+    m.script["OffsetCommit"] = [
+        lambda request: later(m, 5.0, commit_answer(request, NONE))(request)
+    ]
+    m.script["JoinGroup"] = [m.join_ok(6)]
+    m.script["SyncGroup"] = [sync_ok([0, 1])]
+    m.coord.request_rejoin("explicit_request")
+    m.poll_until(lambda: m.joined(6), poll_ms=200)
+    waited = first(m, "JoinGroup") - first(m, "OffsetCommit")
+    # Java's joinPrepareTimer: max.poll.interval.ms (the rebalance timeout), then it joins.
+    assert 1.0 <= waited < 4.0, waited
+    assert "OffsetCommit" not in [api for _, api in m.answered]
+
+
 def test_a_member_polling_through_a_long_rebalance_is_not_taken_for_one_that_stopped(
     member: Callable[..., Member],
 ) -> None:

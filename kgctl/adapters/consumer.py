@@ -144,6 +144,11 @@ class TracedCoordinator(ConsumerCoordinator):
         self._kg_completing = False
         self._kg_hb_generation = Generation.NO_GENERATION
         self._kg_commit_generations: dict[int, Any] = {}
+        # Java's joinPrepareTimer and autoCommitOffsetRequestFuture (audit row 6).
+        self._kg_prepare_timer: Any = None
+        self._kg_prepare_commit: Any = None
+        self._kg_prepare_started: float | None = None
+        self._kg_in_prepare = False
         # What the member owned when this rebalance's first onJoinPrepare ran.
         self._kg_owned_before: dict[str, list[int]] | None = None
         super().__init__(client, subscription, **configs)
@@ -329,23 +334,31 @@ class TracedCoordinator(ConsumerCoordinator):
     # -- onJoinPrepare (departure (a): no revoked(set()) on a join without generation) --
     async def _on_join_prepare_async(
         self, generation: int, member_id: str, timeout_ms: Any = None
-    ) -> None:
-        started = time.monotonic()
+    ) -> bool:
+        """Java's onJoinPrepare: False while the pre-rebalance auto-commit is awaited
+        (the join loop returns and the next poll calls it again), True once prepared."""
+        if self._kg_prepare_started is None:
+            self._kg_prepare_started = time.monotonic()
         owned = partitions_of(
             (tp.topic, tp.partition) for tp in self._subscription.assigned_partitions()
         )
         if self._kg_owned_before is None:
             self._kg_owned_before = owned  # what JoinCompleted's added/removed compare to
         lost = self._generation.is_lost()
+        if not lost and not await self._kg_prepare_commit_done(timeout_ms):
+            return False
+        started, self._kg_prepare_started = self._kg_prepare_started, None
         if lost and not owned:
             # Java's onJoinPrepare without a generation: nothing to lose, nothing to
             # revoke, no listener call at all (kafka-python calls revoked(set())).
             self._is_leader = False
             self._subscription.reset_group_subscription()
         else:
+            self._kg_in_prepare = True  # the pre-rebalance commit is done (or given up)
             try:
                 await super()._on_join_prepare_async(generation, member_id, timeout_ms=timeout_ms)
             finally:
+                self._kg_in_prepare = False
                 if self._rebalance_protocol == RebalanceProtocol.EAGER:
                     # Java's eager onJoinPrepare empties the assignment once the listener
                     # has run; kafka-python kept it until the join completed, so a close
@@ -361,6 +374,64 @@ class TracedCoordinator(ConsumerCoordinator):
             auto_commit=bool(self.config["enable_auto_commit"]),
             duration_ms=_ms(started),
         )
+        return True
+
+    async def _kg_prepare_commit_done(self, timeout_ms: Any) -> bool:
+        """Java's onJoinPrepare with auto-commit: commit what was consumed
+        (asynchronously) and wait for the answer, over as many polls as it takes but no
+        longer than the rebalance timeout; a retriable failure commits again. Only then
+        are the partitions revoked and JoinGroup sent. kafka-python committed
+        synchronously within the one poll's timeout and went on when that ran out,
+        JoinGroup leaving with the commit still in flight (audit row 6)."""
+        if not self.config["enable_auto_commit"]:
+            return True
+        if self._kg_prepare_timer is None:
+            self._kg_prepare_timer = Timer(self.config["max_poll_interval_ms"])
+        prepare_timer = self._kg_prepare_timer
+        if self._kg_prepare_commit is None:
+            if self._rebalance_protocol == RebalanceProtocol.EAGER:
+                # No more records from partitions about to be revoked (Java's
+                # maybeMarkPartitionsPendingRevocation).
+                self._subscription.mark_pending_revocation(
+                    set(self._subscription.assigned_partitions())
+                )
+            offsets = self._subscription.all_consumed_offsets()
+            if not offsets:
+                self._kg_prepare_timer = None
+                return True
+            self._kg_prepare_commit = self._manager.call_soon(
+                self._send_offset_commit_request, offsets
+            )
+        future = self._kg_prepare_commit
+        poll_timer = Timer(timeout_ms)
+        wait_ms = prepare_timer.timeout_ms
+        if poll_timer.timeout_ms is not None:
+            wait_ms = min(wait_ms, poll_timer.timeout_ms)
+        try:
+            await self._manager.wait_for(future, wait_ms)
+        except Exception:  # noqa: BLE001 - the future says how it ended, read below
+            pass
+        done = True
+        if prepare_timer.expired:
+            done = True  # Java goes on joining: the member must not miss the rebalance
+        elif not future.is_done or (future.failed() and future.retriable()):
+            done = False
+        if future.is_done:
+            self._kg_prepare_commit = None
+        if done:
+            self._kg_prepare_timer = None
+            return True
+        backoff_ms = self.config["retry_backoff_ms"]
+        if poll_timer.timeout_ms is not None:
+            backoff_ms = min(backoff_ms, poll_timer.timeout_ms)
+        if backoff_ms > 0:
+            await self._manager._net.sleep(backoff_ms / 1000)
+        return False
+
+    async def _commit_offsets_sync_async(self, offsets: Any, timeout_ms: Any = None) -> Any:
+        if self._kg_in_prepare:
+            return None  # kafka-python's onJoinPrepare commit: done (and awaited) already
+        return await super()._commit_offsets_sync_async(offsets, timeout_ms=timeout_ms)
 
     # -- joinGroupIfNeeded (departures (c), (d), (e), (i)) -------------------------------
     async def join_group_async(self, timeout_ms: Any = None) -> bool:
@@ -374,12 +445,17 @@ class TracedCoordinator(ConsumerCoordinator):
             # reused (Java keeps its joinFuture), not discarded for a new JoinGroup.
             if self._join_task is None:
                 if not self.rejoining:
-                    await self._on_join_prepare_async(
+                    # Java's needsJoinPrepare, cleared before the call: a listener that
+                    # throws is not called again on the next poll.
+                    self.rejoining = True
+                    prepared = await self._on_join_prepare_async(
                         self._generation.generation_id,
                         self._generation.member_id,
                         timeout_ms=timer.timeout_ms,
                     )
-                    self.rejoining = True
+                    if not prepared:  # waiting for the pre-rebalance commit
+                        self.rejoining = False
+                        return False
                     self._disable_heartbeat()
                 self._join_task = self._manager.call_soon(self._do_join_and_sync_async)
             task = self._join_task
