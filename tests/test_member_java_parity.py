@@ -642,3 +642,138 @@ def test_a_member_polling_through_a_long_rebalance_is_not_taken_for_one_that_sto
     assert "LeaveGroup" not in m.apis()
     assert m.of("PollIntervalExceeded") == []
     assert m.apis("JoinGroup", "SyncGroup") == ["JoinGroup", "SyncGroup"]
+
+
+# -- audit row 10: the KIP-800 reasons on the wire are Java's ------------------------------
+
+
+def wire_reasons(m: Member) -> list[str]:
+    return [r.reason for _, api, r in m.sent if api == "JoinGroup"]
+
+
+def wait_unpolled(pred: Callable[[], Any], timeout: float = 5.0) -> None:
+    """Wait for `pred` without polling the member (its I/O thread runs on)."""
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def rejoin_once(m: Member, provoke: Callable[[], Any], generation: int = 6) -> None:
+    m.script["JoinGroup"] = [m.join_ok(generation, m.coord._generation.member_id or "m-1")]
+    m.script["SyncGroup"] = [sync_ok([0, 1])]
+    provoke()
+    m.poll_until(lambda: m.joined(generation))
+
+
+def test_a_first_join_sends_no_reason_and_member_id_required_says_why(
+    member: Callable[..., Member],
+) -> None:
+    m = member()
+    m.script["JoinGroup"] = [join_error(MEMBER_ID_REQUIRED, "m-9"), m.join_ok(1, "m-9")]
+    m.script["SyncGroup"] = [sync_ok([0])]
+    m.poll_until(lambda: m.joined(1))
+    assert wire_reasons(m) == ["", "need to re-join with the given member-id: m-9"]
+    assert [d["reason"] for d in m.of("JoinGroupSent")] == ["first_join", "first_join"]
+
+
+@pytest.mark.parametrize(
+    "situation, wire, reason",
+    [
+        ("explicit", "rebalance enforced by user", "explicit_request"),
+        ("subscription", "subscription has changed", "subscription_changed"),
+        ("metadata", "cached metadata has changed", "metadata_changed"),
+        ("heartbeat-rebalancing", "group is already rebalancing", "rebalance_in_progress"),
+        (
+            "heartbeat-unknown-member",
+            "encountered UNKNOWN_MEMBER_ID from HEARTBEAT response",
+            "generation_reset",
+        ),
+        (
+            "commit-rebalancing",
+            "offset commit failed since group is already rebalancing",
+            "rebalance_in_progress",
+        ),
+        (
+            "commit-illegal-generation",
+            "encountered ILLEGAL_GENERATION from OFFSET_COMMIT response",
+            "generation_reset",
+        ),
+        ("poll-timeout", "consumer pro-actively leaving the group", "poll_interval_exceeded"),
+    ],
+)
+def test_a_rejoin_tells_the_broker_javas_reason_and_the_event_keeps_kgctls(
+    member: Callable[..., Member], situation: str, wire: str, reason: str
+) -> None:
+    m = member(heartbeat_interval_ms=200, max_poll_interval_ms=1000)
+    m.join(generation=5, partitions=(0, 1))
+
+    def provoke() -> None:
+        if situation == "explicit":
+            m.coord.request_rejoin("explicit_request")
+        elif situation == "subscription":
+            subscribe(m.consumer, m._emit, ["t1", "t2"], None)
+        elif situation == "metadata":
+            # What a leader sees when a topic it assigned grew a partition.
+            m.coord._assignment_snapshot = {"t1": {0, 1}}
+            m.coord._metadata_snapshot = {"t1": {0, 1, 2}}
+        elif situation.startswith("heartbeat"):
+            code = REBALANCE_IN_PROGRESS if situation.endswith("rebalancing") else UNKNOWN_MEMBER_ID
+            m.script["Heartbeat"] = [heartbeat(code)]
+            wait_unpolled(lambda: m.of("HeartbeatFailed"))
+        elif situation.startswith("commit"):
+            code = (
+                REBALANCE_IN_PROGRESS if situation.endswith("rebalancing") else ILLEGAL_GENERATION
+            )
+            m.script["OffsetCommit"] = [lambda request: commit_answer(request, code)]
+            with pytest.raises(Errors.KafkaError):
+                m.consumer.commit(offsets={TopicPartition("t1", 0): OffsetAndMetadata(1, "", -1)})
+        elif situation == "poll-timeout":
+            wait_unpolled(lambda: m.of("PollIntervalExceeded"))
+
+    rejoin_once(m, provoke)
+    assert wire_reasons(m) == [wire]
+    assert [d["reason"] for d in m.of("JoinGroupSent")] == [reason]
+    assert [d["wire_reason"] for d in m.of("JoinGroupSent")] == [wire]
+
+
+@pytest.mark.parametrize(
+    "failure, wire",
+    [
+        (join_error(REBALANCE_IN_PROGRESS), "rebalance failed due to RebalanceInProgressException"),
+        (join_error(NOT_COORDINATOR), "rebalance failed due to NotCoordinatorException"),
+        (
+            join_error(COORDINATOR_LOAD_IN_PROGRESS),
+            "rebalance failed due to CoordinatorLoadInProgressException",
+        ),
+        (join_error(UNKNOWN_MEMBER_ID), "rebalance failed due to UnknownMemberIdException"),
+        (Errors.KafkaConnectionError("lost"), "rebalance failed due to DisconnectException"),
+    ],
+)
+def test_a_join_sent_again_after_a_failure_says_so_in_javas_words(
+    member: Callable[..., Member], failure: Any, wire: str
+) -> None:
+    m = member(retry_backoff_ms=10)
+    m.join(generation=5)
+    m.script["JoinGroup"] = [failure, m.join_ok(6)]
+    m.script["SyncGroup"] = [sync_ok([0])]
+    m.coord.request_rejoin("explicit_request")
+    m.poll_until(lambda: m.joined(6))
+    assert wire_reasons(m) == ["rebalance enforced by user", wire]
+    # The event keeps the reason the rebalance started for.
+    assert [d["reason"] for d in m.of("JoinGroupSent")] == ["explicit_request"] * 2
+
+
+def test_a_cooperative_member_that_gave_partitions_up_rejoins_saying_so(
+    member: Callable[..., Member],
+) -> None:
+    m = member(cooperative=True)
+    m.join(generation=5, partitions=(0, 1))
+    m.script["JoinGroup"] = [m.join_ok(6), m.join_ok(7)]
+    m.script["SyncGroup"] = [sync_ok([0]), sync_ok([0])]
+    m.coord.request_rejoin("explicit_request")
+    m.poll_until(lambda: m.joined(7))
+    assert wire_reasons(m) == [
+        "rebalance enforced by user",
+        "need to revoke partitions and re-join",
+    ]

@@ -42,9 +42,24 @@ from kafka.structs import MemberState, OffsetAndMetadata
 from kafka.util import Timer
 
 from kgctl.adapters import clients
-from kgctl.adapters.clients import FATAL_ERRORS, error_name, join_retry, retriable
+from kgctl.adapters.clients import (
+    FATAL_ERRORS,
+    error_name,
+    java_exception_name,
+    join_retry,
+    retriable,
+)
 from kgctl.model.events import partitions_of
-from kgctl.model.reasons import rejoin_reason
+from kgctl.model.reasons import (
+    WIRE_COMMIT_REBALANCING,
+    WIRE_LEFT_GROUP,
+    WIRE_REASONS,
+    rejoin_reason,
+    wire_failed_join,
+    wire_member_id,
+    wire_reset,
+    wire_stale_join,
+)
 from kgctl.settings import ClientSettings
 
 Emit = Callable[..., Any]
@@ -132,7 +147,10 @@ class TracedCoordinator(ConsumerCoordinator):
         self._kg_context: str | None = None  # reason for a request_rejoin made by super
         self._kg_cause = ""  # why the next reset_generation happens
         self._kg_reason = "first_join"
-        self._kg_retry_of = ""
+        # Java's rejoinReason: what the next JoinGroup tells the broker (KIP-800), in
+        # Java's words (kgctl/model/reasons.py); "" on a first join, as in Java.
+        self._kg_wire_reason = ""
+        self._kg_wire_context: str | None = None  # for a request_rejoin made by super
         self._kg_rebalance_started: float | None = None
         self._kg_fatal: BaseException | None = None
         self._kg_closing = False
@@ -175,6 +193,14 @@ class TracedCoordinator(ConsumerCoordinator):
     def kg_protocol(self) -> str:
         proto = self._rebalance_protocol or RebalanceProtocol.EAGER
         return "cooperative" if proto == RebalanceProtocol.COOPERATIVE else "eager"
+
+    def _kg_java_state(self, state: Any) -> str:
+        """A kafka-python member state as Java names it."""
+        if state is MemberState.STABLE:
+            return "STABLE"
+        if state is MemberState.REBALANCING:
+            return "COMPLETING_REBALANCE" if self._kg_completing else "PREPARING_REBALANCE"
+        return "UNJOINED"
 
     def stable(self) -> bool:
         """Whether the heartbeat loop runs: STABLE, and, as Java's heartbeat thread,
@@ -245,6 +271,9 @@ class TracedCoordinator(ConsumerCoordinator):
             # call, and building JoinGroup makes both checks false: a JoinGroup that then
             # failed was never sent again (audit rows 1-2).
             self.rejoin_needed = True
+            self._kg_wire_reason = WIRE_REASONS[
+                "metadata_changed" if metadata_changed else "subscription_changed"
+            ]
         needed = bool(super().need_rejoin()) or pending
         if needed and not self._kg_rejoin_reported and not self._kg_closing:
             reason = rejoin_reason(
@@ -255,7 +284,6 @@ class TracedCoordinator(ConsumerCoordinator):
             ).value
             self._kg_rejoin_reported = True
             self._kg_reason = reason
-            self._kg_retry_of = ""
             self._kg_rebalance_started = time.monotonic()
             data: dict[str, Any] = {"reason": reason}
             if reason == "metadata_changed":
@@ -272,8 +300,14 @@ class TracedCoordinator(ConsumerCoordinator):
         return needed
 
     def request_rejoin(self, reason: str | None = None) -> None:
+        why = reason or self._kg_context or "requested"
         if self._kg_pending_reason is None:
-            self._kg_pending_reason = reason or self._kg_context or "requested"
+            self._kg_pending_reason = why
+        # Java's requestRejoin overwrites the reason; a request kgctl cannot name (a
+        # SyncGroup error: the join loop names the failure) leaves it as it was.
+        wire = self._kg_wire_context or WIRE_REASONS.get(why)
+        if wire is not None:
+            self._kg_wire_reason = wire
         super().request_rejoin()
 
     def reset_generation(self, member_id: str = UNKNOWN_MEMBER_ID) -> None:
@@ -291,6 +325,7 @@ class TracedCoordinator(ConsumerCoordinator):
             self.rejoining = False
         if self._kg_pending_reason is None:
             self._kg_pending_reason = "generation_reset"
+        self._kg_wire_reason = self._kg_wire_of_reset(member_id)
         if old.generation_id != DEFAULT_GENERATION_ID or (old.member_id and not member_id):
             self._kg(
                 "GenerationReset",
@@ -299,6 +334,18 @@ class TracedCoordinator(ConsumerCoordinator):
                 member_id_kept=bool(member_id),
                 cause=self._kg_cause or "unknown",
             )
+
+    def _kg_wire_of_reset(self, member_id: str) -> str:
+        """Java's reason for the rejoin that follows a reset (`_kg_cause` says why)."""
+        cause = self._kg_cause
+        api, _, error = cause.partition(":")
+        if cause == "join:MEMBER_ID_REQUIRED":
+            return wire_member_id(member_id)
+        if api in _RESET_APIS and error:
+            return wire_reset(error, _RESET_APIS[api])
+        if cause in ("poll_interval_exceeded", "left_group"):
+            return WIRE_LEFT_GROUP
+        return self._kg_wire_reason
 
     # -- 1. find the coordinator -------------------------------------------------------
     async def _send_group_coordinator_request(self) -> Any:
@@ -469,6 +516,7 @@ class TracedCoordinator(ConsumerCoordinator):
                     self._join_task = None
                     self._kg_join_failed(exc, "fatal")
                     self.rejoin_needed = True
+                    self._kg_wire_reason = wire_failed_join(java_exception_name(exc))
                     raise
                 if isinstance(exc, Errors.KafkaTimeoutError) and not task.is_done:
                     return False  # still in flight: the next poll awaits the same join
@@ -504,6 +552,12 @@ class TracedCoordinator(ConsumerCoordinator):
                 )
                 self._kg_cause = "generation_reset_during_join"
                 self.reset_generation()  # Java's resetStateAndRejoin(reason, true)
+                self._kg_wire_reason = wire_stale_join(
+                    generation.generation_id,
+                    generation.member_id,
+                    generation.protocol,
+                    self._kg_java_state(state),
+                )
                 continue
             with self._lock:
                 # STABLE, heartbeats on and rejoin_needed cleared came with the SyncGroup
@@ -532,6 +586,7 @@ class TracedCoordinator(ConsumerCoordinator):
             # (after the backoff) instead of leaving the member REBALANCING with nothing
             # in flight (audit rows 1-2).
             self.rejoin_needed = True
+            self._kg_wire_reason = wire_failed_join(java_exception_name(failure))
         if retry == "immediate":
             return True
         if retry != "backoff":
@@ -547,7 +602,6 @@ class TracedCoordinator(ConsumerCoordinator):
 
     def _kg_join_failed(self, exc: BaseException, retry: str) -> None:
         name = error_name(exc)
-        self._kg_retry_of = name
         self._kg("JoinFailed", error=name, retry=retry, detail=str(exc)[:200])
         if retry == "fatal" and name in FATAL_ERRORS:
             self._kg_fatal = exc
@@ -561,9 +615,7 @@ class TracedCoordinator(ConsumerCoordinator):
             self._kg_completing = False
         protocols = self.group_protocols()
         reason = self._kg_reason
-        wire_reason = f"kgctl: {reason}"
-        if self._kg_retry_of:
-            wire_reason += f" (retry after {self._kg_retry_of})"
+        wire_reason = self._kg_wire_reason
         join_request = JoinGroupRequest(
             group_id=self.group_id,
             session_timeout_ms=self.config["session_timeout_ms"],
@@ -705,6 +757,7 @@ class TracedCoordinator(ConsumerCoordinator):
                 )
             self.state = MemberState.STABLE
             self.rejoin_needed = False
+            self._kg_wire_reason = ""  # Java clears rejoinReason with the flag
             if not self._heartbeat_enabled:
                 self._enable_heartbeat()
         return assignment
@@ -770,7 +823,6 @@ class TracedCoordinator(ConsumerCoordinator):
         self._kg_joined_before = True
         self._kg_rejoin_reported = False
         self._kg_pending_reason = None
-        self._kg_retry_of = ""
         self._kg_cause = ""
         self._kg_context = (
             "cooperative_followup" if self.kg_protocol == "cooperative" else "assignment_failed"
@@ -875,6 +927,9 @@ class TracedCoordinator(ConsumerCoordinator):
             if first_error is Errors.FencedInstanceIdError:
                 raise Errors.CommitFailedError(first_error())
         self._kg_context = "rebalance_in_progress"  # the reason of a rejoin asked below
+        self._kg_wire_context = WIRE_COMMIT_REBALANCING
+        if first_error is not None:
+            self._kg_cause = f"commit:{error_name(first_error)}"
         try:
             return super()._handle_offset_commit_response(offsets, send_time, response)
         except Errors.CommitFailedError as exc:
@@ -890,6 +945,7 @@ class TracedCoordinator(ConsumerCoordinator):
             raise
         finally:
             self._kg_context = None
+            self._kg_wire_context = None
 
     async def _send_offset_commit_request(self, offsets: Any) -> Any:
         started = time.monotonic()
@@ -970,6 +1026,14 @@ class TracedCoordinator(ConsumerCoordinator):
         self._kg_closing = True
         super().close(autocommit=autocommit, timeout_ms=timeout_ms)
 
+
+# kgctl's cause prefix -> Java's name of the API whose answer reset the generation.
+_RESET_APIS = {
+    "join": "JOIN_GROUP",
+    "sync": "SYNC_GROUP",
+    "heartbeat": "HEARTBEAT",
+    "commit": "OFFSET_COMMIT",
+}
 
 # The answers that say the member's generation is over (Java resets it, if current).
 _MEMBERSHIP_ERRORS = (
