@@ -222,7 +222,6 @@ BACKOFF_MS = 400
 JOIN_FAILURES = [
     pytest.param(REBALANCE_IN_PROGRESS, "immediate", id="REBALANCE_IN_PROGRESS"),
     pytest.param(UNKNOWN_MEMBER_ID, "immediate", id="UNKNOWN_MEMBER_ID"),
-    pytest.param(ILLEGAL_GENERATION, "immediate", id="ILLEGAL_GENERATION"),
     pytest.param(NOT_COORDINATOR, "backoff", id="NOT_COORDINATOR"),
     pytest.param(COORDINATOR_NOT_AVAILABLE, "backoff", id="COORDINATOR_NOT_AVAILABLE"),
     pytest.param(COORDINATOR_LOAD_IN_PROGRESS, "backoff", id="COORDINATOR_LOAD_IN_PROGRESS"),
@@ -264,6 +263,35 @@ def test_a_failed_join_is_sent_again_with_javas_backoff_until_joined(
     # Never "joined" while still rebalancing.
     assert all(state is MemberState.STABLE for ok, state in polls if ok), polls
     assert m.assignment() == [0]
+
+
+@pytest.mark.parametrize(
+    "api, code, error",
+    [
+        ("JoinGroup", ILLEGAL_GENERATION, Errors.IllegalGenerationError),
+        ("SyncGroup", MEMBER_ID_REQUIRED, Errors.MemberIdRequiredError),
+        ("SyncGroup", COORDINATOR_LOAD_IN_PROGRESS, Errors.CoordinatorLoadInProgressError),
+    ],
+)
+def test_an_answer_java_does_not_expect_fails_the_poll_without_a_retry(
+    member: Callable[..., Member], api: str, code: int, error: type
+) -> None:
+    m = member()
+    m.join()
+    if api == "JoinGroup":
+        m.script["JoinGroup"] = [join_error(code)]
+    else:
+        m.script["JoinGroup"] = [m.join_ok(6)]
+        m.script["SyncGroup"] = [sync_error(code)]
+    m.coord.request_rejoin("explicit_request")
+    # Java's handlers raise KafkaException("Unexpected error ...") for these: not
+    # retried, thrown from poll.
+    with pytest.raises(error):
+        m.poll_until(lambda: False)
+    assert m.apis("JoinGroup") == ["JoinGroup"]
+    assert [(d["error"], d["retry"]) for d in m.of("JoinFailed")] == [
+        (Errors.for_code(code).message, "fatal")
+    ]
 
 
 def test_a_join_that_fails_fatally_fails_the_poll(member: Callable[..., Member]) -> None:

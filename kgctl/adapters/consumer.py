@@ -578,6 +578,8 @@ class TracedCoordinator(ConsumerCoordinator):
         if self._kg_closing:
             return False  # the join that stopped for close() said so itself
         retry = join_retry(error_name(failure), retriable(failure))
+        if getattr(failure, "kg_unexpected", False):
+            retry = "fatal"
         self._kg_join_failed(failure, retry)
         if not isinstance(failure, Errors.MemberIdRequiredError):
             # Java's joinGroupIfNeeded asks to rejoin after every failed join (the
@@ -586,7 +588,10 @@ class TracedCoordinator(ConsumerCoordinator):
             # (after the backoff) instead of leaving the member REBALANCING with nothing
             # in flight (audit rows 1-2).
             self.rejoin_needed = True
-            self._kg_wire_reason = wire_failed_join(java_exception_name(failure))
+            unexpected = getattr(failure, "kg_unexpected", False)
+            self._kg_wire_reason = wire_failed_join(
+                "KafkaException" if unexpected else java_exception_name(failure)
+            )
         if retry == "immediate":
             return True
         if retry != "backoff":
@@ -678,6 +683,7 @@ class TracedCoordinator(ConsumerCoordinator):
             received["members"] = members
         self._kg_cause = f"join:{received['error']}"
         self._kg("JoinGroupReceived", **received)
+        _raise_unexpected(join_response.error_code, _JAVA_JOIN_ERRORS, "JoinGroup")
         self._process_join_group_response(join_response, sent)  # raises on error
         if self._kg_closing:
             # Departure (e): close() after LeaveGroup must not let this join go on to a
@@ -739,6 +745,7 @@ class TracedCoordinator(ConsumerCoordinator):
         self._kg("SyncGroupReceived", **synced)
         self._kg_cause = f"sync:{sync_error}"
         completing, self._kg_completing = self._kg_completing, False
+        _raise_unexpected(sync_response.error_code, _JAVA_SYNC_ERRORS, "SyncGroup")
         assignment = self._process_sync_group_response(sync_response, sent)  # raises on error
         # Java's SyncGroupResponseHandler: the member is STABLE as soon as SyncGroup
         # succeeds, also when the caller is outside poll() (kafka-python waited for the
@@ -1025,6 +1032,40 @@ class TracedCoordinator(ConsumerCoordinator):
         # and the join loop does not start another one.
         self._kg_closing = True
         super().close(autocommit=autocommit, timeout_ms=timeout_ms)
+
+
+# The errors Java's JoinGroup / SyncGroup answer handlers expect; any other ends the
+# join with a KafkaException ("unexpected error"), which the join loop does not retry.
+_JAVA_JOIN_ERRORS = frozenset(
+    {
+        "NONE", "COORDINATOR_LOAD_IN_PROGRESS", "UNKNOWN_MEMBER_ID", "COORDINATOR_NOT_AVAILABLE",
+        "NOT_COORDINATOR", "FENCED_INSTANCE_ID", "INCONSISTENT_GROUP_PROTOCOL",
+        "INVALID_SESSION_TIMEOUT", "INVALID_GROUP_ID", "GROUP_AUTHORIZATION_FAILED",
+        "GROUP_MAX_SIZE_REACHED", "UNSUPPORTED_VERSION", "MEMBER_ID_REQUIRED",
+        "REBALANCE_IN_PROGRESS",
+    }
+)  # fmt: skip
+_JAVA_SYNC_ERRORS = frozenset(
+    {
+        "NONE", "GROUP_AUTHORIZATION_FAILED", "REBALANCE_IN_PROGRESS", "FENCED_INSTANCE_ID",
+        "UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION", "COORDINATOR_NOT_AVAILABLE",
+        "NOT_COORDINATOR",
+    }
+)  # fmt: skip
+
+
+def _raise_unexpected(code: int, expected: frozenset[str], api: str) -> None:
+    """Java fails a join on an answer its handler does not expect (ILLEGAL_GENERATION
+    on JoinGroup, MEMBER_ID_REQUIRED or COORDINATOR_LOAD_IN_PROGRESS on SyncGroup, ...)
+    and does not retry it; kafka-python retried some of them. The error keeps its
+    name for the events and the member's exit line."""
+    error_type = Errors.for_code(code)
+    if error_name(error_type) in expected:
+        return
+    exc = error_type(f"unexpected in a {api} answer (the Java client gives up too)")
+    exc.retriable = False
+    exc.kg_unexpected = True
+    raise exc
 
 
 # kgctl's cause prefix -> Java's name of the API whose answer reset the generation.
