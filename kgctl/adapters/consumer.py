@@ -4,7 +4,7 @@ Pinned to kafka-python 3.0.12. `TracedCoordinator` subclasses its ConsumerCoordi
 (the documented seam, private API) and `build_consumer` makes KafkaConsumer use it by
 swapping the `ConsumerCoordinator` name that `kafka/consumer/group.py` looks up, only for
 the duration of the constructor and under a lock. The subclass also fixes the departures
-from the Java client listed in docs/member.md, (a) to (m); each fix says its letter. Its
+from the Java client listed in docs/member.md, (a) to (v); each fix says its letter. Its
 hooks run on kafka-python's I/O thread: they only read state and call `emit`, which
 queues.
 
@@ -162,7 +162,7 @@ class TracedCoordinator(ConsumerCoordinator):
         self._kg_completing = False
         self._kg_hb_generation = Generation.NO_GENERATION
         self._kg_commit_generations: dict[int, Any] = {}
-        # Java's joinPrepareTimer and autoCommitOffsetRequestFuture (audit row 6).
+        # Java's joinPrepareTimer and autoCommitOffsetRequestFuture (departure (s)).
         self._kg_prepare_timer: Any = None
         self._kg_prepare_commit: Any = None
         self._kg_prepare_started: float | None = None
@@ -203,8 +203,8 @@ class TracedCoordinator(ConsumerCoordinator):
         return "UNJOINED"
 
     def stable(self) -> bool:
-        """Whether the heartbeat loop runs: STABLE, and, as Java's heartbeat thread,
-        also between the JoinGroup answer and the SyncGroup answer (audit row 7)."""
+        """Whether the heartbeat loop runs: STABLE, and, as Java's heartbeat thread, also
+        between the JoinGroup answer and the SyncGroup answer (departure (d))."""
         return self.state is MemberState.STABLE or (
             self.state is MemberState.REBALANCING and self._kg_completing
         )
@@ -225,7 +225,7 @@ class TracedCoordinator(ConsumerCoordinator):
             # from the coordinator's next answer (UNKNOWN_MEMBER_ID).
             self.coordinator_dead(SESSION_EXPIRED)
         if self._subscription.partitions_auto_assigned():
-            # Java's ConsumerCoordinator.poll records the poll first (pollHeartbeat), so a
+            # Departure (v): Java's poll records the poll first (pollHeartbeat), so a
             # member that keeps polling while its rebalance waits (a JoinGroup held by the
             # broker, a slow leader's SyncGroup with heartbeats on, the pre-rebalance
             # commit) is never taken for one that stopped polling. kafka-python records
@@ -269,7 +269,7 @@ class TracedCoordinator(ConsumerCoordinator):
             # Java's requestRejoinIfNecessary: the change sets the lasting rejoin flag,
             # cleared only by a successful SyncGroup. kafka-python recomputed it on each
             # call, and building JoinGroup makes both checks false: a JoinGroup that then
-            # failed was never sent again (audit rows 1-2).
+            # failed was never sent again (departure (h), audit rows 1-2).
             self.rejoin_needed = True
             self._kg_wire_reason = WIRE_REASONS[
                 "metadata_changed" if metadata_changed else "subscription_changed"
@@ -320,7 +320,7 @@ class TracedCoordinator(ConsumerCoordinator):
             # `rejoining`): the next join runs onJoinPrepare again, now without a
             # generation, so what is still owned is reported lost and a cooperative
             # member claims nothing. kafka-python ran prepare once per rebalance, so a
-            # reset in the middle of a join kept the partitions (audit row 3). The
+            # reset in the middle of a join kept the partitions (departure (a), audit row 3). The
             # member id a MEMBER_ID_REQUIRED answer gives is no reset in Java.
             self.rejoining = False
         if self._kg_pending_reason is None:
@@ -407,9 +407,9 @@ class TracedCoordinator(ConsumerCoordinator):
             finally:
                 self._kg_in_prepare = False
                 if self._rebalance_protocol == RebalanceProtocol.EAGER:
-                    # Java's eager onJoinPrepare empties the assignment once the listener
-                    # has run; kafka-python kept it until the join completed, so a close
-                    # in between revoked the same partitions a second time (audit row 5).
+                    # Departure (r): Java's eager onJoinPrepare empties the assignment
+                    # once the listener has run; kafka-python kept it until the join
+                    # completed, so a close in between revoked the same partitions again.
                     self._subscription.assign_from_subscribed([])
         self._kg(
             "JoinPrepared",
@@ -429,7 +429,7 @@ class TracedCoordinator(ConsumerCoordinator):
         longer than the rebalance timeout; a retriable failure commits again. Only then
         are the partitions revoked and JoinGroup sent. kafka-python committed
         synchronously within the one poll's timeout and went on when that ran out,
-        JoinGroup leaving with the commit still in flight (audit row 6)."""
+        JoinGroup leaving with the commit still in flight (departure (s), audit row 6)."""
         if not self.config["enable_auto_commit"]:
             return True
         if self._kg_prepare_timer is None:
@@ -586,7 +586,7 @@ class TracedCoordinator(ConsumerCoordinator):
             # MEMBER_ID_REQUIRED handler already did): the flag outlives this poll, so a
             # join that failed after a subscription or metadata change is sent again
             # (after the backoff) instead of leaving the member REBALANCING with nothing
-            # in flight (audit rows 1-2).
+            # in flight (departure (h), audit rows 1-2).
             self.rejoin_needed = True
             unexpected = getattr(failure, "kg_unexpected", False)
             self._kg_wire_reason = wire_failed_join(
@@ -696,7 +696,7 @@ class TracedCoordinator(ConsumerCoordinator):
                 # Java's JoinGroupResponseHandler: COMPLETING_REBALANCE, and heartbeats on
                 # (with the new generation) until the SyncGroup answer, so a member that
                 # waits on a slow leader keeps its session. kafka-python (and kgctl
-                # before) started them only with the SyncGroup answer (audit row 7).
+                # before) started them only with the SyncGroup answer (departure (d), audit row 7).
                 self._kg_completing = True
                 self._enable_heartbeat()
 
@@ -886,7 +886,7 @@ class TracedCoordinator(ConsumerCoordinator):
             # Java's generationUnchanged(): the answer is about a generation the member
             # has left since (it rejoined while the heartbeat was in flight): ignored, and
             # counted as an answered heartbeat. kafka-python reset the current generation
-            # (audit row 8).
+            # (departure (t), audit row 8).
             return None
         if error_type in (Errors.FencedInstanceIdError, Errors.GroupAuthorizationFailedError):
             self._kg_fatal = error_type(
@@ -905,7 +905,7 @@ class TracedCoordinator(ConsumerCoordinator):
             # Java's HeartbeatResponseHandler resets the generation and the member id on
             # FENCED_INSTANCE_ID as on UNKNOWN_MEMBER_ID (resetStateOnResponseError), so
             # close reports the partitions lost; kafka-python kept the generation and
-            # close revoked them (audit row 4).
+            # close revoked them (departure (b), audit row 4).
             self.reset_generation()
         try:
             return super()._handle_heartbeat_response(response, send_time)
@@ -920,8 +920,8 @@ class TracedCoordinator(ConsumerCoordinator):
             None,
         )
         if first_error in _MEMBERSHIP_ERRORS and sent != self._generation:
-            # Java's OffsetCommitResponseHandler for an answer about a generation the
-            # member has left since (kafka-python reset the current one, audit row 8):
+            # Departure (t), Java's OffsetCommitResponseHandler for an answer about a
+            # generation the member has left since (kafka-python reset the current one):
             # while a new JoinGroup is out, the commit fails as a rebalance in progress
             # and nothing is reset; otherwise as Java: a fencing fails the commit, an
             # unknown member or old generation resets it.
@@ -945,7 +945,7 @@ class TracedCoordinator(ConsumerCoordinator):
                 # (kafka-python did) and fails the commit with RebalanceInProgressException,
                 # which tells the caller to finish the rebalance with poll() and commit
                 # again; kafka-python raised CommitFailedError, the error of a member that
-                # was dropped from the group (audit row 9).
+                # was dropped from the group (departure (u), audit row 9).
                 raise CommitRebalanceInProgressError(
                     "the group is rebalancing: finish the rebalance with poll(), then commit again"
                 ) from None
@@ -1055,10 +1055,10 @@ _JAVA_SYNC_ERRORS = frozenset(
 
 
 def _raise_unexpected(code: int, expected: frozenset[str], api: str) -> None:
-    """Java fails a join on an answer its handler does not expect (ILLEGAL_GENERATION
-    on JoinGroup, MEMBER_ID_REQUIRED or COORDINATOR_LOAD_IN_PROGRESS on SyncGroup, ...)
-    and does not retry it; kafka-python retried some of them. The error keeps its
-    name for the events and the member's exit line."""
+    """Departure (q): Java fails a join on an answer its handler does not expect
+    (ILLEGAL_GENERATION on JoinGroup, MEMBER_ID_REQUIRED or COORDINATOR_LOAD_IN_PROGRESS
+    on SyncGroup, ...) and does not retry it; kafka-python retried some of them. The
+    error keeps its name for the events and the member's exit line."""
     error_type = Errors.for_code(code)
     if error_name(error_type) in expected:
         return
