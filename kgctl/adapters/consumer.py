@@ -26,7 +26,6 @@ from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssi
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
-from kafka.coordinator.base import Generation
 from kafka.coordinator.consumer import ConsumerCoordinator
 from kafka.protocol.consumer import (
     DEFAULT_GENERATION_ID,
@@ -160,7 +159,7 @@ class TracedCoordinator(ConsumerCoordinator):
         # Java's COMPLETING_REBALANCE: JoinGroup answered, SyncGroup not yet. kafka-python
         # has no such state (the member stays REBALANCING); heartbeats run in it.
         self._kg_completing = False
-        self._kg_hb_generation = Generation.NO_GENERATION
+        self._kg_hb_generation: Any = None  # the generation the last heartbeat carried
         self._kg_commit_generations: dict[int, Any] = {}
         # Java's joinPrepareTimer and autoCommitOffsetRequestFuture (departure (s)).
         self._kg_prepare_timer: Any = None
@@ -882,7 +881,8 @@ class TracedCoordinator(ConsumerCoordinator):
             )
         else:
             self._kg("HeartbeatFailed", error=error_name(error_type), rtt_ms=rtt, transport=False)
-        if error_type in _MEMBERSHIP_ERRORS and self._generation != self._kg_hb_generation:
+        sent = self._kg_hb_generation
+        if error_type in _MEMBERSHIP_ERRORS and sent is not None and self._generation != sent:
             # Java's generationUnchanged(): the answer is about a generation the member
             # has left since (it rejoined while the heartbeat was in flight): ignored, and
             # counted as an answered heartbeat. kafka-python reset the current generation
