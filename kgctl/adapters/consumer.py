@@ -393,6 +393,7 @@ class TracedCoordinator(ConsumerCoordinator):
         lost = self._generation.is_lost()
         if not lost and not await self._kg_prepare_commit_done(timeout_ms):
             return False
+        self._kg_prepare_timer = None  # Java's joinPrepareTimer: one per prepare
         started, self._kg_prepare_started = self._kg_prepare_started, None
         if lost and not owned:
             # Java's onJoinPrepare without a generation: nothing to lose, nothing to
