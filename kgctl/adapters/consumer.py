@@ -4,7 +4,7 @@ Pinned to kafka-python 3.0.12. `TracedCoordinator` subclasses its ConsumerCoordi
 (the documented seam, private API) and `build_consumer` makes KafkaConsumer use it by
 swapping the `ConsumerCoordinator` name that `kafka/consumer/group.py` looks up, only for
 the duration of the constructor and under a lock. The subclass also fixes the departures
-from the Java client listed in docs/member.md, (a) to (v); each fix says its letter. Its
+from the Java client listed in docs/member.md, (a) to (w); each fix says its letter. Its
 hooks run on kafka-python's I/O thread: they only read state and call `emit`, which
 queues.
 
@@ -161,7 +161,7 @@ class TracedCoordinator(ConsumerCoordinator):
         self._kg_completing = False
         self._kg_hb_generation: Any = None  # the generation the last heartbeat carried
         self._kg_commit_generations: dict[int, Any] = {}
-        # Java's joinPrepareTimer and autoCommitOffsetRequestFuture (departure (s)).
+        # Java's joinPrepareTimer and autoCommitOffsetRequestFuture (departure (t)).
         self._kg_prepare_timer: Any = None
         self._kg_prepare_commit: Any = None
         self._kg_prepare_started: float | None = None
@@ -224,7 +224,7 @@ class TracedCoordinator(ConsumerCoordinator):
             # from the coordinator's next answer (UNKNOWN_MEMBER_ID).
             self.coordinator_dead(SESSION_EXPIRED)
         if self._subscription.partitions_auto_assigned():
-            # Departure (v): Java's poll records the poll first (pollHeartbeat), so a
+            # Departure (w): Java's poll records the poll first (pollHeartbeat), so a
             # member that keeps polling while its rebalance waits (a JoinGroup held by the
             # broker, a slow leader's SyncGroup with heartbeats on, the pre-rebalance
             # commit) is never taken for one that stopped polling. kafka-python records
@@ -407,7 +407,7 @@ class TracedCoordinator(ConsumerCoordinator):
             finally:
                 self._kg_in_prepare = False
                 if self._rebalance_protocol == RebalanceProtocol.EAGER:
-                    # Departure (r): Java's eager onJoinPrepare empties the assignment
+                    # Departure (s): Java's eager onJoinPrepare empties the assignment
                     # once the listener has run; kafka-python kept it until the join
                     # completed, so a close in between revoked the same partitions again.
                     self._subscription.assign_from_subscribed([])
@@ -429,7 +429,7 @@ class TracedCoordinator(ConsumerCoordinator):
         longer than the rebalance timeout; a retriable failure commits again. Only then
         are the partitions revoked and JoinGroup sent. kafka-python committed
         synchronously within the one poll's timeout and went on when that ran out,
-        JoinGroup leaving with the commit still in flight (departure (s), audit row 6)."""
+        JoinGroup leaving with the commit still in flight (departure (t), audit row 6)."""
         if not self.config["enable_auto_commit"]:
             return True
         if self._kg_prepare_timer is None:
@@ -887,7 +887,7 @@ class TracedCoordinator(ConsumerCoordinator):
             # Java's generationUnchanged(): the answer is about a generation the member
             # has left since (it rejoined while the heartbeat was in flight): ignored, and
             # counted as an answered heartbeat. kafka-python reset the current generation
-            # (departure (t), audit row 8).
+            # (departure (u), audit row 8).
             return None
         if error_type in (Errors.FencedInstanceIdError, Errors.GroupAuthorizationFailedError):
             self._kg_fatal = error_type(
@@ -921,7 +921,7 @@ class TracedCoordinator(ConsumerCoordinator):
             None,
         )
         if first_error in _MEMBERSHIP_ERRORS and sent != self._generation:
-            # Departure (t), Java's OffsetCommitResponseHandler for an answer about a
+            # Departure (u), Java's OffsetCommitResponseHandler for an answer about a
             # generation the member has left since (kafka-python reset the current one):
             # while a new JoinGroup is out, the commit fails as a rebalance in progress
             # and nothing is reset; otherwise as Java: a fencing fails the commit, an
@@ -946,7 +946,7 @@ class TracedCoordinator(ConsumerCoordinator):
                 # (kafka-python did) and fails the commit with RebalanceInProgressException,
                 # which tells the caller to finish the rebalance with poll() and commit
                 # again; kafka-python raised CommitFailedError, the error of a member that
-                # was dropped from the group (departure (u), audit row 9).
+                # was dropped from the group (departure (v), audit row 9).
                 raise CommitRebalanceInProgressError(
                     "the group is rebalancing: finish the rebalance with poll(), then commit again"
                 ) from None
@@ -1056,7 +1056,7 @@ _JAVA_SYNC_ERRORS = frozenset(
 
 
 def _raise_unexpected(code: int, expected: frozenset[str], api: str) -> None:
-    """Departure (q): Java fails a join on an answer its handler does not expect
+    """Departure (r): Java fails a join on an answer its handler does not expect
     (ILLEGAL_GENERATION on JoinGroup, MEMBER_ID_REQUIRED or COORDINATOR_LOAD_IN_PROGRESS
     on SyncGroup, ...) and does not retry it; kafka-python retried some of them. The
     error keeps its name for the events and the member's exit line."""
