@@ -508,3 +508,55 @@ def test_a_generation_everyone_left_is_timed_by_the_leave_it_began_with() -> Non
         EXACT,
     )
     assert last.timed and last.start_ms == 1500
+
+
+@pytest.mark.parametrize(
+    "reason, cause",
+    [
+        ("cached metadata has changed", "partitions_changed"),
+        ("subscription has changed", "subscription_changed"),
+        ("rebalance enforced by user", "rejoin_requested"),
+        ("encountered UNKNOWN_MEMBER_ID from HEARTBEAT response", "generation_reset"),
+        # A stale generation: the group moved on without the member (a reaction).
+        ("encountered ILLEGAL_GENERATION from OFFSET_COMMIT response", None),
+        ("consumer pro-actively leaving the group", "timed_out"),
+        ("received assignment does not match the current subscription", "subscription_changed"),
+        (
+            "rebalance failed since the generation/state was modified by heartbeat thread to "
+            "Generation{generationId=-1, memberId='', protocol='null'}/UNJOINED before the "
+            "rebalance callback triggered",
+            "generation_reset",
+        ),
+        # Reactions: the member follows a rebalance, or sends a failed join again.
+        ("group is already rebalancing", None),
+        ("offset commit failed since group is already rebalancing", None),
+        ("rebalance failed due to RebalanceInProgressException", None),
+        ("rebalance failed due to DisconnectException", None),
+        ("need to revoke partitions and re-join", None),
+        ("need to re-join with the given member-id: java-app-1", None),
+    ],
+)
+def test_the_java_clients_rejoin_reasons_name_their_causes(reason: str, cause: str | None) -> None:
+    """Java's classic consumer's KIP-800 reasons (kgctl's member sends the same words) as
+    `kgctl proxy` traced them: each names its cause, or is a reaction that names none."""
+    from kgctl.model.events import Event
+    from kgctl.model.fold import fold_all
+    from kgctl.model.state import GroupState
+    from kgctl.model.wire import member_steps
+
+    events, _ = parse_lines((DATA / "dead_member_growth.jsonl").read_text().splitlines())
+    events = [e for e in events if e.type != "RejoinRequested"]  # the members say nothing
+    group = events[0].group
+    state = fold_all(GroupState(group, log_limit=0), events, events[-1].ts_ms)
+    g3 = state.generations[2]
+    request = {"group": group, "member_id": "java-app-1", "reason": reason}
+    traced = member_steps(
+        [
+            Event("JoinGroupTraced", g3.start_ms - 10, 0.0, 1, group, member="java-app",
+                  client_id="java-app", source="wire",
+                  data={"request": request, "latency_ms": 0}),
+        ]
+    )  # fmt: skip
+    d = diagnose(state, events + traced, events[-1].ts_ms)[2]
+    named = {t.who: t.cause for t in (d.trigger, *d.also)}
+    assert named.get("java-app") == cause

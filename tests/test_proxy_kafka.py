@@ -208,9 +208,11 @@ def test_kgctl_java_and_kcat_members_form_one_group_through_the_proxy(
         for c in (kgctl_id, java_id, kcat_id)
     }
     assert set(last_syncs.values()) == {generation}, last_syncs
-    # A kgctl member sends its own KIP-800 reason; the proxy shows it as sent.
-    first = traced(proxy, "JoinGroupTraced", kgctl_id)
-    assert any((e.data["request"]["reason"] or "").startswith("kgctl: first_join") for e in first)
+    # A kgctl member sends the Java client's KIP-800 reasons; the proxy shows them as sent:
+    # none on the first JoinGroup, then why it joins again (the member id it was given).
+    first = [e.data["request"]["reason"] or "" for e in traced(proxy, "JoinGroupTraced", kgctl_id)]
+    assert first[0] == "", first
+    assert first[1].startswith("need to re-join with the given member-id: "), first
 
 
 # -- one test per fault effect --------------------------------------------------------

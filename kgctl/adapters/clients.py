@@ -110,6 +110,35 @@ def error_name(exc: BaseException | type) -> str:
     return cls.__name__
 
 
+# Java exception classes whose name is not the error's name in CamelCase + "Exception".
+_JAVA_EXCEPTIONS = {
+    "GROUP_AUTHORIZATION_FAILED": "GroupAuthorizationException",
+    "TOPIC_AUTHORIZATION_FAILED": "TopicAuthorizationException",
+    "CLUSTER_AUTHORIZATION_FAILED": "ClusterAuthorizationException",
+    "SASL_AUTHENTICATION_FAILED": "SaslAuthenticationException",
+    "UNKNOWN_SERVER_ERROR": "UnknownServerException",
+    # kafka-python fails a request that timed out in flight with REQUEST_TIMED_OUT and
+    # closes the connection; Java's network client disconnects too (DisconnectException).
+    "REQUEST_TIMED_OUT": "DisconnectException",
+    "KafkaConnectionError": "DisconnectException",
+    "NodeNotReadyError": "DisconnectException",
+    "KafkaTimeoutError": "TimeoutException",
+    "KafkaError": "KafkaException",
+}
+
+
+def java_exception_name(exc: BaseException) -> str:
+    """The simple name of the exception Java's client raises for the same failure
+    (REBALANCE_IN_PROGRESS: RebalanceInProgressException; a lost connection:
+    DisconnectException); another exception keeps its own class name."""
+    name = error_name(exc)
+    if name in _JAVA_EXCEPTIONS:
+        return _JAVA_EXCEPTIONS[name]
+    if isinstance(exc, Errors.BrokerResponseError) and name.isupper():
+        return "".join(word.capitalize() for word in name.split("_")) + "Exception"
+    return type(exc).__name__
+
+
 def retriable(exc: BaseException) -> bool:
     """Whether another attempt may succeed: kafka-python marks such errors (a lost
     connection, a coordinator loading, a timeout) `retriable`."""

@@ -4,7 +4,7 @@ Pinned to kafka-python 3.0.12. `TracedCoordinator` subclasses its ConsumerCoordi
 (the documented seam, private API) and `build_consumer` makes KafkaConsumer use it by
 swapping the `ConsumerCoordinator` name that `kafka/consumer/group.py` looks up, only for
 the duration of the constructor and under a lock. The subclass also fixes the departures
-from the Java client listed in docs/member.md, (a) to (m); each fix says its letter. Its
+from the Java client listed in docs/member.md, (a) to (w); each fix says its letter. Its
 hooks run on kafka-python's I/O thread: they only read state and call `emit`, which
 queues.
 
@@ -15,7 +15,7 @@ trace reader), its control-topic reader in `control.py`; all are built in `clien
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import kafka.errors as Errors
@@ -41,9 +41,24 @@ from kafka.structs import MemberState, OffsetAndMetadata
 from kafka.util import Timer
 
 from kgctl.adapters import clients
-from kgctl.adapters.clients import FATAL_ERRORS, error_name, join_retry, retriable
+from kgctl.adapters.clients import (
+    FATAL_ERRORS,
+    error_name,
+    java_exception_name,
+    join_retry,
+    retriable,
+)
 from kgctl.model.events import partitions_of
-from kgctl.model.reasons import rejoin_reason
+from kgctl.model.reasons import (
+    WIRE_COMMIT_REBALANCING,
+    WIRE_LEFT_GROUP,
+    WIRE_REASONS,
+    rejoin_reason,
+    wire_failed_join,
+    wire_member_id,
+    wire_reset,
+    wire_stale_join,
+)
 from kgctl.settings import ClientSettings
 
 Emit = Callable[..., Any]
@@ -131,13 +146,28 @@ class TracedCoordinator(ConsumerCoordinator):
         self._kg_context: str | None = None  # reason for a request_rejoin made by super
         self._kg_cause = ""  # why the next reset_generation happens
         self._kg_reason = "first_join"
-        self._kg_retry_of = ""
+        # Java's rejoinReason: what the next JoinGroup tells the broker (KIP-800), in
+        # Java's words (kgctl/model/reasons.py); "" on a first join, as in Java.
+        self._kg_wire_reason = ""
+        self._kg_wire_context: str | None = None  # for a request_rejoin made by super
         self._kg_rebalance_started: float | None = None
         self._kg_fatal: BaseException | None = None
         self._kg_closing = False
         self._kg_leave_reason: str | None = None
         self._kg_hb_handled = False
         self._kg_last_heartbeat_ms: float | None = None
+        # Java's COMPLETING_REBALANCE: JoinGroup answered, SyncGroup not yet. kafka-python
+        # has no such state (the member stays REBALANCING); heartbeats run in it.
+        self._kg_completing = False
+        self._kg_hb_generation: Any = None  # the generation the last heartbeat carried
+        self._kg_commit_generations: dict[int, Any] = {}
+        # Java's joinPrepareTimer and autoCommitOffsetRequestFuture (departure (t)).
+        self._kg_prepare_timer: Any = None
+        self._kg_prepare_commit: Any = None
+        self._kg_prepare_started: float | None = None
+        self._kg_in_prepare = False
+        # What the member owned when this rebalance's first onJoinPrepare ran.
+        self._kg_owned_before: dict[str, list[int]] | None = None
         super().__init__(client, subscription, **configs)
         eager = self._rebalance_protocol == RebalanceProtocol.EAGER
         for assignor in self._assignors.values():
@@ -163,12 +193,27 @@ class TracedCoordinator(ConsumerCoordinator):
         proto = self._rebalance_protocol or RebalanceProtocol.EAGER
         return "cooperative" if proto == RebalanceProtocol.COOPERATIVE else "eager"
 
+    def _kg_java_state(self, state: Any) -> str:
+        """A kafka-python member state as Java names it."""
+        if state is MemberState.STABLE:
+            return "STABLE"
+        if state is MemberState.REBALANCING:
+            return "COMPLETING_REBALANCE" if self._kg_completing else "PREPARING_REBALANCE"
+        return "UNJOINED"
+
+    def stable(self) -> bool:
+        """Whether the heartbeat loop runs: STABLE, and, as Java's heartbeat thread, also
+        between the JoinGroup answer and the SyncGroup answer (departure (d))."""
+        return self.state is MemberState.STABLE or (
+            self.state is MemberState.REBALANCING and self._kg_completing
+        )
+
     # -- poll: fail fast on a fatal error seen on the I/O thread (departure (b)) --------
     def poll(self, timeout_ms: Any = None) -> Any:
         if self._kg_fatal is not None:
             raise self._kg_fatal
         if (
-            self.state is MemberState.STABLE
+            self.stable()
             and self._generation.generation_id != DEFAULT_GENERATION_ID
             and self.heartbeat.session_timeout_expired()
         ):
@@ -178,6 +223,14 @@ class TracedCoordinator(ConsumerCoordinator):
             # Like Java, the member keeps its partitions: it learns it was removed only
             # from the coordinator's next answer (UNKNOWN_MEMBER_ID).
             self.coordinator_dead(SESSION_EXPIRED)
+        if self._subscription.partitions_auto_assigned():
+            # Departure (w): Java's poll records the poll first (pollHeartbeat), so a
+            # member that keeps polling while its rebalance waits (a JoinGroup held by the
+            # broker, a slow leader's SyncGroup with heartbeats on, the pre-rebalance
+            # commit) is never taken for one that stopped polling. kafka-python records
+            # it only once joined, and its heartbeat loop then left the group after
+            # max.poll.interval.ms of such waiting.
+            self.poll_heartbeat()
         return super().poll(timeout_ms=timeout_ms)
 
     # -- metadata: Java's poll throws TopicAuthorizationException for subscribed topics;
@@ -211,6 +264,15 @@ class TracedCoordinator(ConsumerCoordinator):
         # applied (no onJoinComplete, heartbeats still disabled) and the member was
         # dropped at its session timeout, stuck in REBALANCING.
         pending = self._join_task is not None and not self._kg_closing
+        if (metadata_changed or subscription_changed) and not self.rejoin_needed:
+            # Java's requestRejoinIfNecessary: the change sets the lasting rejoin flag,
+            # cleared only by a successful SyncGroup. kafka-python recomputed it on each
+            # call, and building JoinGroup makes both checks false: a JoinGroup that then
+            # failed was never sent again (departure (h), audit rows 1-2).
+            self.rejoin_needed = True
+            self._kg_wire_reason = WIRE_REASONS[
+                "metadata_changed" if metadata_changed else "subscription_changed"
+            ]
         needed = bool(super().need_rejoin()) or pending
         if needed and not self._kg_rejoin_reported and not self._kg_closing:
             reason = rejoin_reason(
@@ -221,7 +283,6 @@ class TracedCoordinator(ConsumerCoordinator):
             ).value
             self._kg_rejoin_reported = True
             self._kg_reason = reason
-            self._kg_retry_of = ""
             self._kg_rebalance_started = time.monotonic()
             data: dict[str, Any] = {"reason": reason}
             if reason == "metadata_changed":
@@ -238,8 +299,14 @@ class TracedCoordinator(ConsumerCoordinator):
         return needed
 
     def request_rejoin(self, reason: str | None = None) -> None:
+        why = reason or self._kg_context or "requested"
         if self._kg_pending_reason is None:
-            self._kg_pending_reason = reason or self._kg_context or "requested"
+            self._kg_pending_reason = why
+        # Java's requestRejoin overwrites the reason; a request kgctl cannot name (a
+        # SyncGroup error: the join loop names the failure) leaves it as it was.
+        wire = self._kg_wire_context or WIRE_REASONS.get(why)
+        if wire is not None:
+            self._kg_wire_reason = wire
         super().request_rejoin()
 
     def reset_generation(self, member_id: str = UNKNOWN_MEMBER_ID) -> None:
@@ -247,8 +314,17 @@ class TracedCoordinator(ConsumerCoordinator):
         super().reset_generation(member_id)
         if not getattr(self, "_kg_ready", False):
             return
+        if self._kg_cause != "join:MEMBER_ID_REQUIRED":
+            # Java's resetStateAndRejoin sets needsJoinPrepare (kafka-python's inverted
+            # `rejoining`): the next join runs onJoinPrepare again, now without a
+            # generation, so what is still owned is reported lost and a cooperative
+            # member claims nothing. kafka-python ran prepare once per rebalance, so a
+            # reset in the middle of a join kept the partitions (departure (a), audit row 3). The
+            # member id a MEMBER_ID_REQUIRED answer gives is no reset in Java.
+            self.rejoining = False
         if self._kg_pending_reason is None:
             self._kg_pending_reason = "generation_reset"
+        self._kg_wire_reason = self._kg_wire_of_reset(member_id)
         if old.generation_id != DEFAULT_GENERATION_ID or (old.member_id and not member_id):
             self._kg(
                 "GenerationReset",
@@ -257,6 +333,18 @@ class TracedCoordinator(ConsumerCoordinator):
                 member_id_kept=bool(member_id),
                 cause=self._kg_cause or "unknown",
             )
+
+    def _kg_wire_of_reset(self, member_id: str) -> str:
+        """Java's reason for the rejoin that follows a reset (`_kg_cause` says why)."""
+        cause = self._kg_cause
+        api, _, error = cause.partition(":")
+        if cause == "join:MEMBER_ID_REQUIRED":
+            return wire_member_id(member_id)
+        if api in _RESET_APIS and error:
+            return wire_reset(error, _RESET_APIS[api])
+        if cause in ("poll_interval_exceeded", "left_group"):
+            return WIRE_LEFT_GROUP
+        return self._kg_wire_reason
 
     # -- 1. find the coordinator -------------------------------------------------------
     async def _send_group_coordinator_request(self) -> Any:
@@ -292,19 +380,37 @@ class TracedCoordinator(ConsumerCoordinator):
     # -- onJoinPrepare (departure (a): no revoked(set()) on a join without generation) --
     async def _on_join_prepare_async(
         self, generation: int, member_id: str, timeout_ms: Any = None
-    ) -> None:
-        started = time.monotonic()
+    ) -> bool:
+        """Java's onJoinPrepare: False while the pre-rebalance auto-commit is awaited
+        (the join loop returns and the next poll calls it again), True once prepared."""
+        if self._kg_prepare_started is None:
+            self._kg_prepare_started = time.monotonic()
         owned = partitions_of(
             (tp.topic, tp.partition) for tp in self._subscription.assigned_partitions()
         )
+        if self._kg_owned_before is None:
+            self._kg_owned_before = owned  # what JoinCompleted's added/removed compare to
         lost = self._generation.is_lost()
+        if not lost and not await self._kg_prepare_commit_done(timeout_ms):
+            return False
+        self._kg_prepare_timer = None  # Java's joinPrepareTimer: one per prepare
+        started, self._kg_prepare_started = self._kg_prepare_started, None
         if lost and not owned:
             # Java's onJoinPrepare without a generation: nothing to lose, nothing to
             # revoke, no listener call at all (kafka-python calls revoked(set())).
             self._is_leader = False
             self._subscription.reset_group_subscription()
         else:
-            await super()._on_join_prepare_async(generation, member_id, timeout_ms=timeout_ms)
+            self._kg_in_prepare = True  # the pre-rebalance commit is done (or given up)
+            try:
+                await super()._on_join_prepare_async(generation, member_id, timeout_ms=timeout_ms)
+            finally:
+                self._kg_in_prepare = False
+                if self._rebalance_protocol == RebalanceProtocol.EAGER:
+                    # Departure (s): Java's eager onJoinPrepare empties the assignment
+                    # once the listener has run; kafka-python kept it until the join
+                    # completed, so a close in between revoked the same partitions again.
+                    self._subscription.assign_from_subscribed([])
         self._kg(
             "JoinPrepared",
             previous_generation=generation,
@@ -315,6 +421,64 @@ class TracedCoordinator(ConsumerCoordinator):
             auto_commit=bool(self.config["enable_auto_commit"]),
             duration_ms=_ms(started),
         )
+        return True
+
+    async def _kg_prepare_commit_done(self, timeout_ms: Any) -> bool:
+        """Java's onJoinPrepare with auto-commit: commit what was consumed
+        (asynchronously) and wait for the answer, over as many polls as it takes but no
+        longer than the rebalance timeout; a retriable failure commits again. Only then
+        are the partitions revoked and JoinGroup sent. kafka-python committed
+        synchronously within the one poll's timeout and went on when that ran out,
+        JoinGroup leaving with the commit still in flight (departure (t), audit row 6)."""
+        if not self.config["enable_auto_commit"]:
+            return True
+        if self._kg_prepare_timer is None:
+            self._kg_prepare_timer = Timer(self.config["max_poll_interval_ms"])
+        prepare_timer = self._kg_prepare_timer
+        if self._kg_prepare_commit is None:
+            if self._rebalance_protocol == RebalanceProtocol.EAGER:
+                # No more records from partitions about to be revoked (Java's
+                # maybeMarkPartitionsPendingRevocation).
+                self._subscription.mark_pending_revocation(
+                    set(self._subscription.assigned_partitions())
+                )
+            offsets = self._subscription.all_consumed_offsets()
+            if not offsets:
+                self._kg_prepare_timer = None
+                return True
+            self._kg_prepare_commit = self._manager.call_soon(
+                self._send_offset_commit_request, offsets
+            )
+        future = self._kg_prepare_commit
+        poll_timer = Timer(timeout_ms)
+        wait_ms = prepare_timer.timeout_ms
+        if poll_timer.timeout_ms is not None:
+            wait_ms = min(wait_ms, poll_timer.timeout_ms)
+        try:
+            await self._manager.wait_for(future, wait_ms)
+        except Exception:  # noqa: BLE001 - the future says how it ended, read below
+            pass
+        done = True
+        if prepare_timer.expired:
+            done = True  # Java goes on joining: the member must not miss the rebalance
+        elif not future.is_done or (future.failed() and future.retriable()):
+            done = False
+        if future.is_done:
+            self._kg_prepare_commit = None
+        if done:
+            self._kg_prepare_timer = None
+            return True
+        backoff_ms = self.config["retry_backoff_ms"]
+        if poll_timer.timeout_ms is not None:
+            backoff_ms = min(backoff_ms, poll_timer.timeout_ms)
+        if backoff_ms > 0:
+            await self._manager._net.sleep(backoff_ms / 1000)
+        return False
+
+    async def _commit_offsets_sync_async(self, offsets: Any, timeout_ms: Any = None) -> Any:
+        if self._kg_in_prepare:
+            return None  # kafka-python's onJoinPrepare commit: done (and awaited) already
+        return await super()._commit_offsets_sync_async(offsets, timeout_ms=timeout_ms)
 
     # -- joinGroupIfNeeded (departures (c), (d), (e), (i)) -------------------------------
     async def join_group_async(self, timeout_ms: Any = None) -> bool:
@@ -328,19 +492,32 @@ class TracedCoordinator(ConsumerCoordinator):
             # reused (Java keeps its joinFuture), not discarded for a new JoinGroup.
             if self._join_task is None:
                 if not self.rejoining:
-                    await self._on_join_prepare_async(
+                    # Java's needsJoinPrepare, cleared before the call: a listener that
+                    # throws is not called again on the next poll.
+                    self.rejoining = True
+                    prepared = await self._on_join_prepare_async(
                         self._generation.generation_id,
                         self._generation.member_id,
                         timeout_ms=timer.timeout_ms,
                     )
-                    self.rejoining = True
+                    if not prepared:  # waiting for the pre-rebalance commit
+                        self.rejoining = False
+                        return False
                     self._disable_heartbeat()
                 self._join_task = self._manager.call_soon(self._do_join_and_sync_async)
             task = self._join_task
             failure: BaseException | None = None
             try:
                 assignment_bytes = await self._manager.wait_for(task, timer.timeout_ms)
-            except Errors.KafkaError as exc:
+            except Exception as exc:
+                if not isinstance(exc, Errors.KafkaError):
+                    # Not a Kafka error (an assignor or a listener raised): Java's join
+                    # future fails, the loop asks to rejoin and throws.
+                    self._join_task = None
+                    self._kg_join_failed(exc, "fatal")
+                    self.rejoin_needed = True
+                    self._kg_wire_reason = wire_failed_join(java_exception_name(exc))
+                    raise
                 if isinstance(exc, Errors.KafkaTimeoutError) and not task.is_done:
                     return False  # still in flight: the next poll awaits the same join
                 if task.is_done and task.succeeded():
@@ -374,7 +551,13 @@ class TracedCoordinator(ConsumerCoordinator):
                     ),
                 )
                 self._kg_cause = "generation_reset_during_join"
-                self.reset_generation(member_id=generation.member_id)
+                self.reset_generation()  # Java's resetStateAndRejoin(reason, true)
+                self._kg_wire_reason = wire_stale_join(
+                    generation.generation_id,
+                    generation.member_id,
+                    generation.protocol,
+                    self._kg_java_state(state),
+                )
                 continue
             with self._lock:
                 # STABLE, heartbeats on and rejoin_needed cleared came with the SyncGroup
@@ -392,13 +575,23 @@ class TracedCoordinator(ConsumerCoordinator):
     async def _kg_retry_join(self, failure: BaseException, timer: Any) -> bool:
         """After a failed join: True to join again now, False to give up until the next
         poll; raises a fatal error (joinGroupIfNeeded's retry rules, `join_retry`)."""
-        if isinstance(failure, Errors.KafkaTimeoutError):
-            self._kg_join_failed(failure, "backoff")  # the join itself timed out
-            return False
         if self._kg_closing:
             return False  # the join that stopped for close() said so itself
         retry = join_retry(error_name(failure), retriable(failure))
+        if getattr(failure, "kg_unexpected", False):
+            retry = "fatal"
         self._kg_join_failed(failure, retry)
+        if not isinstance(failure, Errors.MemberIdRequiredError):
+            # Java's joinGroupIfNeeded asks to rejoin after every failed join (the
+            # MEMBER_ID_REQUIRED handler already did): the flag outlives this poll, so a
+            # join that failed after a subscription or metadata change is sent again
+            # (after the backoff) instead of leaving the member REBALANCING with nothing
+            # in flight (departure (h), audit rows 1-2).
+            self.rejoin_needed = True
+            unexpected = getattr(failure, "kg_unexpected", False)
+            self._kg_wire_reason = wire_failed_join(
+                "KafkaException" if unexpected else java_exception_name(failure)
+            )
         if retry == "immediate":
             return True
         if retry != "backoff":
@@ -414,7 +607,6 @@ class TracedCoordinator(ConsumerCoordinator):
 
     def _kg_join_failed(self, exc: BaseException, retry: str) -> None:
         name = error_name(exc)
-        self._kg_retry_of = name
         self._kg("JoinFailed", error=name, retry=retry, detail=str(exc)[:200])
         if retry == "fatal" and name in FATAL_ERRORS:
             self._kg_fatal = exc
@@ -425,11 +617,10 @@ class TracedCoordinator(ConsumerCoordinator):
             raise Errors.CoordinatorNotAvailableError(self.coordinator_id)
         with self._lock:
             self.state = MemberState.REBALANCING
+            self._kg_completing = False
         protocols = self.group_protocols()
         reason = self._kg_reason
-        wire_reason = f"kgctl: {reason}"
-        if self._kg_retry_of:
-            wire_reason += f" (retry after {self._kg_retry_of})"
+        wire_reason = self._kg_wire_reason
         join_request = JoinGroupRequest(
             group_id=self.group_id,
             session_timeout_ms=self.config["session_timeout_ms"],
@@ -492,6 +683,7 @@ class TracedCoordinator(ConsumerCoordinator):
             received["members"] = members
         self._kg_cause = f"join:{received['error']}"
         self._kg("JoinGroupReceived", **received)
+        _raise_unexpected(join_response.error_code, _JAVA_JOIN_ERRORS, "JoinGroup")
         self._process_join_group_response(join_response, sent)  # raises on error
         if self._kg_closing:
             # Departure (e): close() after LeaveGroup must not let this join go on to a
@@ -499,6 +691,14 @@ class TracedCoordinator(ConsumerCoordinator):
             abandoned = Errors.KafkaError("member closing: join abandoned before SyncGroup")
             self._kg_join_failed(abandoned, "abandoned")
             raise abandoned
+        with self._lock:
+            if self.state is MemberState.REBALANCING:
+                # Java's JoinGroupResponseHandler: COMPLETING_REBALANCE, and heartbeats on
+                # (with the new generation) until the SyncGroup answer, so a member that
+                # waits on a slow leader keeps its session. kafka-python (and kgctl
+                # before) started them only with the SyncGroup answer (departure (d), audit row 7).
+                self._kg_completing = True
+                self._enable_heartbeat()
 
         assignments: list[Any] = []
         if is_leader and skip_assignment:
@@ -544,19 +744,28 @@ class TracedCoordinator(ConsumerCoordinator):
                 synced["assignment"] = {}
         self._kg("SyncGroupReceived", **synced)
         self._kg_cause = f"sync:{sync_error}"
+        completing, self._kg_completing = self._kg_completing, False
+        _raise_unexpected(sync_response.error_code, _JAVA_SYNC_ERRORS, "SyncGroup")
         assignment = self._process_sync_group_response(sync_response, sent)  # raises on error
-        # Java's SyncGroupResponseHandler: the member is STABLE and heartbeats as soon as
-        # SyncGroup succeeds, also when the caller is outside poll(). kafka-python waited
-        # for the next poll, so a join that finished outside poll sent no heartbeat (and
-        # no poll-timeout check) until then. The join loop completes the join only if
-        # nothing reset the generation meanwhile (departure (d)).
+        # Java's SyncGroupResponseHandler: the member is STABLE as soon as SyncGroup
+        # succeeds, also when the caller is outside poll() (kafka-python waited for the
+        # next poll). If the generation was reset since the JoinGroup answer (a heartbeat
+        # error, the poll timeout), the join failed: ILLEGAL_GENERATION, retried at once.
+        # The join loop checks once more before completing (departure (d)).
         with self._lock:
-            if (
-                self._generation.generation_id == sync_request.generation_id
+            if not (
+                completing
+                and self._generation.generation_id == sync_request.generation_id
                 and self.state is MemberState.REBALANCING
             ):
-                self.state = MemberState.STABLE
-                self.rejoin_needed = False
+                raise Errors.IllegalGenerationError(
+                    f"generation/state became {self._generation.generation_id}/"
+                    f"{self.state} before the SyncGroup answer"
+                )
+            self.state = MemberState.STABLE
+            self.rejoin_needed = False
+            self._kg_wire_reason = ""  # Java clears rejoinReason with the flag
+            if not self._heartbeat_enabled:
                 self._enable_heartbeat()
         return assignment
 
@@ -612,13 +821,15 @@ class TracedCoordinator(ConsumerCoordinator):
     async def _on_join_complete_async(
         self, generation: int, member_id: str, protocol: str, member_assignment_bytes: Any
     ) -> None:
-        before = partitions_of(
-            (tp.topic, tp.partition) for tp in self._subscription.assigned_partitions()
-        )
+        before = self._kg_owned_before
+        if before is None:
+            before = partitions_of(
+                (tp.topic, tp.partition) for tp in self._subscription.assigned_partitions()
+            )
+        self._kg_owned_before = None
         self._kg_joined_before = True
         self._kg_rejoin_reported = False
         self._kg_pending_reason = None
-        self._kg_retry_of = ""
         self._kg_cause = ""
         self._kg_context = (
             "cooperative_followup" if self.kg_protocol == "cooperative" else "assignment_failed"
@@ -648,6 +859,9 @@ class TracedCoordinator(ConsumerCoordinator):
     # -- heartbeats (departure (b): FENCED_INSTANCE_ID ends the member) -----------------
     async def _send_heartbeat_request(self) -> Any:
         self._kg_hb_handled = False
+        # The generation the request carries (kafka-python builds it before its first
+        # await; one heartbeat is in flight at a time).
+        self._kg_hb_generation = self._generation
         try:
             return await super()._send_heartbeat_request()
         except Errors.KafkaError as exc:
@@ -668,22 +882,84 @@ class TracedCoordinator(ConsumerCoordinator):
             )
         else:
             self._kg("HeartbeatFailed", error=error_name(error_type), rtt_ms=rtt, transport=False)
+        sent = self._kg_hb_generation
+        if error_type in _MEMBERSHIP_ERRORS and sent is not None and self._generation != sent:
+            # Java's generationUnchanged(): the answer is about a generation the member
+            # has left since (it rejoined while the heartbeat was in flight): ignored, and
+            # counted as an answered heartbeat. kafka-python reset the current generation
+            # (departure (u), audit row 8).
+            return None
         if error_type in (Errors.FencedInstanceIdError, Errors.GroupAuthorizationFailedError):
             self._kg_fatal = error_type(
                 f"group {self.group_id!r} instance {self.group_instance_id!r}"
             )
+        if error_type is Errors.RebalanceInProgressError and self.state is not MemberState.STABLE:
+            # Java's HeartbeatResponseHandler: during a rebalance (the heartbeats between
+            # the JoinGroup and SyncGroup answers) this answer is expected and counts as
+            # a heartbeat; only a STABLE member asks to rejoin.
+            return None
         self._kg_context = (
             "rebalance_in_progress" if error_type is Errors.RebalanceInProgressError else None
         )
         self._kg_cause = f"heartbeat:{error_name(error_type)}"
+        if error_type is Errors.FencedInstanceIdError:
+            # Java's HeartbeatResponseHandler resets the generation and the member id on
+            # FENCED_INSTANCE_ID as on UNKNOWN_MEMBER_ID (resetStateOnResponseError), so
+            # close reports the partitions lost; kafka-python kept the generation and
+            # close revoked them (departure (b), audit row 4).
+            self.reset_generation()
         try:
             return super()._handle_heartbeat_response(response, send_time)
         finally:
             self._kg_context = None
 
     # -- offsets -------------------------------------------------------------------------
+    def _handle_offset_commit_response(self, offsets: Any, send_time: float, response: Any) -> Any:
+        sent = self._kg_commit_generations.pop(id(offsets), self._generation)
+        first_error = next(
+            (Errors.for_code(code) for _, parts in response.topics for _, code in parts if code),
+            None,
+        )
+        if first_error in _MEMBERSHIP_ERRORS and sent != self._generation:
+            # Departure (u), Java's OffsetCommitResponseHandler for an answer about a
+            # generation the member has left since (kafka-python reset the current one):
+            # while a new JoinGroup is out, the commit fails as a rebalance in progress
+            # and nothing is reset; otherwise as Java: a fencing fails the commit, an
+            # unknown member or old generation resets it.
+            preparing = self.state is MemberState.REBALANCING and not self._kg_completing
+            if preparing:
+                raise CommitRebalanceInProgressError(
+                    "the commit was for an earlier generation and the group is "
+                    "rebalancing: finish the rebalance with poll(), then commit again"
+                )
+            if first_error is Errors.FencedInstanceIdError:
+                raise Errors.CommitFailedError(first_error())
+        self._kg_context = "rebalance_in_progress"  # the reason of a rejoin asked below
+        self._kg_wire_context = WIRE_COMMIT_REBALANCING
+        if first_error is not None:
+            self._kg_cause = f"commit:{error_name(first_error)}"
+        try:
+            return super()._handle_offset_commit_response(offsets, send_time, response)
+        except Errors.CommitFailedError as exc:
+            if exc.args and isinstance(exc.args[0], Errors.RebalanceInProgressError):
+                # Java's OffsetCommitResponseHandler: REBALANCE_IN_PROGRESS asks to rejoin
+                # (kafka-python did) and fails the commit with RebalanceInProgressException,
+                # which tells the caller to finish the rebalance with poll() and commit
+                # again; kafka-python raised CommitFailedError, the error of a member that
+                # was dropped from the group (departure (v), audit row 9).
+                raise CommitRebalanceInProgressError(
+                    "the group is rebalancing: finish the rebalance with poll(), then commit again"
+                ) from None
+            raise
+        finally:
+            self._kg_context = None
+            self._kg_wire_context = None
+
     async def _send_offset_commit_request(self, offsets: Any) -> Any:
         started = time.monotonic()
+        # The generation the request carries, for its answer (kafka-python reads it
+        # before its first await); keyed by the offsets, as several may be in flight.
+        self._kg_commit_generations[id(offsets)] = self._generation
         try:
             result = await super()._send_offset_commit_request(offsets)
         except Exception as exc:
@@ -695,6 +971,8 @@ class TracedCoordinator(ConsumerCoordinator):
                     offsets=_offsets_doc(offsets),
                 )
             raise
+        finally:
+            self._kg_commit_generations.pop(id(offsets), None)
         if offsets:
             self._kg("OffsetsCommitted", offsets=_offsets_doc(offsets), duration_ms=_ms(started))
         return result
@@ -725,11 +1003,94 @@ class TracedCoordinator(ConsumerCoordinator):
             self._kg_cause = "left_group"
         return await super().maybe_leave_group_async(reason, timeout_ms)
 
+    async def _on_close_prepare_async(self) -> None:
+        """Java's onLeavePrepare: partitions still owned in the middle of a rebalance (a
+        cooperative member; an eager one gave them up in onJoinPrepare) are reported
+        lost, not revoked, as with a lost generation."""
+        owned = set(self._subscription.assigned_partitions())
+        if not (
+            owned
+            and self.state is MemberState.REBALANCING
+            and self._subscription.partitions_auto_assigned()
+            and not self._generation.is_lost()
+        ):
+            await super()._on_close_prepare_async()
+            return
+        self._subscription.mark_pending_revocation(owned)
+        failure: Exception | None = None
+        try:
+            await self._invoke_rebalance_listener_async("on_partitions_lost", owned)
+        except Exception as exc:  # noqa: BLE001 - raised below, after the cleanup
+            failure = exc
+        self._subscription.assign_from_subscribed([])
+        self._is_leader = False
+        self._subscription.reset_group_subscription()
+        if failure is not None:
+            raise Errors.KafkaError("User rebalance callback throws an error") from failure
+
     def close(self, autocommit: bool = True, timeout_ms: Any = None) -> None:
         # Departure (e): mark closing first so an in-flight join stops before SyncGroup
         # and the join loop does not start another one.
         self._kg_closing = True
         super().close(autocommit=autocommit, timeout_ms=timeout_ms)
+
+
+# The errors Java's JoinGroup / SyncGroup answer handlers expect; any other ends the
+# join with a KafkaException ("unexpected error"), which the join loop does not retry.
+_JAVA_JOIN_ERRORS = frozenset(
+    {
+        "NONE", "COORDINATOR_LOAD_IN_PROGRESS", "UNKNOWN_MEMBER_ID", "COORDINATOR_NOT_AVAILABLE",
+        "NOT_COORDINATOR", "FENCED_INSTANCE_ID", "INCONSISTENT_GROUP_PROTOCOL",
+        "INVALID_SESSION_TIMEOUT", "INVALID_GROUP_ID", "GROUP_AUTHORIZATION_FAILED",
+        "GROUP_MAX_SIZE_REACHED", "UNSUPPORTED_VERSION", "MEMBER_ID_REQUIRED",
+        "REBALANCE_IN_PROGRESS",
+    }
+)  # fmt: skip
+_JAVA_SYNC_ERRORS = frozenset(
+    {
+        "NONE", "GROUP_AUTHORIZATION_FAILED", "REBALANCE_IN_PROGRESS", "FENCED_INSTANCE_ID",
+        "UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION", "COORDINATOR_NOT_AVAILABLE",
+        "NOT_COORDINATOR",
+    }
+)  # fmt: skip
+
+
+def _raise_unexpected(code: int, expected: frozenset[str], api: str) -> None:
+    """Departure (r): Java fails a join on an answer its handler does not expect
+    (ILLEGAL_GENERATION on JoinGroup, MEMBER_ID_REQUIRED or COORDINATOR_LOAD_IN_PROGRESS
+    on SyncGroup, ...) and does not retry it; kafka-python retried some of them. The
+    error keeps its name for the events and the member's exit line."""
+    error_type = Errors.for_code(code)
+    if error_name(error_type) in expected:
+        return
+    exc = error_type(f"unexpected in a {api} answer (the Java client gives up too)")
+    exc.retriable = False
+    exc.kg_unexpected = True
+    raise exc
+
+
+# kgctl's cause prefix -> Java's name of the API whose answer reset the generation.
+_RESET_APIS = {
+    "join": "JOIN_GROUP",
+    "sync": "SYNC_GROUP",
+    "heartbeat": "HEARTBEAT",
+    "commit": "OFFSET_COMMIT",
+}
+
+# The answers that say the member's generation is over (Java resets it, if current).
+_MEMBERSHIP_ERRORS = (
+    Errors.IllegalGenerationError,
+    Errors.UnknownMemberIdError,
+    Errors.FencedInstanceIdError,
+)
+
+
+class CommitRebalanceInProgressError(Errors.RebalanceInProgressError):
+    """A commit refused because the group is rebalancing. Not retried by the commit
+    (RebalanceInProgressException is no retriable error in Java either): the caller
+    polls to finish the rebalance, then commits again."""
+
+    retriable = False
 
 
 def _diff(a: dict[str, list[int]], b: dict[str, list[int]]) -> dict[str, list[int]]:
@@ -758,10 +1119,18 @@ def _tps(tps: Any) -> dict[str, list[int]]:
 
 
 def build_consumer(
-    settings: ClientSettings, emit: Emit, **consumer_config: Any
+    settings: ClientSettings | Mapping[str, Any], emit: Emit, **consumer_config: Any
 ) -> tuple[KafkaConsumer, TracedCoordinator]:
     """A KafkaConsumer whose coordinator is a TracedCoordinator emitting through `emit`;
-    `consumer_config` (kafka-python's names, client_id included) wins over `settings`."""
+    `consumer_config` (kafka-python's names, client_id included) wins over `settings`.
+    `settings` may also be kafka-python's own settings (`bootstrap_servers` and the
+    rest), for a script or test that drives the member in-process."""
+    if isinstance(settings, Mapping):
+        servers = settings.get("bootstrap_servers") or ["127.0.0.1:9092"]
+        if isinstance(servers, str):
+            servers = servers.split(",")
+        consumer_config = {**settings, **consumer_config}
+        settings = ClientSettings(bootstrap=",".join(servers))
     bound = type("BoundTracedCoordinator", (TracedCoordinator,), {"_kg_emit": staticmethod(emit)})
     consumer = clients.consumer(settings, "kgctl-member", coordinator=bound, **consumer_config)
     coordinator = consumer._coordinator

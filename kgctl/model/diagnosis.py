@@ -691,7 +691,12 @@ _CLIENT_REASONS: tuple[tuple[str, str | None], ...] = (
     ("unknownmemberid", Cause.GENERATION_RESET.value),  # removed meanwhile: joins anew
     ("unknown_member_id", Cause.GENERATION_RESET.value),
     ("rebalance failed due to", None),  # another error: the rebalance was already running
+    # a join that completed after a heartbeat answer or the poll timeout reset it
+    ("generation/state was modified", Cause.GENERATION_RESET.value),
     ("consumer poll timeout has expired", Cause.TIMED_OUT.value),
+    # the rejoin after leaving on its own, mostly for max.poll.interval.ms (an
+    # unsubscribe says so too, but is rare among members that rejoin)
+    ("pro-actively leaving the group", Cause.TIMED_OUT.value),
     ("the consumer is being closed", Cause.MEMBER_LEFT.value),
     ("unsubscribed from all topics", Cause.MEMBER_LEFT.value),
     ("rebalance enforced by user", Cause.REJOIN_REQUESTED.value),

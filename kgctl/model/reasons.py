@@ -49,6 +49,56 @@ def rejoin_reason(
     return RejoinReason.REQUESTED
 
 
+# -- the reasons on the wire (KIP-800) ------------------------------------------------------
+#
+# A JoinGroup (v8+) carries the client's reason, and the broker logs it ("client reason:
+# ..."). kgctl's member sends the words Java's classic consumer (4.x) sends in the same
+# situation, so a broker log reads the same whichever client rejoined; its events keep
+# kgctl's own `RejoinReason`. These strings are protocol-visible values, matched
+# verbatim for that reason. A first join carries no reason (the broker logs "not
+# provided"), as Java's does.
+
+# kgctl's rejoin reason -> the wire reason of the request that asks for the rejoin.
+WIRE_REASONS: dict[str, str] = {
+    RejoinReason.METADATA_CHANGED.value: "cached metadata has changed",
+    RejoinReason.SUBSCRIPTION_CHANGED.value: "subscription has changed",
+    RejoinReason.EXPLICIT_REQUEST.value: "rebalance enforced by user",
+    RejoinReason.REBALANCE_IN_PROGRESS.value: "group is already rebalancing",
+    RejoinReason.COOPERATIVE_FOLLOWUP.value: "need to revoke partitions and re-join",
+    RejoinReason.ASSIGNMENT_FAILED.value: (
+        "received assignment does not match the current subscription"
+    ),
+}
+WIRE_COMMIT_REBALANCING = "offset commit failed since group is already rebalancing"
+WIRE_LEFT_GROUP = "consumer pro-actively leaving the group"
+
+
+def wire_failed_join(exception: str) -> str:
+    """After a failed JoinGroup/SyncGroup (`exception`: Java's exception class name)."""
+    return f"rebalance failed due to {exception}"
+
+
+def wire_reset(error: str, api: str) -> str:
+    """After an answer that reset the generation (`api`: JOIN_GROUP, SYNC_GROUP,
+    HEARTBEAT, OFFSET_COMMIT)."""
+    return f"encountered {error} from {api} response"
+
+
+def wire_member_id(member_id: str) -> str:
+    """After MEMBER_ID_REQUIRED, with the member id the broker gave."""
+    return f"need to re-join with the given member-id: {member_id}"
+
+
+def wire_stale_join(generation: int, member_id: str, protocol: str | None, state: str) -> str:
+    """A join that completed after its generation was reset (by a heartbeat answer or the
+    poll timeout); `state` as Java names it (UNJOINED, PREPARING_REBALANCE, ...)."""
+    gen = f"Generation{{generationId={generation}, memberId='{member_id}', protocol='{protocol}'}}"
+    return (
+        f"rebalance failed since the generation/state was modified by heartbeat thread to "
+        f"{gen}/{state} before the rebalance callback triggered"
+    )
+
+
 class Cause(str, enum.Enum):
     """Why a rebalance happened, as report, watch and chaos name it (docs/watch.md).
 

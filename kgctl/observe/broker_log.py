@@ -4,7 +4,7 @@ A Kafka coordinator logs one line when it moves a group to PreparingRebalance:
 
     [2026-11-30 09:01:17,791] INFO [GroupCoordinator id=1 ...] Preparing to rebalance
     group G in state PreparingRebalance with old generation 2 (reason: Leader M
-    re-joining group during Stable; client reason: kgctl: metadata_changed). (logger)
+    re-joining group during Stable; client reason: cached metadata has changed). (logger)
 
 The reason holds the broker's words and, since KIP-800, the client's own (`client
 reason:`). The timestamp is the log's local time; kgctl reads it as UTC (the local
