@@ -19,6 +19,7 @@ setup: $(STAMP)
 system-deps:
 	@missing=""; \
 	command -v java >/dev/null || missing="$$missing openjdk-17-jre-headless"; \
+	command -v javac >/dev/null || missing="$$missing openjdk-17-jdk-headless"; \
 	command -v mvn >/dev/null || missing="$$missing maven"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	command -v kcat >/dev/null || missing="$$missing kcat"; \

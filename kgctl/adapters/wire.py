@@ -40,7 +40,10 @@ with warnings.catch_warnings():
         SyncGroupRequest,
         SyncGroupResponse,
     )
-    from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
+    from kafka.protocol.consumer.metadata import (
+        ConsumerProtocolAssignment,
+        ConsumerProtocolSubscription,
+    )
     from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
     from kafka.protocol.metadata.find_coordinator import (
         FindCoordinatorRequest,
@@ -498,6 +501,24 @@ def _s(value: Any) -> Any:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
+def _subscription_owned(raw: Any) -> dict[str, list[int]] | None:
+    """The partitions a consumer-protocol subscription (JoinGroup metadata, v1+) claims as
+    owned, as {topic: [ids]} ({} when it claims none); None if v0 (no such field) or not
+    the consumer protocol. What a cooperative member's claim is checked by."""
+    if not raw:
+        return None
+    try:
+        decoded = ConsumerProtocolSubscription.decode(bytes(raw))
+        if decoded.version < 1:
+            return None
+        out: dict[str, list[int]] = {}
+        for tp in decoded.owned_partitions or []:
+            out[str(tp.topic)] = sorted(int(p) for p in tp.partitions)
+        return dict(sorted(out.items()))
+    except Exception:  # a non-consumer protocol (Connect, Streams' own) carries other bytes
+        return None
+
+
 def _assignment_partitions(raw: Any) -> dict[str, list[int]] | None:
     """A consumer-protocol assignment (SyncGroup) as {topic: [ids]}; None if empty or
     not the consumer protocol."""
@@ -528,6 +549,7 @@ def request_fields(api_key: int, version: int, req: Any) -> dict[str, Any]:
             "protocol_type": req.protocol_type,
             "protocols": [p.name for p in req.protocols],
             "reason": getattr(req, "reason", None),
+            "owned": _subscription_owned(req.protocols[0].metadata) if req.protocols else None,
         }
     if api_key == SYNC_GROUP:
         return {

@@ -1,0 +1,397 @@
+"""The conformance suite's pure half: what one member did in one situation, as the proxy
+and its listener saw it, turned into a form two clients can be compared in; the
+comparison; and the allow-list read from docs/member.md.
+
+No broker and no clock here (tests/conformance/test_conformance_form.py tests it alone).
+The real-broker half (test_conformance_kafka.py) records, for each run:
+
+- `Request`s: every group request the member sent, from the proxy's `*Traced` events
+  (`sent_ms` is when the proxy read the request: its answer time minus the latency);
+- `Callback`s: the member's rebalance listener calls (Java's VerifiableConsumer prints
+  `partitions_revoked` / `partitions_assigned`; kgctl emits `PartitionsRevoked`,
+  `PartitionsLost`, `PartitionsAssigned`; kcat prints its rebalance lines);
+- `Mark`s: what the test did to the member (`stop`: SIGTERM) and whether it exited
+  on its own.
+
+How a lost partition is told from a revoked one when the client cannot say
+(VerifiableConsumer's listener has no `onPartitionsLost`, so Java's default hands lost
+partitions to `onPartitionsRevoked`, and VerifiableConsumer prints them as revoked):
+Java calls "lost" exactly when its generation was reset when the listener runs
+(`ConsumerCoordinator.onJoinPrepare` / `onLeavePrepare`: no generation, or no member
+id). A reset happens on an answer with UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION or
+FENCED_INSTANCE_ID (any group API) and lasts until a JoinGroup is answered with a
+generation. So a `revoked_or_lost` call is `lost` when the last such answer the member
+received before the call reset it, and `revoked` otherwise (`settle_lost`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+# The answers after which a Java member has no generation (AbstractCoordinator
+# resetGenerationOnResponseError / resetStateAndGeneration).
+RESET_ERRORS = frozenset({"UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION", "FENCED_INSTANCE_ID"})
+
+# How far apart two clients' retry delays may be before they count as a difference.
+# Both clients run with retry.backoff.ms=100 and heartbeat.interval.ms=500. A retry
+# that waits for the next heartbeat tick or poll can land anywhere in one heartbeat
+# interval, a backoff adds up to one retry.backoff.ms, and a JVM and a Python process
+# sharing two busy cores are scheduled up to a few hundred ms late: 500 + 100 + 400.
+DELAY_TOLERANCE_MS = 1000.0
+# A wait longer than that (a session timeout, a backoff that grew) is compared
+# relatively: both clients must wait within a quarter of the longer wait.
+DELAY_RELATIVE = 0.25
+
+
+@dataclass(frozen=True)
+class Request:
+    """One group request the member sent, and its answer."""
+
+    api: str  # JoinGroup, SyncGroup, Heartbeat, OffsetCommit, LeaveGroup, FindCoordinator
+    sent_ms: float
+    answered_ms: float
+    error: str  # NONE, an error name, NO_RESPONSE (dropped, hung, connection closed)
+    member_id: str = ""  # the request's
+    generation: int = -1  # the request's (SyncGroup, Heartbeat, OffsetCommit)
+    injected: bool = False  # answered by a proxy fault rule, never forwarded
+    reason: str | None = None  # JoinGroup v8+ (KIP-800)
+    owned: tuple[str, ...] | None = None  # JoinGroup: the partitions it claims (labels)
+    dropped: bool = False  # the proxy closed the connection instead of answering
+    answer_member_id: str = ""  # JoinGroup's answer
+    answer_generation: int = -1  # JoinGroup's answer
+
+
+@dataclass(frozen=True)
+class Callback:
+    """One rebalance listener call, or a commit the member's program saw fail."""
+
+    at_ms: float
+    kind: str  # assigned, revoked, lost, revoked_or_lost (Java: not told apart),
+    # commit failed
+    detail: str  # the partitions, `[0, 1]` (`partitions`), or the commit's failure
+
+
+def partitions(labels: list[str]) -> str:
+    """Partitions as a step shows them: `[0, 1, b0]` (labels sorted, numbers first)."""
+    return "[" + ", ".join(sorted(labels, key=lambda x: (not x.isdigit(), len(x), x))) + "]"
+
+
+# The failure a member's program was told of when a commit failed: Java's exception
+# (VerifiableConsumer prints its message) or kafka-python's error, by what it means.
+_COMMIT_FAILURES = (
+    ("undergoing a rebalance", "RebalanceInProgress"),
+    ("executing a rebalance", "RebalanceInProgress"),
+    ("REBALANCE_IN_PROGRESS", "RebalanceInProgress"),
+    ("RebalanceInProgress", "RebalanceInProgress"),
+    ("not part of an active group", "CommitFailed"),
+    ("CommitFailed", "CommitFailed"),
+)
+
+
+def commit_failure(text: str) -> str:
+    for needle, name in _COMMIT_FAILURES:
+        if needle in text:
+            return name
+    return text.split(":")[0].strip() or "unknown"
+
+
+@dataclass(frozen=True)
+class Mark:
+    """Something the test did to the member, or the member did by itself."""
+
+    at_ms: float
+    what: str  # stop (SIGTERM sent), exited (ended before being stopped)
+
+
+@dataclass
+class Trace:
+    """One member's run in one situation, in the comparable form."""
+
+    steps: list[str] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)  # its JoinGroups' reasons, normalised
+    delays: list[tuple[str, float]] = field(default_factory=list)  # (after what, ms)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"steps": self.steps, "reasons": self.reasons, "delays": self.delays}
+
+
+def settle_lost(requests: list[Request], callbacks: list[Callback]) -> list[Callback]:
+    """Java's `revoked_or_lost` calls named: `lost` when the member's generation was reset
+    at the time of the call (see the module's docstring), `revoked` otherwise."""
+    answers = sorted(requests, key=lambda r: r.answered_ms)
+    out = []
+    for cb in callbacks:
+        if cb.kind != "revoked_or_lost":
+            out.append(cb)
+            continue
+        reset = False
+        for r in answers:
+            if r.answered_ms > cb.at_ms:
+                break
+            if r.error in RESET_ERRORS:
+                reset = True
+            elif r.api == "JoinGroup" and r.error == "NONE":
+                reset = False
+        out.append(Callback(cb.at_ms, "lost" if reset else "revoked", cb.detail))
+    return out
+
+
+_MEMBER_ID = re.compile(r"[\w.-]*-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_KGCTL_MEMBER_ID = re.compile(r"[\w.-]+-[0-9a-f]{32}")
+
+
+def normalise_reason(reason: str | None) -> str:
+    """A KIP-800 reason with what differs from run to run taken out: member ids
+    (Java's and kafka-python's forms), topic names and numbers in metadata snapshots."""
+    if reason is None:
+        return "<none>"
+    text = _MEMBER_ID.sub("<member-id>", reason)
+    text = _KGCTL_MEMBER_ID.sub("<member-id>", text)
+    return re.sub(r"\d+", "N", text)
+
+
+class _Walk:
+    """State carried along one member's requests: its member id and generation as the
+    coordinator last gave them, to name each request's relative to them."""
+
+    def __init__(self) -> None:
+        self.member_id = ""
+        self.generation = -1
+        self.join_answered_ms: float | None = None  # the last JoinGroup answered NONE
+        self.commit_failed = False  # the last commit answered an error
+
+    def member(self, member_id: str) -> str:
+        if not member_id:
+            return "none"
+        return "current" if member_id == self.member_id else "other"
+
+    def gen(self, generation: int) -> str:
+        if generation < 0:
+            return "-1"
+        return "current" if generation == self.generation else "stale"
+
+    def learn(self, r: Request) -> None:
+        if r.api == "OffsetCommit":
+            self.commit_failed = r.error != "NONE"
+        elif r.api == "JoinGroup":
+            self.commit_failed = False
+        if r.api == "JoinGroup" and r.answer_member_id:
+            self.member_id = r.answer_member_id
+        if r.api == "JoinGroup" and r.error == "NONE":
+            self.generation = r.answer_generation
+            self.join_answered_ms = r.answered_ms
+
+
+def _request_step(r: Request, walk: _Walk) -> str | None:
+    """The step a request shows as, or None for one that is timing, not behaviour: an
+    answered heartbeat (how many there are depends on the clock) and an answered commit
+    (when a member commits is its program's choice, VerifiableConsumer's or kgctl
+    join's), unless it retries a commit that failed."""
+    if r.api == "Heartbeat" and r.error == "NONE":
+        return None
+    if r.api == "OffsetCommit" and r.error == "NONE" and not walk.commit_failed:
+        return None
+    error = f"{r.error}, connection closed" if r.dropped else r.error
+    if r.api == "JoinGroup":
+        # No claim and an empty claim are one thing (a v0 subscription has no field).
+        owned = f", owned={partitions(list(r.owned))}" if r.owned else ""
+        return f"JoinGroup(member={walk.member(r.member_id)}{owned}) -> {error}"
+    if r.api in ("SyncGroup", "Heartbeat", "OffsetCommit"):
+        return f"{r.api}(gen={walk.gen(r.generation)}) -> {error}"
+    return f"{r.api} -> {error}"
+
+
+def _heartbeat_while_syncing(sync: Request, requests: list[Request], walk: _Walk) -> bool:
+    """Did the member heartbeat between its JoinGroup answer and its SyncGroup answer (Java
+    does: its heartbeat thread starts at the JoinGroup answer)?"""
+    start = walk.join_answered_ms
+    if start is None:
+        return False
+    return any(
+        r.api == "Heartbeat" and start <= r.sent_ms < sync.answered_ms and r.sent_ms > sync.sent_ms
+        for r in requests
+    )
+
+
+def normalise(
+    requests: list[Request],
+    callbacks: list[Callback],
+    marks: list[Mark],
+    since_ms: float,
+) -> Trace:
+    """One member's run as steps (from `since_ms` on; what came before only sets the
+    member id and generation the later requests are named against), the reasons its
+    JoinGroups gave, and how long it waited after each failure the proxy injected.
+
+    Steps: each request as `API(member=none|current|other[, owned=[..]]) -> ERROR` or
+    `API(gen=current|stale|-1) -> ERROR` (answered heartbeats and commits left out, but
+    for a commit retrying one that failed), each listener call as
+    `assigned|revoked|lost [ids]`, a commit the program saw fail as `commit failed WHAT`,
+    `heartbeat during SyncGroup` once per SyncGroup that waited with heartbeats going,
+    `<stop>` and `exited`. Repeats in a row
+    of one step count once: a retry loop's length is timing."""
+    requests = sorted(requests, key=lambda r: r.sent_ms)
+    callbacks = settle_lost(requests, callbacks)
+    items: list[tuple[float, int, Any]] = [(_order_ms(r), 0, r) for r in requests]
+    items += [(c.at_ms, 1, c) for c in callbacks]
+    items += [(m.at_ms, 2, m) for m in marks]
+    items.sort(key=lambda x: (x[0], x[1]))
+    walk, trace = _Walk(), Trace()
+    for at, _, item in items:
+        step: str | None = None
+        if isinstance(item, Request):
+            if at >= since_ms:
+                if item.api == "SyncGroup" and _heartbeat_while_syncing(item, requests, walk):
+                    _add(trace.steps, "heartbeat during SyncGroup")
+                step = _request_step(item, walk)
+                if item.api == "JoinGroup":
+                    trace.reasons.append(normalise_reason(item.reason))
+            walk.learn(item)
+        elif isinstance(item, Callback):
+            step = f"{item.kind} {item.detail}" if at >= since_ms else None
+        else:
+            step = f"<{item.what}>" if item.what == "stop" else item.what
+        if step is not None:
+            _add(trace.steps, step)
+    trace.delays = retry_delays(requests, since_ms)
+    return trace
+
+
+# The listener runs just before a JoinGroup (prepare) or LeaveGroup (close) is sent,
+# often within the same millisecond; the member stamps its callback after the call, and
+# the proxy's times are whole milliseconds less a latency. A JoinGroup or LeaveGroup is
+# placed up to this much later (never after its own answer, which later requests
+# follow), so a callback stamped that close to it is put before it, where it ran.
+LISTENER_SLACK_MS = 2.0
+
+
+def _order_ms(r: Request) -> float:
+    if r.api not in ("JoinGroup", "LeaveGroup"):
+        return r.sent_ms
+    return min(r.sent_ms + LISTENER_SLACK_MS, r.answered_ms)
+
+
+def _add(steps: list[str], step: str) -> None:
+    if not steps or steps[-1] != step:
+        steps.append(step)
+
+
+def retry_delays(requests: list[Request], since_ms: float) -> list[tuple[str, float]]:
+    """For each answer the proxy injected (from `since_ms` on): how long the member took
+    to send its next group request, labelled `after API ERROR`."""
+    ordered = sorted(requests, key=lambda r: r.sent_ms)
+    out = []
+    for r in ordered:
+        if not r.injected or r.sent_ms < since_ms:
+            continue
+        nxt = next((n for n in ordered if n.sent_ms >= r.answered_ms and n is not r), None)
+        if nxt is not None:
+            out.append((f"after {r.api} {r.error}", round(nxt.sent_ms - r.answered_ms, 1)))
+    return out
+
+
+def delays_differ(a_ms: float, b_ms: float) -> bool:
+    """Two waits for the same thing differ beyond the tolerances above."""
+    gap = abs(a_ms - b_ms)
+    return gap > DELAY_TOLERANCE_MS and gap > DELAY_RELATIVE * max(a_ms, b_ms)
+
+
+def compare(java: Trace, other: Trace, name: str = "kgctl") -> list[str]:
+    """The differences between Java's trace and another client's, one line each:
+    `java only: STEP`, `NAME only: STEP`, `reason #i: java '...' NAME '...'`,
+    `delay after API ERROR: java N ms, NAME M ms`."""
+    out: list[str] = []
+    matcher = difflib.SequenceMatcher(a=java.steps, b=other.steps, autojunk=False)
+    for op, a0, a1, b0, b1 in matcher.get_opcodes():
+        if op == "equal":
+            continue
+        out += [f"java only: {s}" for s in java.steps[a0:a1]]
+        out += [f"{name} only: {s}" for s in other.steps[b0:b1]]
+    for i, (a, b) in enumerate(zip(java.reasons, other.reasons, strict=False), 1):
+        if a != b:
+            out.append(f"reason #{i}: java {a!r} {name} {b!r}")
+    theirs = dict(other.delays)
+    for label, ms in java.delays:
+        if label in theirs and delays_differ(ms, theirs[label]):
+            out.append(f"delay {label}: java {ms:.0f} ms, {name} {theirs[label]:.0f} ms")
+    return out
+
+
+# -- the allow-list in docs/member.md -----------------------------------------------------
+
+ALLOW_HEADING = "## Where kgctl and librdkafka differ from Java (the conformance allow-list)"
+ALLOW_COLUMNS = ["situations", "client", "difference", "why", "what a user sees"]
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """One allow-list row: differences matching `difference` (fnmatch, on the lines
+    `compare` writes) are accepted in situations matching `situations` for `client`."""
+
+    situations: str
+    client: str
+    difference: str
+    why: str
+    effect: str
+
+    def covers(self, situation: str, client: str, difference: str) -> bool:
+        return (
+            client == self.client
+            and any(fnmatch.fnmatchcase(situation, s.strip()) for s in self.situations.split(","))
+            and fnmatch.fnmatchcase(difference, self.difference)
+        )
+
+
+class AllowListError(ValueError):
+    """The allow-list section of docs/member.md is missing or malformed."""
+
+
+def _cells(line: str) -> list[str]:
+    inner = line.strip()[1:-1]
+    return [c.strip().strip("`").strip() for c in re.split(r"(?<!\\)\|", inner)]
+
+
+def read_allow_list(doc: str) -> list[Allowed]:
+    """The allow-list table under ALLOW_HEADING: every row needs all five cells filled (a
+    difference allowed without its reason and effect is refused)."""
+    lines = doc.splitlines()
+    try:
+        start = lines.index(ALLOW_HEADING)
+    except ValueError:
+        raise AllowListError(f"docs/member.md has no section {ALLOW_HEADING!r}") from None
+    rows: list[Allowed] = []
+    header: list[str] | None = None
+    for line in lines[start + 1 :]:
+        if line.startswith("## "):
+            break
+        if not line.startswith("|"):
+            if header is not None and rows:
+                break
+            continue
+        cells = _cells(line)
+        if header is None:
+            header = [c.lower() for c in cells]
+            if header != ALLOW_COLUMNS:
+                raise AllowListError(f"allow-list columns {header}, expected {ALLOW_COLUMNS}")
+            continue
+        if set("".join(cells)) <= set("-: "):
+            continue  # the separator row
+        if len(cells) != len(ALLOW_COLUMNS) or not all(cells):
+            raise AllowListError(f"allow-list row with an empty or missing cell: {line}")
+        cells = [c.replace("\\|", "|") for c in cells]
+        if cells[1] not in ("kgctl", "librdkafka"):
+            raise AllowListError(f"allow-list client {cells[1]!r}: kgctl or librdkafka")
+        rows.append(Allowed(*cells))
+    if header is None:
+        raise AllowListError("the allow-list section has no table")
+    return rows
+
+
+def unexplained(
+    differences: list[str], allowed: list[Allowed], situation: str, client: str
+) -> list[str]:
+    return [d for d in differences if not any(a.covers(situation, client, d) for a in allowed)]

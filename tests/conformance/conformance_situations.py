@@ -1,0 +1,246 @@
+"""The conformance suite's table of situations (pure data).
+
+Each situation is applied to ONE member (the member under test) of a small group on the
+real broker, through `kgctl proxy`'s fault rules, scoped to that member's client id.
+The member joins, the group settles, then the situation's rules are armed (and its
+trigger done) and the member is watched until it is a member again (or exits, or is
+stopped), then stopped with SIGTERM. It runs once with Java's VerifiableConsumer
+(`--group-protocol CLASSIC`) and once with `kgctl join`, with the same settings; some
+also with kcat (librdkafka).
+
+Settings shared by every run: session.timeout.ms=6000, heartbeat.interval.ms=500,
+retry.backoff.ms=100, metadata.max.age.ms=1000, a topic of 2 partitions with 10
+records written before the member starts. `commit`: `sync` is VerifiableConsumer's
+default (commitSync after each batch; kgctl `--commit sync`), `auto` its
+`--enable-autocommit` (kgctl `--commit auto`); kcat runs with enable.auto.commit=false.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# A rejoin the member is told to make: its next heartbeat is answered
+# REBALANCE_IN_PROGRESS (by the proxy, so the broker's group is untouched and the
+# member rejoins alone, to a group that is Stable).
+REJOIN = "Heartbeat:error=REBALANCE_IN_PROGRESS:count=1"
+
+
+@dataclass(frozen=True)
+class Situation:
+    id: str
+    covers: tuple[str, ...]  # audit rows ("audit 1") and the issue's items it stands for
+    stages: tuple[tuple[str, ...], ...]  # fault rules (no client=): stage k is armed once
+    # a rule of stage k-1 applied; stage 0 at the start of the situation
+    assignor: str = "range"  # or cooperative-sticky
+    static: bool = False  # group.instance.id set
+    commit: str = "sync"  # sync or auto
+    trigger: str = ""  # "grow": the topic gets a 3rd partition; "produce": 10 records;
+    # "subscribe": the member subscribes to the topic and a new one of one partition
+    peer: bool = False  # a kgctl member joins first (the leader), through the proxy too
+    peer_rules: tuple[str, ...] = ()  # rules on the peer, armed with stage 0
+    stop_on: str = ""  # SIGTERM the member as soon as a rule on this API applied
+    until: str = "rejoined"  # or "exited": the member is expected to end by itself
+    window: str = "fault"  # "start": compare from the member's start (its first join)
+    kcat: bool = False  # also run kcat (librdkafka) as the member under test
+    java: str = "java"  # java-resubscribing: ResubscribingMember.java, for "subscribe"
+
+
+def _errors(api: str, errors: tuple[str, ...], *, rejoin: bool, **kw: object) -> list[Situation]:
+    out = []
+    for error in errors:
+        name = f"{api.lower()}-{error.lower().replace('_', '-')}"
+        rules = ((REJOIN,) if rejoin else ()) + (f"{api}:error={error}:count=1",)
+        until = "exited" if error in FATAL else "rejoined"
+        out.append(
+            Situation(
+                name,
+                (f"{api} {error}",),
+                (rules,),
+                until=until,
+                **kw,  # type: ignore[arg-type]
+            )
+        )
+    return out
+
+
+# Errors after which Java's member raises out of poll() and ends.
+FATAL = frozenset({"GROUP_AUTHORIZATION_FAILED", "INVALID_SESSION_TIMEOUT", "FENCED_INSTANCE_ID"})
+
+JOIN_ERRORS = (
+    "UNKNOWN_MEMBER_ID",
+    "REBALANCE_IN_PROGRESS",
+    "NOT_COORDINATOR",
+    "COORDINATOR_NOT_AVAILABLE",
+    "COORDINATOR_LOAD_IN_PROGRESS",
+    "GROUP_AUTHORIZATION_FAILED",
+    "INVALID_SESSION_TIMEOUT",
+)
+# The issue's "first five" SyncGroup errors, less MEMBER_ID_REQUIRED (SyncGroup does not
+# define it: the broker never answers it and the proxy refuses it), plus
+# COORDINATOR_NOT_AVAILABLE.
+SYNC_ERRORS = (
+    "UNKNOWN_MEMBER_ID",
+    "REBALANCE_IN_PROGRESS",
+    "ILLEGAL_GENERATION",
+    "NOT_COORDINATOR",
+    "COORDINATOR_NOT_AVAILABLE",
+)
+HEARTBEAT_ERRORS = (
+    "REBALANCE_IN_PROGRESS",
+    "ILLEGAL_GENERATION",
+    "UNKNOWN_MEMBER_ID",
+    "NOT_COORDINATOR",
+)
+COMMIT_ERRORS = ("REBALANCE_IN_PROGRESS", "ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID")
+
+SITUATIONS: list[Situation] = [
+    # -- the audit's rows (../shared/design/fidelity-audit.md) --------------------------
+    Situation(
+        "a1-metadata-rejoin-join-rebalance-in-progress",
+        ("audit 1", "audit 2", "audit 10", "JoinGroup REBALANCE_IN_PROGRESS"),
+        (("JoinGroup:error=REBALANCE_IN_PROGRESS:count=1",),),
+        trigger="grow",
+    ),
+    Situation(
+        "a1-subscription-rejoin-join-rebalance-in-progress",
+        ("audit 1", "audit 2", "JoinGroup REBALANCE_IN_PROGRESS"),
+        (("JoinGroup:error=REBALANCE_IN_PROGRESS:count=1",),),
+        trigger="subscribe",
+        java="java-resubscribing",
+        peer=True,
+    ),
+    Situation(
+        "a1-subscription-rejoin-join-not-coordinator",
+        ("audit 1", "audit 2", "JoinGroup NOT_COORDINATOR"),
+        (("JoinGroup:error=NOT_COORDINATOR:count=1",),),
+        trigger="subscribe",
+        java="java-resubscribing",
+        peer=True,
+    ),
+    Situation(
+        "a1-metadata-rejoin-join-not-coordinator",
+        ("audit 1", "audit 2", "JoinGroup NOT_COORDINATOR"),
+        (("JoinGroup:error=NOT_COORDINATOR:count=1",),),
+        trigger="grow",
+    ),
+    Situation(
+        "a1-metadata-rejoin-join-dropped",
+        ("audit 1", "coordinator connection dropped mid-join"),
+        (("JoinGroup:drop:count=1",),),
+        trigger="grow",
+    ),
+    Situation(
+        "a3-reset-mid-join-cooperative",
+        ("audit 3", "cooperative", "JoinGroup UNKNOWN_MEMBER_ID"),
+        ((REJOIN, "JoinGroup:error=UNKNOWN_MEMBER_ID:count=1"),),
+        assignor="cooperative-sticky",
+    ),
+    Situation(
+        "a4-heartbeat-fenced-static",
+        ("audit 4", "Heartbeat FENCED_INSTANCE_ID", "static"),
+        (("Heartbeat:error=FENCED_INSTANCE_ID:count=1",),),
+        static=True,
+        until="exited",
+    ),
+    Situation(
+        "a5-close-during-held-join-eager",
+        ("audit 5", "close() during a held JoinGroup", "eager"),
+        ((REJOIN, "JoinGroup:delay=3000:count=1"),),
+        stop_on="JoinGroup",
+        kcat=True,
+    ),
+    Situation(
+        "a5-close-during-held-join-cooperative",
+        ("audit 5", "close() during a held JoinGroup", "cooperative"),
+        ((REJOIN, "JoinGroup:delay=3000:count=1"),),
+        assignor="cooperative-sticky",
+        stop_on="JoinGroup",
+    ),
+    Situation(
+        "a6-autocommit-awaited-before-join",
+        ("audit 6", "auto-commit"),
+        ((REJOIN,), ("OffsetCommit:error=COORDINATOR_LOAD_IN_PROGRESS:count=1",)),
+        commit="auto",
+    ),
+    Situation(
+        "a7-slow-leader-sync-follower-keeps-session",
+        ("audit 7", "SyncGroup delayed past the session timeout (the leader's)"),
+        ((REJOIN,),),
+        peer=True,
+        peer_rules=("SyncGroup:delay=8000:count=1",),
+    ),
+    Situation(
+        "a9-commit-rebalance-in-progress",
+        ("audit 9", "OffsetCommit REBALANCE_IN_PROGRESS"),
+        (("OffsetCommit:error=REBALANCE_IN_PROGRESS:count=1",),),
+        trigger="produce",
+    ),
+    # -- the issue's list --------------------------------------------------------------
+    Situation(
+        "first-join-member-id-required",
+        ("JoinGroup MEMBER_ID_REQUIRED (the broker's own, on a dynamic member's first join)",),
+        (),
+        window="start",
+        kcat=True,
+    ),
+    Situation(
+        "first-join-static",
+        ("static", "first join"),
+        (),
+        static=True,
+        window="start",
+    ),
+    *[
+        s
+        for s in _errors("JoinGroup", JOIN_ERRORS, rejoin=True)
+        if s.id != "joingroup-rebalance-in-progress"
+    ],
+    Situation(
+        "joingroup-rebalance-in-progress",
+        ("JoinGroup REBALANCE_IN_PROGRESS",),
+        ((REJOIN, "JoinGroup:error=REBALANCE_IN_PROGRESS:count=1"),),
+        kcat=True,
+    ),
+    *_errors("SyncGroup", SYNC_ERRORS, rejoin=True),
+    *_errors("Heartbeat", HEARTBEAT_ERRORS, rejoin=False),
+    *[
+        Situation(
+            f"heartbeat-{e.lower().replace('_', '-')}-cooperative",
+            (f"Heartbeat {e}", "cooperative"),
+            ((f"Heartbeat:error={e}:count=1",),),
+            assignor="cooperative-sticky",
+        )
+        for e in ("REBALANCE_IN_PROGRESS", "ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID")
+    ],
+    Situation(
+        "heartbeat-unknown-member-id-static",
+        ("Heartbeat UNKNOWN_MEMBER_ID", "static"),
+        (("Heartbeat:error=UNKNOWN_MEMBER_ID:count=1",),),
+        static=True,
+    ),
+    Situation(
+        "heartbeat-unknown-member-id-librdkafka",
+        ("Heartbeat UNKNOWN_MEMBER_ID",),
+        (("Heartbeat:error=UNKNOWN_MEMBER_ID:count=1",),),
+        kcat=True,
+    ),
+    *[
+        s
+        for s in _errors("OffsetCommit", COMMIT_ERRORS, rejoin=False, trigger="produce")
+        if s.id != "offsetcommit-rebalance-in-progress"
+    ],  # fmt: skip
+    Situation(
+        "syncgroup-own-delayed-past-session",
+        ("SyncGroup delayed past the session timeout (its own)",),
+        ((REJOIN, "SyncGroup:delay=8000:count=1"),),
+    ),
+]
+
+AUDIT_ROWS_NOT_PROVOKED = {
+    "audit 8": (
+        "an answer for an older generation cannot reach a member through the proxy: a "
+        "client sends its heartbeats, commits and joins on one coordinator connection, "
+        "and answers come back in request order, so no heartbeat or commit answer can "
+        "arrive after the next JoinGroup's answer"
+    ),
+}
