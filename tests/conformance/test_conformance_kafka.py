@@ -96,6 +96,7 @@ class Run:
     problem: str = ""  # why the situation did not happen as scripted
     trace: Trace | None = None
     exit_code: int | None = None
+    notes: list[str] = field(default_factory=list)  # what kcat printed besides rebalances
 
 
 # -- members ----------------------------------------------------------------------------
@@ -514,6 +515,8 @@ class Runner:
                 member.stop()
             run.exit_code = member.proc.returncode
             run.callbacks = member.callbacks()
+            if isinstance(member, KcatMember):
+                run.notes = member.noise()[:20]
         finally:
             if member is not None:
                 member.kill()
@@ -664,6 +667,7 @@ def runs(
                         f"{sid} {c}": {
                             "problem": r.problem,
                             "exit": r.exit_code,
+                            "notes": r.notes,
                             **(r.trace.to_dict() if r.trace else {}),
                         }
                         for (sid, c), r in results.items()

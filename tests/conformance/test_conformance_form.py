@@ -1,0 +1,294 @@
+"""The conformance suite's pure half, without a broker: how a member's requests and
+listener calls become steps, how Java's revoked-or-lost call is named, how two traces
+are compared, and how the allow-list is read from docs/member.md (the real one too)."""
+
+from __future__ import annotations
+
+import fnmatch
+from pathlib import Path
+
+import pytest
+from conformance_form import (
+    DELAY_TOLERANCE_MS,
+    AllowListError,
+    Callback,
+    Mark,
+    Request,
+    Trace,
+    commit_failure,
+    compare,
+    delays_differ,
+    normalise,
+    normalise_reason,
+    read_allow_list,
+    settle_lost,
+    unexplained,
+)
+from conformance_situations import AUDIT_ROWS_NOT_PROVOKED, SITUATIONS
+
+MEMBER_DOC = Path(__file__).resolve().parents[2] / "docs" / "member.md"
+M1 = "java-1-0c6b3c2e-1a2b-4c3d-9e8f-0123456789ab"
+M2 = "java-1-7d00aa11-1a2b-4c3d-9e8f-0123456789ab"
+
+
+def req(api: str, at: float, error: str = "NONE", **kw: object) -> Request:
+    took = float(kw.pop("took", 1.0))  # type: ignore[arg-type]
+    return Request(api=api, sent_ms=at, answered_ms=at + took, error=error, **kw)  # type: ignore[arg-type]
+
+
+def joined(at: float, member: str = M1, gen: int = 1, sent_member: str = M1) -> Request:
+    return req(
+        "JoinGroup", at, member_id=sent_member, answer_member_id=member, answer_generation=gen
+    )
+
+
+def stable_then(*later: Request) -> list[Request]:
+    """A member that joined generation 1 as M1 (before the situation, at 100 ms)."""
+    return [joined(100, sent_member=""), req("SyncGroup", 110, generation=1), *later]
+
+
+# -- lost or revoked -----------------------------------------------------------------------
+
+
+def test_a_revoke_after_a_reset_answer_is_lost_and_after_a_new_generation_revoked() -> None:
+    requests = stable_then(
+        req("Heartbeat", 1000, "UNKNOWN_MEMBER_ID", generation=1),
+        joined(1100, member=M2, gen=2, sent_member=""),
+    )
+    calls = [
+        Callback(1005, "revoked_or_lost", "[0, 1]"),  # after the reset: lost
+        Callback(2000, "revoked_or_lost", "[0, 1]"),  # generation 2 since: revoked
+        Callback(2100, "assigned", "[0]"),  # told apart already: kept
+    ]
+    named = settle_lost(requests, calls)
+    assert [c.kind for c in named] == ["lost", "revoked", "assigned"]
+
+
+@pytest.mark.parametrize("error", ["ILLEGAL_GENERATION", "FENCED_INSTANCE_ID"])
+def test_every_generation_resetting_answer_makes_the_next_revoke_lost(error: str) -> None:
+    requests = stable_then(req("OffsetCommit", 1000, error, generation=1))
+    assert settle_lost(requests, [Callback(1500, "revoked_or_lost", "[0]")])[0].kind == "lost"
+
+
+def test_a_rebalance_in_progress_answer_resets_nothing() -> None:
+    requests = stable_then(req("Heartbeat", 1000, "REBALANCE_IN_PROGRESS", generation=1))
+    assert settle_lost(requests, [Callback(1005, "revoked_or_lost", "[0]")])[0].kind == "revoked"
+
+
+# -- steps -------------------------------------------------------------------------------------
+
+
+def test_steps_name_member_ids_and_generations_relative_to_the_coordinator_s() -> None:
+    requests = stable_then(
+        req("Heartbeat", 900, generation=1),  # answered: timing, not a step
+        req("Heartbeat", 1000, "UNKNOWN_MEMBER_ID", generation=1, injected=True),
+        req("JoinGroup", 1100, "MEMBER_ID_REQUIRED", member_id="", answer_member_id=M2),
+        joined(1110, member=M2, gen=2, sent_member=M2),
+        req("SyncGroup", 1120, generation=2),
+        req("OffsetCommit", 1130, generation=1),  # answered: left out
+        req("OffsetCommit", 1140, "ILLEGAL_GENERATION", generation=1),
+    )
+    calls = [Callback(1050, "lost", "[0, 1]"), Callback(1125, "assigned", "[0, 1]")]
+    trace = normalise(requests, calls, [Mark(1200, "stop")], since_ms=1000)
+    assert trace.steps == [
+        "Heartbeat(gen=current) -> UNKNOWN_MEMBER_ID",
+        "lost [0, 1]",
+        "JoinGroup(member=none) -> MEMBER_ID_REQUIRED",
+        "JoinGroup(member=current) -> NONE",
+        "SyncGroup(gen=current) -> NONE",
+        "assigned [0, 1]",
+        "OffsetCommit(gen=stale) -> ILLEGAL_GENERATION",
+        "<stop>",
+    ]
+    assert trace.delays == [("after Heartbeat UNKNOWN_MEMBER_ID", 99.0)]
+
+
+def test_a_callback_stamped_in_the_same_millisecond_as_the_join_goes_before_it() -> None:
+    requests = stable_then(req("JoinGroup", 1000.4, member_id=M1, took=3))
+    calls = [Callback(1001, "revoked", "[0]")]  # stamped after the call, a clock tick later
+    assert normalise(requests, calls, [], since_ms=900).steps == [
+        "revoked [0]",
+        "JoinGroup(member=current) -> NONE",
+    ]
+
+
+def test_owned_partitions_show_only_when_claimed_and_a_dropped_answer_says_so() -> None:
+    requests = stable_then(
+        req("JoinGroup", 1000, member_id=M1, owned=("1", "0"), dropped=True),
+        req("JoinGroup", 1200, member_id=M1, owned=()),
+    )
+    assert normalise(requests, [], [], since_ms=900).steps == [
+        "JoinGroup(member=current, owned=[0, 1]) -> NONE, connection closed",
+        "JoinGroup(member=current) -> NONE",
+    ]
+
+
+def test_a_commit_retrying_a_failed_one_is_a_step_until_the_next_join() -> None:
+    requests = stable_then(
+        req("OffsetCommit", 1000, "COORDINATOR_LOAD_IN_PROGRESS", generation=1),
+        req("OffsetCommit", 1100, generation=1),
+        req("JoinGroup", 1200, member_id=M1),
+        req("OffsetCommit", 1300, generation=1),
+    )
+    assert normalise(requests, [], [], since_ms=900).steps == [
+        "OffsetCommit(gen=current) -> COORDINATOR_LOAD_IN_PROGRESS",
+        "OffsetCommit(gen=current) -> NONE",
+        "JoinGroup(member=current) -> NONE",
+    ]
+
+
+def test_heartbeats_sent_while_the_sync_group_waits_are_one_step() -> None:
+    requests = [
+        joined(100, sent_member=""),
+        req("SyncGroup", 102, generation=1, took=3000),
+        req("Heartbeat", 600, generation=1, took=2600),
+        req("Heartbeat", 1100, generation=1, took=2100),
+    ]
+    steps = normalise(requests, [], [], since_ms=0).steps
+    assert steps[-2:] == ["heartbeat during SyncGroup", "SyncGroup(gen=current) -> NONE"]
+    quiet = normalise(requests[:2], [], [], since_ms=0).steps
+    assert "heartbeat during SyncGroup" not in quiet
+
+
+def test_repeats_in_a_row_count_once_and_marks_keep_their_place() -> None:
+    requests = stable_then(*(req("FindCoordinator", 1000 + i) for i in range(3)))
+    trace = normalise(requests, [], [Mark(2000, "exited")], since_ms=900)
+    assert trace.steps == ["FindCoordinator -> NONE", "exited"]
+
+
+def test_reasons_lose_member_ids_and_numbers() -> None:
+    assert normalise_reason(f"need to re-join with the given member-id: {M1}") == (
+        "need to re-join with the given member-id: <member-id>"
+    )
+    assert normalise_reason("cached metadata has changed from 2 to 3") == (
+        "cached metadata has changed from N to N"
+    )
+    assert normalise_reason(None) == "<none>"
+
+
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        ("Offset commit cannot be completed since the consumer group is executing a "
+         "rebalance at the moment.", "RebalanceInProgress"),
+        ("REBALANCE_IN_PROGRESS", "RebalanceInProgress"),
+        ("Offset commit cannot be completed since the consumer is not part of an active "
+         "group for auto partition assignment", "CommitFailed"),
+        ("CommitFailedError", "CommitFailed"),
+        ("TimeoutException: took too long", "TimeoutException"),
+    ],
+)  # fmt: skip
+def test_a_failed_commit_is_named_by_what_it_means(text: str, name: str) -> None:
+    assert commit_failure(text) == name
+
+
+# -- comparing ---------------------------------------------------------------------------------
+
+
+def test_compare_names_each_side_s_extra_steps_reasons_and_delays() -> None:
+    java = Trace(
+        ["JoinGroup(member=current) -> REBALANCE_IN_PROGRESS", "JoinGroup(member=current) -> NONE"],
+        ["subscription has changed", "rebalance failed due to X"],
+        [("after JoinGroup REBALANCE_IN_PROGRESS", 5.0)],
+    )
+    kgctl = Trace(
+        ["JoinGroup(member=current) -> REBALANCE_IN_PROGRESS", "<stop>"],
+        ["subscription has changed", "kgctl: retry"],
+        [("after JoinGroup REBALANCE_IN_PROGRESS", 40000.0)],
+    )
+    assert compare(java, kgctl) == [
+        "java only: JoinGroup(member=current) -> NONE",
+        "kgctl only: <stop>",
+        "reason #2: java 'rebalance failed due to X' kgctl 'kgctl: retry'",
+        "delay after JoinGroup REBALANCE_IN_PROGRESS: java 5 ms, kgctl 40000 ms",
+    ]
+    assert compare(java, java) == []
+
+
+def test_delays_differ_beyond_the_absolute_and_the_relative_tolerance() -> None:
+    assert not delays_differ(10, 10 + DELAY_TOLERANCE_MS)
+    assert delays_differ(10, 20 + DELAY_TOLERANCE_MS)
+    assert not delays_differ(6000, 7200)  # both waited a session: within a quarter
+    assert delays_differ(6000, 9000)
+
+
+# -- the allow-list ------------------------------------------------------------------------------
+
+HEAD = "## Where kgctl and librdkafka differ from Java (the conformance allow-list)"
+TABLE = """
+| situations | client | difference | why | what a user sees |
+|---|---|---|---|---|
+| `a5-*, close-*` | kgctl | `kgctl only: commit failed *` | it commits at stop | a commit |
+| `x` | librdkafka | `reason #*: java * librdkafka '<none>'` | no KIP-800 \\| v7 | no reason |
+"""
+
+
+def test_the_allow_list_is_read_from_its_section_and_matches_by_pattern() -> None:
+    rows = read_allow_list(f"# doc\n\n{HEAD}\n{TABLE}\nafter\n\n## Next\n| a | b |\n")
+    assert [(r.situations, r.client) for r in rows] == [
+        ("a5-*, close-*", "kgctl"),
+        ("x", "librdkafka"),
+    ]
+    assert rows[1].why == "no KIP-800 | v7"
+    diffs = ["kgctl only: commit failed RebalanceInProgress", "kgctl only: revoked [0]"]
+    assert unexplained(diffs, rows, "close-held", "kgctl") == ["kgctl only: revoked [0]"]
+    assert unexplained(diffs, rows, "a1", "kgctl") == diffs
+    assert unexplained(diffs[:1], rows, "a5-x", "librdkafka") == diffs[:1]
+
+
+COLUMNS = "| situations | client | difference | why | what a user sees |\n|---|---|---|---|---|\n"
+
+
+@pytest.mark.parametrize(
+    ("doc", "says"),
+    [
+        ("# nothing here\n", "no section"),
+        (f"{HEAD}\n\nno table\n", "no table"),
+        (f"{HEAD}\n| situations | client | difference |\n|---|---|---|\n", "columns"),
+        (
+            f"{HEAD}\n{COLUMNS}| `x` | kgctl | `kgctl only: *` |  | nothing |\n",
+            "empty or missing cell",
+        ),
+        (
+            f"{HEAD}\n{COLUMNS}| `x` | python | `*` | a | b |\n",
+            "kgctl or librdkafka",
+        ),
+    ],
+)
+def test_a_malformed_allow_list_is_refused(doc: str, says: str) -> None:
+    with pytest.raises(AllowListError, match=says):
+        read_allow_list(doc)
+
+
+def test_docs_member_md_has_a_readable_allow_list_naming_known_situations() -> None:
+    rows = read_allow_list(MEMBER_DOC.read_text(encoding="utf-8"))
+    ids = [s.id for s in SITUATIONS]
+    for row in rows:
+        patterns = [p.strip() for p in row.situations.split(",")]
+        assert all(any(fnmatch_id(p, i) for i in ids) for p in patterns), (
+            f"allow-list row names no situation of the suite: {row.situations}"
+        )
+
+
+def fnmatch_id(pattern: str, situation: str) -> bool:
+    return fnmatch.fnmatchcase(situation, pattern)
+
+
+# -- the table of situations ----------------------------------------------------------------------
+
+
+def test_every_audit_row_has_a_situation_or_a_reason_it_cannot_be_provoked() -> None:
+    covered = {c for s in SITUATIONS for c in s.covers}
+    for row in range(1, 11):
+        name = f"audit {row}"
+        assert name in covered or name in AUDIT_ROWS_NOT_PROVOKED, name
+
+
+def test_situation_ids_are_unique_and_every_rule_parses() -> None:
+    from kgctl.proxy.faults import parse_rule
+
+    ids = [s.id for s in SITUATIONS]
+    assert len(ids) == len(set(ids))
+    for s in SITUATIONS:
+        for rule in [r for stage in s.stages for r in stage] + list(s.peer_rules):
+            parse_rule(f"{rule}:client=x")
