@@ -17,11 +17,14 @@ How a lost partition is told from a revoked one when the client cannot say
 (VerifiableConsumer's listener has no `onPartitionsLost`, so Java's default hands lost
 partitions to `onPartitionsRevoked`, and VerifiableConsumer prints them as revoked):
 Java calls "lost" exactly when its generation was reset when the listener runs
-(`ConsumerCoordinator.onJoinPrepare` / `onLeavePrepare`: no generation, or no member
-id). A reset happens on an answer with UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION or
-FENCED_INSTANCE_ID (any group API) and lasts until a JoinGroup is answered with a
-generation. So a `revoked_or_lost` call is `lost` when the last such answer the member
-received before the call reset it, and `revoked` otherwise (`settle_lost`).
+(`ConsumerCoordinator.onJoinPrepare`: no generation, or no member id), and at close
+also when a rebalance is in progress (`onLeavePrepare`). A reset happens on an answer
+with UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION or FENCED_INSTANCE_ID (any group API) and
+lasts until a JoinGroup is answered with a generation; a rebalance is in progress from
+a JoinGroup sent until its SyncGroup is answered. So a `revoked_or_lost` call is `lost`
+when, by the answers the member had received before the call, its generation was
+reset or (after the test stopped it) a join was under way, and `revoked` otherwise
+(`settle_lost`).
 """
 
 from __future__ import annotations
@@ -88,6 +91,7 @@ _COMMIT_FAILURES = (
     ("REBALANCE_IN_PROGRESS", "RebalanceInProgress"),
     ("RebalanceInProgress", "RebalanceInProgress"),
     ("not part of an active group", "CommitFailed"),
+    ("already rebalanced", "CommitFailed"),
     ("CommitFailed", "CommitFailed"),
 )
 
@@ -119,25 +123,41 @@ class Trace:
         return {"steps": self.steps, "reasons": self.reasons, "delays": self.delays}
 
 
-def settle_lost(requests: list[Request], callbacks: list[Callback]) -> list[Callback]:
+def settle_lost(
+    requests: list[Request], callbacks: list[Callback], stop_ms: float | None = None
+) -> list[Callback]:
     """Java's `revoked_or_lost` calls named: `lost` when the member's generation was reset
-    at the time of the call (see the module's docstring), `revoked` otherwise."""
-    answers = sorted(requests, key=lambda r: r.answered_ms)
+    at the time of the call, or when it was closing (from `stop_ms`) in the middle of a
+    join (see the module's docstring); `revoked` otherwise."""
     out = []
     for cb in callbacks:
         if cb.kind != "revoked_or_lost":
             out.append(cb)
             continue
-        reset = False
-        for r in answers:
-            if r.answered_ms > cb.at_ms:
-                break
-            if r.error in RESET_ERRORS:
-                reset = True
-            elif r.api == "JoinGroup" and r.error == "NONE":
-                reset = False
-        out.append(Callback(cb.at_ms, "lost" if reset else "revoked", cb.detail))
+        reset, joining = _state_at(requests, cb.at_ms)
+        closing = stop_ms is not None and cb.at_ms >= stop_ms
+        lost = reset or (closing and joining)
+        out.append(Callback(cb.at_ms, "lost" if lost else "revoked", cb.detail))
     return out
+
+
+def _state_at(requests: list[Request], at_ms: float) -> tuple[bool, bool]:
+    """(generation reset, join under way) for a member at `at_ms`, by what it had sent
+    and what answers it had received by then."""
+    timeline = [(r.answered_ms, 1, r) for r in requests if r.answered_ms <= at_ms]
+    timeline += [(r.sent_ms, 0, r) for r in requests if r.api == "JoinGroup" and r.sent_ms <= at_ms]
+    reset = joining = False
+    for _, answered, r in sorted(timeline, key=lambda x: (x[0], x[1])):
+        if not answered:
+            joining = True
+        elif r.error in RESET_ERRORS:
+            reset, joining = True, False
+        elif r.api == "JoinGroup":
+            reset = reset and r.error != "NONE"
+            joining = r.error == "NONE"
+        elif r.api == "SyncGroup":
+            joining = False
+    return reset, joining
 
 
 _MEMBER_ID = re.compile(r"[\w.-]*-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -205,11 +225,17 @@ def _request_step(r: Request, walk: _Walk) -> str | None:
     return f"{r.api} -> {error}"
 
 
+# Both clients run with heartbeat.interval.ms=500: a SyncGroup answered sooner after the
+# JoinGroup answer needs no heartbeat, and whether one went out is the clock's doing.
+HEARTBEAT_INTERVAL_MS = 500.0
+
+
 def _heartbeat_while_syncing(sync: Request, requests: list[Request], walk: _Walk) -> bool:
-    """Did the member heartbeat between its JoinGroup answer and its SyncGroup answer (Java
-    does: its heartbeat thread starts at the JoinGroup answer)?"""
+    """Did the member heartbeat between its JoinGroup answer and its SyncGroup answer, when
+    that wait was longer than a heartbeat interval (Java does: its heartbeat thread
+    starts at the JoinGroup answer)?"""
     start = walk.join_answered_ms
-    if start is None:
+    if start is None or sync.answered_ms - start <= HEARTBEAT_INTERVAL_MS:
         return False
     return any(
         r.api == "Heartbeat" and start <= r.sent_ms < sync.answered_ms and r.sent_ms > sync.sent_ms
@@ -235,7 +261,8 @@ def normalise(
     `<stop>` and `exited`. Repeats in a row
     of one step count once: a retry loop's length is timing."""
     requests = sorted(requests, key=lambda r: r.sent_ms)
-    callbacks = settle_lost(requests, callbacks)
+    stops = [m.at_ms for m in marks if m.what == "stop"]
+    callbacks = settle_lost(requests, callbacks, min(stops) if stops else None)
     items: list[tuple[float, int, Any]] = [(_order_ms(r), 0, r) for r in requests]
     items += [(c.at_ms, 1, c) for c in callbacks]
     items += [(m.at_ms, 2, m) for m in marks]

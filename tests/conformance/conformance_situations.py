@@ -163,11 +163,15 @@ SITUATIONS: list[Situation] = [
         commit="auto",
     ),
     Situation(
+        # The peer (the leader, joined first) is told to rejoin: a leader's JoinGroup
+        # always rebalances the group, and the broker's REBALANCE_IN_PROGRESS brings the
+        # member under test (a follower) in; the leader's SyncGroup is then held 8 s,
+        # past the 6 s session, while the follower waits for its assignment.
         "a7-slow-leader-sync-follower-keeps-session",
         ("audit 7", "SyncGroup delayed past the session timeout (the leader's)"),
-        ((REJOIN,),),
+        (),
         peer=True,
-        peer_rules=("SyncGroup:delay=8000:count=1",),
+        peer_rules=(REJOIN, "SyncGroup:delay=8000:count=1"),
     ),
     Situation(
         "a9-commit-rebalance-in-progress",

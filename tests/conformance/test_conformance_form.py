@@ -292,3 +292,15 @@ def test_situation_ids_are_unique_and_every_rule_parses() -> None:
     for s in SITUATIONS:
         for rule in [r for stage in s.stages for r in stage] + list(s.peer_rules):
             parse_rule(f"{rule}:client=x")
+
+
+def test_a_revoke_at_close_in_the_middle_of_a_join_is_lost_as_java_s_on_leave_prepare() -> None:
+    requests = stable_then(req("JoinGroup", 1000, member_id=M1, took=3000))
+    calls = [Callback(1500, "revoked_or_lost", "[0, 1]")]
+    stopped = normalise(requests, calls, [Mark(1400, "stop")], since_ms=900).steps
+    assert stopped[:3] == ["JoinGroup(member=current) -> NONE", "<stop>", "lost [0, 1]"]
+    # The same call before the stop (a cooperative revoke while joining) is a revoke.
+    assert settle_lost(requests, calls)[0].kind == "revoked"
+    # Once the join's SyncGroup is answered, a close revokes.
+    done = [*requests, req("SyncGroup", 4001, generation=1)]
+    assert settle_lost(done, [Callback(5000, "revoked_or_lost", "[0]")], 4900)[0].kind == "revoked"

@@ -286,7 +286,8 @@ class KcatMember(Member):
         self.lines: list[tuple[float, str]] = []
         conf = {
             "client.id": cid,
-            **SETTINGS,
+            # librdkafka 2.0.2 (kcat 1.7's) has no consumer retry.backoff.ms: it warns, ignores it.
+            **{k: v for k, v in SETTINGS.items() if k != "retry.backoff.ms"},
             "partition.assignment.strategy": s.assignor,
             "enable.auto.commit": "true" if s.commit == "auto" else "false",
         }
@@ -668,6 +669,7 @@ def runs(
                             "problem": r.problem,
                             "exit": r.exit_code,
                             "notes": r.notes,
+                            "raw": _raw(r),
                             **(r.trace.to_dict() if r.trace else {}),
                         }
                         for (sid, c), r in results.items()
@@ -677,6 +679,22 @@ def runs(
             )
         )
     yield results
+
+
+def _raw(run: Run) -> list[str]:
+    """The run's requests and callbacks, in time, for reading a dump (not compared)."""
+    t0 = run.since_ms
+    rows = [
+        (
+            r.sent_ms,
+            f"{r.sent_ms - t0:9.1f} {r.api} gen={r.generation} -> {r.error} "
+            f"(answered {r.answered_ms - t0:.1f})",
+        )
+        for r in run.requests
+    ]
+    rows += [(c.at_ms, f"{c.at_ms - t0:9.1f} {c.kind} {c.detail}") for c in run.callbacks]
+    rows += [(m.at_ms, f"{m.at_ms - t0:9.1f} <{m.what}>") for m in run.marks]
+    return [text for _, text in sorted(rows)]
 
 
 def _shown(run: Run) -> str:
