@@ -61,9 +61,10 @@ class Request:
     member_id: str = ""  # the request's
     generation: int = -1  # the request's (SyncGroup, Heartbeat, OffsetCommit)
     injected: bool = False  # answered by a proxy fault rule, never forwarded
-    reason: str | None = None  # JoinGroup v8+ (KIP-800)
+    reason: str | None = None  # JoinGroup v8+, LeaveGroup v5+ (KIP-800)
     owned: tuple[str, ...] | None = None  # JoinGroup: the partitions it claims (labels)
     dropped: bool = False  # the proxy closed the connection instead of answering
+    version: int = -1  # the API version on the wire
     answer_member_id: str = ""  # JoinGroup's answer
     answer_generation: int = -1  # JoinGroup's answer
 
@@ -117,10 +118,16 @@ class Trace:
 
     steps: list[str] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)  # its JoinGroups' reasons, normalised
+    leave_reasons: list[str] = field(default_factory=list)  # its LeaveGroups' reasons
     delays: list[tuple[str, float]] = field(default_factory=list)  # (after what, ms)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"steps": self.steps, "reasons": self.reasons, "delays": self.delays}
+        return {
+            "steps": self.steps,
+            "reasons": self.reasons,
+            "leave_reasons": self.leave_reasons,
+            "delays": self.delays,
+        }
 
 
 def settle_lost(
@@ -263,10 +270,11 @@ def normalise(
     requests = sorted(requests, key=lambda r: r.sent_ms)
     stops = [m.at_ms for m in marks if m.what == "stop"]
     callbacks = settle_lost(requests, callbacks, min(stops) if stops else None)
-    items: list[tuple[float, int, Any]] = [(_order_ms(r), 0, r) for r in requests]
+    items: list[tuple[float, int, Any]] = [(r.sent_ms, 0, r) for r in requests]
     items += [(c.at_ms, 1, c) for c in callbacks]
     items += [(m.at_ms, 2, m) for m in marks]
     items.sort(key=lambda x: (x[0], x[1]))
+    items = _listener_first(items)
     walk, trace = _Walk(), Trace()
     for at, _, item in items:
         step: str | None = None
@@ -277,6 +285,8 @@ def normalise(
                 step = _request_step(item, walk)
                 if item.api == "JoinGroup":
                     trace.reasons.append(normalise_reason(item.reason))
+                elif item.api == "LeaveGroup":
+                    trace.leave_reasons.append(normalise_reason(item.reason))
             walk.learn(item)
         elif isinstance(item, Callback):
             step = f"{item.kind} {item.detail}" if at >= since_ms else None
@@ -289,17 +299,31 @@ def normalise(
 
 
 # The listener runs just before a JoinGroup (prepare) or LeaveGroup (close) is sent,
-# often within the same millisecond; the member stamps its callback after the call, and
-# the proxy's times are whole milliseconds less a latency. A JoinGroup or LeaveGroup is
-# placed up to this much later (never after its own answer, which later requests
-# follow), so a callback stamped that close to it is put before it, where it ran.
+# often within the same millisecond; the member stamps its callback after the call
+# (kcat's line is stamped when read), and the proxy's times are whole milliseconds
+# less a latency. A callback stamped up to this long after such a request was read
+# (and before its answer) is put before it, where it ran.
 LISTENER_SLACK_MS = 2.0
 
 
-def _order_ms(r: Request) -> float:
-    if r.api not in ("JoinGroup", "LeaveGroup"):
-        return r.sent_ms
-    return min(r.sent_ms + LISTENER_SLACK_MS, r.answered_ms)
+def _listener_first(items: list[tuple[float, int, Any]]) -> list[tuple[float, int, Any]]:
+    out = list(items)
+    for i in range(1, len(out)):
+        j = i
+        while j > 0 and _ran_before(out[j][2], out[j - 1][2]):
+            out[j - 1], out[j] = out[j], out[j - 1]
+            j -= 1
+    return out
+
+
+def _ran_before(cb: Any, r: Any) -> bool:
+    return (
+        isinstance(cb, Callback)
+        and isinstance(r, Request)
+        and r.api in ("JoinGroup", "LeaveGroup")
+        and cb.at_ms - r.sent_ms <= LISTENER_SLACK_MS
+        and cb.at_ms <= r.answered_ms
+    )
 
 
 def _add(steps: list[str], step: str) -> None:
@@ -341,6 +365,9 @@ def compare(java: Trace, other: Trace, name: str = "kgctl") -> list[str]:
     for i, (a, b) in enumerate(zip(java.reasons, other.reasons, strict=False), 1):
         if a != b:
             out.append(f"reason #{i}: java {a!r} {name} {b!r}")
+    for a, b in zip(java.leave_reasons, other.leave_reasons, strict=False):
+        if a != b:
+            out.append(f"leave reason: java {a!r} {name} {b!r}")
     theirs = dict(other.delays)
     for label, ms in java.delays:
         if label in theirs and delays_differ(ms, theirs[label]):
@@ -356,8 +383,9 @@ ALLOW_COLUMNS = ["situations", "client", "difference", "why", "what a user sees"
 
 @dataclass(frozen=True)
 class Allowed:
-    """One allow-list row: differences matching `difference` (fnmatch, on the lines
-    `compare` writes) are accepted in situations matching `situations` for `client`."""
+    """One allow-list row: differences matching `difference` (fnmatch patterns on the
+    lines `compare` writes, several separated by ` ; `) are accepted in situations
+    matching `situations` (patterns separated by commas) for `client`."""
 
     situations: str
     client: str
@@ -369,7 +397,9 @@ class Allowed:
         return (
             client == self.client
             and any(fnmatch.fnmatchcase(situation, s.strip()) for s in self.situations.split(","))
-            and fnmatch.fnmatchcase(difference, self.difference)
+            and any(
+                fnmatch.fnmatchcase(difference, d.strip()) for d in self.difference.split(" ; ")
+            )
         )
 
 
@@ -379,7 +409,7 @@ class AllowListError(ValueError):
 
 def _cells(line: str) -> list[str]:
     inner = line.strip()[1:-1]
-    return [c.strip().strip("`").strip() for c in re.split(r"(?<!\\)\|", inner)]
+    return [c.replace("`", "").strip() for c in re.split(r"(?<!\\)\|", inner)]
 
 
 def read_allow_list(doc: str) -> list[Allowed]:

@@ -187,14 +187,17 @@ def test_a_failed_commit_is_named_by_what_it_means(text: str, name: str) -> None
 
 def test_compare_names_each_side_s_extra_steps_reasons_and_delays() -> None:
     java = Trace(
-        ["JoinGroup(member=current) -> REBALANCE_IN_PROGRESS", "JoinGroup(member=current) -> NONE"],
-        ["subscription has changed", "rebalance failed due to X"],
-        [("after JoinGroup REBALANCE_IN_PROGRESS", 5.0)],
+        steps=[
+            "JoinGroup(member=current) -> REBALANCE_IN_PROGRESS",
+            "JoinGroup(member=current) -> NONE",
+        ],
+        reasons=["subscription has changed", "rebalance failed due to X"],
+        delays=[("after JoinGroup REBALANCE_IN_PROGRESS", 5.0)],
     )
     kgctl = Trace(
-        ["JoinGroup(member=current) -> REBALANCE_IN_PROGRESS", "<stop>"],
-        ["subscription has changed", "kgctl: retry"],
-        [("after JoinGroup REBALANCE_IN_PROGRESS", 40000.0)],
+        steps=["JoinGroup(member=current) -> REBALANCE_IN_PROGRESS", "<stop>"],
+        reasons=["subscription has changed", "kgctl: retry"],
+        delays=[("after JoinGroup REBALANCE_IN_PROGRESS", 40000.0)],
     )
     assert compare(java, kgctl) == [
         "java only: JoinGroup(member=current) -> NONE",
@@ -304,3 +307,20 @@ def test_a_revoke_at_close_in_the_middle_of_a_join_is_lost_as_java_s_on_leave_pr
     # Once the join's SyncGroup is answered, a close revokes.
     done = [*requests, req("SyncGroup", 4001, generation=1)]
     assert settle_lost(done, [Callback(5000, "revoked_or_lost", "[0]")], 4900)[0].kind == "revoked"
+
+
+def test_leave_reasons_are_compared_on_their_own() -> None:
+    java = normalise(
+        stable_then(req("LeaveGroup", 1000, reason="the consumer is being closed")), [], [], 900
+    )
+    kgctl = normalise(stable_then(req("LeaveGroup", 1000, reason="kgctl: stopping")), [], [], 900)
+    assert compare(java, kgctl) == [
+        "leave reason: java 'the consumer is being closed' kgctl 'kgctl: stopping'"
+    ]
+
+
+def test_a_join_sent_in_the_millisecond_of_the_listener_call_comes_after_it() -> None:
+    requests = stable_then(req("JoinGroup", 1000.1, "NOT_COORDINATOR", member_id=M1, took=0.2))
+    calls = [Callback(1000.3, "revoked", "[0]")]
+    steps = normalise(requests, calls, [], since_ms=900).steps
+    assert steps == ["revoked [0]", "JoinGroup(member=current) -> NOT_COORDINATOR"]

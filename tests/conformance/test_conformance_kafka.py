@@ -354,6 +354,9 @@ def requests_of(
         traced.add((d.get("connection"), d.get("correlation_id")))
         req, resp = d.get("request") or {}, d.get("response") or {}
         owned = req.get("owned")
+        reason = req.get("reason")
+        if e.type == "LeaveGroupTraced" and req.get("members"):
+            reason = req["members"][0].get("reason")
         out.append(
             Request(
                 api=e.type[: -len("Traced")],
@@ -363,11 +366,12 @@ def requests_of(
                 member_id=str(req.get("member_id") or ""),
                 generation=int(req["generation"]) if "generation" in req else -1,
                 injected=bool(d.get("injected")),
-                reason=req.get("reason"),
+                reason=reason,
                 owned=None
                 if owned is None
                 else tuple(label(t, int(p)) for t, ps in owned.items() for p in ps),
                 dropped=bool(d.get("dropped")),
+                version=int(d.get("api_version", -1)),
                 answer_member_id=str(resp.get("member_id") or ""),
                 answer_generation=int(resp.get("generation", -1) or -1),
             )
