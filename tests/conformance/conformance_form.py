@@ -317,13 +317,15 @@ def _listener_first(items: list[tuple[float, int, Any]]) -> list[tuple[float, in
 
 
 def _ran_before(cb: Any, r: Any) -> bool:
-    return (
-        isinstance(cb, Callback)
-        and isinstance(r, Request)
-        and r.api in ("JoinGroup", "LeaveGroup")
-        and cb.at_ms - r.sent_ms <= LISTENER_SLACK_MS
-        and cb.at_ms <= r.answered_ms
-    )
+    if not (isinstance(cb, Callback) and isinstance(r, Request)):
+        return False
+    if r.api not in ("JoinGroup", "LeaveGroup") or cb.at_ms - r.sent_ms > LISTENER_SLACK_MS:
+        return False
+    # An answer that resets the generation is followed by the lost call it causes: one
+    # stamped in the answer's millisecond is that reaction, not a prepare before it.
+    if r.error in RESET_ERRORS:
+        return cb.at_ms < r.answered_ms
+    return cb.at_ms <= r.answered_ms
 
 
 def _add(steps: list[str], step: str) -> None:

@@ -38,6 +38,7 @@ class Situation:
     # "subscribe": the member subscribes to the topic and a new one of one partition
     peer: bool = False  # a kgctl member joins first (the leader), through the proxy too
     peer_rules: tuple[str, ...] = ()  # rules on the peer, armed with stage 0
+    peer_session_ms: int = 6000
     stop_on: str = ""  # SIGTERM the member as soon as a rule on this API applied
     until: str = "rejoined"  # or "exited": the member is expected to end by itself
     window: str = "fault"  # "start": compare from the member's start (its first join)
@@ -166,12 +167,17 @@ SITUATIONS: list[Situation] = [
         # The peer (the leader, joined first) is told to rejoin: a leader's JoinGroup
         # always rebalances the group, and the broker's REBALANCE_IN_PROGRESS brings the
         # member under test (a follower) in; the leader's SyncGroup is then held 8 s,
-        # past the 6 s session, while the follower waits for its assignment.
+        # past its session (3 s), while the follower waits for its assignment. The
+        # leader's session is shorter than the follower's 6 s so that the broker ends
+        # the wait (drops the leader, answers REBALANCE_IN_PROGRESS) well before the
+        # follower's own session could run out: its heartbeats wait at the broker behind
+        # its SyncGroup, and which of two 6 s timers fired first would be chance.
         "a7-slow-leader-sync-follower-keeps-session",
         ("audit 7", "SyncGroup delayed past the session timeout (the leader's)"),
         (),
         peer=True,
         peer_rules=(REJOIN, "SyncGroup:delay=8000:count=1"),
+        peer_session_ms=3000,
     ),
     Situation(
         "a9-commit-rebalance-in-progress",

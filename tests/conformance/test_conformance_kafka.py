@@ -499,7 +499,8 @@ class Runner:
                 pid = f"peer-{uuid.uuid4().hex[:8]}"
                 peer = MemberProc(
                     self.proxy.bootstrap, group, topic, "--client-id", pid,
-                    "--assignor", s.assignor, "--commit", "none", name=pid,
+                    "--assignor", s.assignor, "--commit", "none",
+                    "--session-timeout", str(s.peer_session_ms), name=pid,
                 )  # fmt: skip
                 peer.wait_event("PartitionsAssigned", timeout=START_S)
             if s.window == "start":
@@ -691,7 +692,7 @@ def _raw(run: Run) -> list[str]:
     rows = [
         (
             r.sent_ms,
-            f"{r.sent_ms - t0:9.1f} {r.api} gen={r.generation} -> {r.error} "
+            f"{r.sent_ms - t0:9.1f} {r.api} v{r.version} gen={r.generation} -> {r.error} "
             f"(answered {r.answered_ms - t0:.1f})",
         )
         for r in run.requests
