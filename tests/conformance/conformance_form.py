@@ -30,7 +30,6 @@ reset or (after the test stopped it) a join was under way, and `revoked` otherwi
 from __future__ import annotations
 
 import difflib
-import fnmatch
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -385,8 +384,8 @@ ALLOW_COLUMNS = ["situations", "client", "difference", "why", "what a user sees"
 
 @dataclass(frozen=True)
 class Allowed:
-    """One allow-list row: differences matching `difference` (fnmatch patterns on the
-    lines `compare` writes, several separated by ` ; `) are accepted in situations
+    """One allow-list row: differences matching `difference` (patterns, `matches`, on
+    the lines `compare` writes, several separated by ` ; `) are accepted in situations
     matching `situations` (patterns separated by commas) for `client`."""
 
     situations: str
@@ -398,11 +397,16 @@ class Allowed:
     def covers(self, situation: str, client: str, difference: str) -> bool:
         return (
             client == self.client
-            and any(fnmatch.fnmatchcase(situation, s.strip()) for s in self.situations.split(","))
-            and any(
-                fnmatch.fnmatchcase(difference, d.strip()) for d in self.difference.split(" ; ")
-            )
+            and any(matches(s, situation) for s in self.situations.split(","))
+            and any(matches(d, difference) for d in self.difference.split(" ; "))
         )
+
+
+def matches(pattern: str, text: str) -> bool:
+    """`*` stands for any text; everything else is literal (the suite's lines hold
+    brackets, which fnmatch would read as character classes)."""
+    parts = [re.escape(p) for p in pattern.strip().split("*")]
+    return re.fullmatch(".*".join(parts), text, re.DOTALL) is not None
 
 
 class AllowListError(ValueError):

@@ -4,7 +4,6 @@ are compared, and how the allow-list is read from docs/member.md (the real one t
 
 from __future__ import annotations
 
-import fnmatch
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from conformance_form import (
     commit_failure,
     compare,
     delays_differ,
+    matches,
     normalise,
     normalise_reason,
     read_allow_list,
@@ -274,7 +274,13 @@ def test_docs_member_md_has_a_readable_allow_list_naming_known_situations() -> N
 
 
 def fnmatch_id(pattern: str, situation: str) -> bool:
-    return fnmatch.fnmatchcase(situation, pattern)
+    return matches(pattern, situation)
+
+
+def test_patterns_take_brackets_literally() -> None:
+    assert matches("java only: lost [0, 1]", "java only: lost [0, 1]")
+    assert not matches("java only: lost [0, 1]", "java only: lost 0")
+    assert matches("reason #*: java * kgctl '<none>'", "reason #2: java 'x' kgctl '<none>'")
 
 
 # -- the table of situations ----------------------------------------------------------------------
