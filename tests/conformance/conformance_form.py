@@ -76,6 +76,8 @@ class Callback:
     kind: str  # assigned, revoked, lost, revoked_or_lost (Java: not told apart),
     # commit failed
     detail: str  # the partitions, `[0, 1]` (`partitions`), or the commit's failure
+    stamp_lag_ms: float = 0.0  # how much later than the call its stamp may be (kcat's
+    # lines are stamped when the test reads them from its pipe)
 
 
 def partitions(labels: list[str]) -> str:
@@ -143,7 +145,7 @@ def settle_lost(
         reset, joining = _state_at(requests, cb.at_ms)
         closing = stop_ms is not None and cb.at_ms >= stop_ms
         lost = reset or (closing and joining)
-        out.append(Callback(cb.at_ms, "lost" if lost else "revoked", cb.detail))
+        out.append(Callback(cb.at_ms, "lost" if lost else "revoked", cb.detail, cb.stamp_lag_ms))
     return out
 
 
@@ -318,13 +320,14 @@ def _listener_first(items: list[tuple[float, int, Any]]) -> list[tuple[float, in
 def _ran_before(cb: Any, r: Any) -> bool:
     if not (isinstance(cb, Callback) and isinstance(r, Request)):
         return False
-    if r.api not in ("JoinGroup", "LeaveGroup") or cb.at_ms - r.sent_ms > LISTENER_SLACK_MS:
+    at = cb.at_ms - cb.stamp_lag_ms  # the earliest the call can have run
+    if r.api not in ("JoinGroup", "LeaveGroup") or at - r.sent_ms > LISTENER_SLACK_MS:
         return False
     # An answer that resets the generation is followed by the lost call it causes: one
     # stamped in the answer's millisecond is that reaction, not a prepare before it.
     if r.error in RESET_ERRORS:
-        return cb.at_ms < r.answered_ms
-    return cb.at_ms <= r.answered_ms
+        return at < r.answered_ms
+    return at <= r.answered_ms
 
 
 def _add(steps: list[str], step: str) -> None:

@@ -330,3 +330,11 @@ def test_a_join_sent_in_the_millisecond_of_the_listener_call_comes_after_it() ->
     calls = [Callback(1000.3, "revoked", "[0]")]
     steps = normalise(requests, calls, [], since_ms=900).steps
     assert steps == ["revoked [0]", "JoinGroup(member=current) -> NOT_COORDINATOR"]
+
+
+def test_a_callback_stamped_late_by_a_pipe_goes_before_the_join_it_preceded() -> None:
+    requests = stable_then(req("JoinGroup", 1000, "REBALANCE_IN_PROGRESS", member_id=M1, took=2))
+    late = [Callback(1003, "revoked", "[0]", stamp_lag_ms=10)]
+    assert normalise(requests, late, [], 900).steps[0] == "revoked [0]"
+    prompt = [Callback(1003, "revoked", "[0]")]
+    assert normalise(requests, prompt, [], 900).steps[-1] == "revoked [0]"

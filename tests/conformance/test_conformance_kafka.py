@@ -78,6 +78,9 @@ SETTINGS = {
     "metadata.max.age.ms": "1000",
 }
 KCAT = shutil.which("kcat")
+# kcat prints no time: its rebalance lines are stamped when read from its stderr pipe,
+# which on two busy cores can be several milliseconds after the call.
+KCAT_STAMP_LAG_MS = 10.0
 
 
 @dataclass
@@ -317,7 +320,7 @@ class KcatMember(Member):
                 continue
             body = line.split(kind + ":", 1)[1]
             labels = [self.label(t, int(p)) for t, p in _KCAT_PARTITION.findall(body)]
-            out.append(Callback(at, kind, partitions(labels)))
+            out.append(Callback(at, kind, partitions(labels), KCAT_STAMP_LAG_MS))
         return out
 
     def noise(self) -> list[str]:
