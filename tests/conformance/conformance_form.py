@@ -251,6 +251,14 @@ def _heartbeat_while_syncing(sync: Request, requests: list[Request], walk: _Walk
     )
 
 
+def _commit_in_flight(join: Request, requests: list[Request]) -> bool:
+    """Was a commit sent before this JoinGroup still unanswered when it went out (Java's
+    onJoinPrepare waits for its pre-rebalance commit first)?"""
+    return any(
+        r.api == "OffsetCommit" and r.sent_ms < join.sent_ms < r.answered_ms for r in requests
+    )
+
+
 def normalise(
     requests: list[Request],
     callbacks: list[Callback],
@@ -266,6 +274,7 @@ def normalise(
     for a commit retrying one that failed), each listener call as
     `assigned|revoked|lost [ids]`, a commit the program saw fail as `commit failed WHAT`,
     `heartbeat during SyncGroup` once per SyncGroup that waited with heartbeats going,
+    `JoinGroup sent with an OffsetCommit in flight` before such a JoinGroup,
     `<stop>` and `exited`. Repeats in a row
     of one step count once: a retry loop's length is timing."""
     requests = sorted(requests, key=lambda r: r.sent_ms)
@@ -283,6 +292,8 @@ def normalise(
             if at >= since_ms:
                 if item.api == "SyncGroup" and _heartbeat_while_syncing(item, requests, walk):
                     _add(trace.steps, "heartbeat during SyncGroup")
+                if item.api == "JoinGroup" and _commit_in_flight(item, requests):
+                    _add(trace.steps, "JoinGroup sent with an OffsetCommit in flight")
                 step = _request_step(item, walk)
                 if item.api == "JoinGroup":
                     trace.reasons.append(normalise_reason(item.reason))

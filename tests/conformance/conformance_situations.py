@@ -44,6 +44,8 @@ class Situation:
     window: str = "fault"  # "start": compare from the member's start (its first join)
     kcat: bool = False  # also run kcat (librdkafka) as the member under test
     java: str = "java"  # java-resubscribing: ResubscribingMember.java, for "subscribe"
+    ready: str = "joined"  # "committed": also wait for the member's first commit (its
+    # consumed positions exist, so the pre-rebalance auto-commit has offsets to send)
 
 
 def _errors(api: str, errors: tuple[str, ...], *, rejoin: bool, **kw: object) -> list[Situation]:
@@ -162,6 +164,17 @@ SITUATIONS: list[Situation] = [
         ("audit 6", "auto-commit"),
         ((REJOIN,), ("OffsetCommit:error=COORDINATOR_LOAD_IN_PROGRESS:count=1",)),
         commit="auto",
+        ready="committed",
+    ),
+    Situation(
+        # The pre-rebalance commit is held 1.5 s by the proxy: Java sends JoinGroup only
+        # once it is answered (a JoinGroup sent before would be read by the proxy while
+        # the commit's answer is still on its way).
+        "a6-autocommit-slow-commit-awaited-before-join",
+        ("audit 6", "auto-commit"),
+        ((REJOIN,), ("OffsetCommit:delay=1500:count=1",)),
+        commit="auto",
+        ready="committed",
     ),
     Situation(
         # The peer (the leader, joined first) is told to rejoin: a leader's JoinGroup

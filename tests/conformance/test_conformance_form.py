@@ -338,3 +338,14 @@ def test_a_callback_stamped_late_by_a_pipe_goes_before_the_join_it_preceded() ->
     assert normalise(requests, late, [], 900).steps[0] == "revoked [0]"
     prompt = [Callback(1003, "revoked", "[0]")]
     assert normalise(requests, prompt, [], 900).steps[-1] == "revoked [0]"
+
+
+def test_a_join_sent_before_the_pre_rebalance_commit_was_answered_says_so() -> None:
+    commit = req("OffsetCommit", 1000, generation=1, took=1500)
+    early = normalise(stable_then(commit, req("JoinGroup", 1600, member_id=M1)), [], [], 900)
+    assert early.steps == [
+        "JoinGroup sent with an OffsetCommit in flight",
+        "JoinGroup(member=current) -> NONE",
+    ]
+    awaited = normalise(stable_then(commit, req("JoinGroup", 2600, member_id=M1)), [], [], 900)
+    assert awaited.steps == ["JoinGroup(member=current) -> NONE"]

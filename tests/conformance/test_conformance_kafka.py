@@ -513,6 +513,10 @@ class Runner:
             member = MEMBERS[kind](self.proxy.bootstrap, group, topic, s, cid)
             if not self._wait(lambda: self._settled(member, run, since=0.0), START_S, member):
                 run.problem = "the member never joined before the situation"
+            elif s.ready == "committed" and not self._wait(
+                lambda: self._committed(member.client_id), START_S, member
+            ):
+                run.problem = "the member never committed before the situation"
             elif s.window == "fault":
                 self._situation(s, run, member, topic, peer)
             else:
@@ -581,6 +585,12 @@ class Runner:
             self._wait(lambda: member.proc.poll() is not None, SETTLE_S, member)
             return
         self._wait(lambda: self._settled(member, run, since=run.since_ms), SETTLE_S, member)
+
+    def _committed(self, client_id: str) -> bool:
+        return any(
+            e.type == "OffsetCommitTraced" and e.data.get("error") == "NONE"
+            for e in self.events(client_id)
+        )
 
     def _applied(self, client_id: str, api: str) -> bool:
         return any(
