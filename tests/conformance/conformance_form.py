@@ -191,6 +191,7 @@ class _Walk:
         self.generation = -1
         self.join_answered_ms: float | None = None  # the last JoinGroup answered NONE
         self.commit_failed = False  # the last commit answered an error
+        self.refused_heartbeats: set[str] = set()  # since the last JoinGroup
 
     def member(self, member_id: str) -> str:
         if not member_id:
@@ -207,6 +208,7 @@ class _Walk:
             self.commit_failed = r.error != "NONE"
         elif r.api == "JoinGroup":
             self.commit_failed = False
+            self.refused_heartbeats = set()
         if r.api == "JoinGroup" and r.answer_member_id:
             self.member_id = r.answer_member_id
         if r.api == "JoinGroup" and r.error == "NONE":
@@ -215,6 +217,17 @@ class _Walk:
 
 
 def _request_step(r: Request, walk: _Walk) -> str | None:
+    step = _request_text(r, walk)
+    if r.api == "Heartbeat" and step is not None:
+        # Once a heartbeat was refused, how many more are refused the same way before the
+        # member's next JoinGroup depends on how many heartbeat ticks that took.
+        if step in walk.refused_heartbeats:
+            return None
+        walk.refused_heartbeats.add(step)
+    return step
+
+
+def _request_text(r: Request, walk: _Walk) -> str | None:
     """The step a request shows as, or None for one that is timing, not behaviour: an
     answered heartbeat (how many there are depends on the clock) and an answered commit
     (when a member commits is its program's choice, VerifiableConsumer's or kgctl

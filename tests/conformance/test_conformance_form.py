@@ -349,3 +349,20 @@ def test_a_join_sent_before_the_pre_rebalance_commit_was_answered_says_so() -> N
     ]
     awaited = normalise(stable_then(commit, req("JoinGroup", 2600, member_id=M1)), [], [], 900)
     assert awaited.steps == ["JoinGroup(member=current) -> NONE"]
+
+
+def test_heartbeats_refused_alike_before_the_next_join_count_once() -> None:
+    rip = "REBALANCE_IN_PROGRESS"
+    requests = stable_then(
+        req("Heartbeat", 1000, rip, generation=1),
+        req("OffsetCommit", 1100, "ILLEGAL_GENERATION", generation=1),
+        req("Heartbeat", 1500, rip, generation=1),
+        joined(1600, gen=2),
+        req("Heartbeat", 2000, rip, generation=2),
+    )
+    assert normalise(requests, [], [], 900).steps == [
+        "Heartbeat(gen=current) -> REBALANCE_IN_PROGRESS",
+        "OffsetCommit(gen=current) -> ILLEGAL_GENERATION",
+        "JoinGroup(member=current) -> NONE",
+        "Heartbeat(gen=current) -> REBALANCE_IN_PROGRESS",
+    ]

@@ -79,8 +79,9 @@ SETTINGS = {
 }
 KCAT = shutil.which("kcat")
 # kcat prints no time: its rebalance lines are stamped when read from its stderr pipe,
-# which on two busy cores can be several milliseconds after the call.
-KCAT_STAMP_LAG_MS = 10.0
+# which on two busy cores was seen more than 10 ms after the call (librdkafka sends the
+# JoinGroup only once kcat's callback has given the partitions up).
+KCAT_STAMP_LAG_MS = 50.0
 
 
 @dataclass
