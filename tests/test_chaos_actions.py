@@ -138,6 +138,7 @@ def test_each_action_checks_its_own_arguments() -> None:
 
 def test_every_action_declares_typed_arguments() -> None:
     kinds = {"str", "int", "num", "bool", "member", "members", "topic", "topics", "str_list"}
+    kinds.add("protocol")  # classic | consumer (rolling-restart onto the other protocol)
     for name, action in ACTIONS.items():
         assert action.name == name
         assert all(isinstance(a, Arg) and a.kind in kinds for a in action.args.values()), name

@@ -33,6 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+from kgctl.broker.provision import java_executable, resolve_kafka_tools
+from kgctl.chaos.java import JavaMember, java_command, translator, write_properties
+from kgctl.errors import UsageError
 from kgctl.model.events import Event
 from kgctl.settings import ClientSettings
 
@@ -62,6 +65,14 @@ class MemberLaunch:
     max_poll_interval_ms: int = 30000
     commit: str = "auto"
     processing_ms: int = 0
+    protocol: str = "classic"  # classic | consumer (KIP-848): Java's group.protocol
+    client: str = "kgctl"  # kgctl | java (Apache Kafka's VerifiableConsumer)
+    remote_assignor: str | None = None  # consumer protocol: the broker-side assignor
+
+    @property
+    def client_id(self) -> str:
+        """The client id the member connects with (what a proxy fault rule selects)."""
+        return f"kgctl-{self.name}"
 
 
 class MemberHandle(Protocol):
@@ -95,18 +106,25 @@ class FleetBackend(Protocol):
 
 
 class LocalProcesses:
-    """Members as child processes of this one, tied to it (PR_SET_PDEATHSIG)."""
+    """Members as child processes of this one, tied to it (PR_SET_PDEATHSIG): `kgctl
+    join`, or a Java VerifiableConsumer whose output is translated into events."""
 
     def spawn(self, launch: MemberLaunch, command: list[str]) -> MemberHandle:
-        return subprocess.Popen(
+        java = launch.client == "java"
+        proc = subprocess.Popen(
             command,
-            stdin=subprocess.PIPE,
+            stdin=subprocess.DEVNULL if java else subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             bufsize=1,
             preexec_fn=_child_setup,  # noqa: PLW1509 - spawned from the run's own thread
         )
+        if java:
+            return JavaMember(
+                proc, translator(launch.name, launch.group, launch.client_id, proc.pid)
+            )
+        return proc
 
 
 @dataclass
@@ -165,6 +183,8 @@ class Fleet:
             self._config_file = path
 
     def command(self, launch: MemberLaunch) -> list[str]:
+        if launch.client == "java":
+            return self.java_command(launch)
         cmd = [sys.executable, "-m", "kgctl", "join", "-b", self.settings.bootstrap]
         cmd += ["-g", launch.group, "--name", launch.name, "--output", "json"]
         cmd += ["--session-timeout", str(launch.session_timeout_ms)]
@@ -177,6 +197,10 @@ class Fleet:
             cmd += ["--instance-id", launch.instance_id]
         if launch.processing_ms:
             cmd += ["--processing-ms", str(launch.processing_ms)]
+        if launch.protocol != "classic":
+            cmd += ["--group-protocol", launch.protocol]
+            if launch.remote_assignor:
+                cmd += ["--remote-assignor", launch.remote_assignor]
         if self._config_file is not None:
             cmd += ["--command-config", str(self._config_file)]
         if "metadata.max.age.ms" not in self.settings.properties:
@@ -187,6 +211,32 @@ class Fleet:
         else:
             cmd += ["--", *launch.topics]
         return cmd
+
+    def java_command(self, launch: MemberLaunch) -> list[str]:
+        """Apache Kafka's VerifiableConsumer for `launch`; its client properties (the
+        run's, then the member's client id and timings) in a private file."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        props = dict(self.settings.properties)
+        props["client.id"] = launch.client_id
+        props.setdefault("metadata.max.age.ms", "1000")
+        props["max.poll.interval.ms"] = str(launch.max_poll_interval_ms)
+        if launch.protocol == "classic":
+            props["heartbeat.interval.ms"] = str(launch.heartbeat_interval_ms)
+        path = write_properties(self.workdir / f"java-{launch.name}.properties", props)
+        return java_command(
+            java_executable(),
+            resolve_kafka_tools(),
+            bootstrap=self.settings.bootstrap,
+            group=launch.group,
+            topic=launch.topics[0],
+            protocol=launch.protocol,
+            properties=path,
+            instance_id=launch.instance_id,
+            assignors=launch.assignors,
+            remote_assignor=launch.remote_assignor,
+            session_timeout_ms=launch.session_timeout_ms,
+            auto_commit=launch.commit == "auto",
+        )
 
     def start(self, launch: MemberLaunch) -> MemberProcess:
         proc = self.backend.spawn(launch, self.command(launch))
@@ -223,7 +273,8 @@ class Fleet:
     # -- acting on members --------------------------------------------------------------
     def send(self, name: str, command: dict[str, Any]) -> None:
         member = self.members[name]
-        assert member.proc.stdin is not None
+        if member.proc.stdin is None:  # validation keeps control actions off Java members
+            raise UsageError(f"{name} takes no control lines (a {member.launch.client} member)")
         member.proc.stdin.write(json.dumps(command) + "\n")
         member.proc.stdin.flush()
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,18 @@ from kgctl.errors import UsageError
 
 ASSIGNORS = ("range", "roundrobin", "sticky", "cooperative-sticky")
 COMMITS = ("auto", "sync", "async", "none")
+# The group protocol a member speaks (Java's group.protocol), the client that runs it
+# (kgctl join, or Apache Kafka's Java VerifiableConsumer) and, on the consumer protocol,
+# the broker-side assignor it asks for.
+PROTOCOLS = ("classic", "consumer")
+CLIENTS = ("kgctl", "java")
+REMOTE_ASSIGNORS = ("uniform", "range")
+# Fault rules on these requests only mean something to members of one protocol.
+CLASSIC_APIS = frozenset({"JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup"})
+CONSUMER_APIS = frozenset({"ConsumerGroupHeartbeat"})
+# Actions that talk to a member over its control lines: kgctl join reads them, a Java
+# VerifiableConsumer does not.
+CONTROL_ACTIONS = ("subscription-change", "slow-consumer")
 # Each action's arguments and checks are its own: kgctl/chaos/actions.py (ACTIONS).
 
 STEP_KEYS = ("name", "action", "expect")
@@ -46,6 +58,9 @@ FLEET_KEYS = {
     "pattern": "str",
     "produce_rate": "num",
     "brokers": "int",
+    "protocol": "protocol",
+    "client": "client",
+    "remote_assignor": "remote_assignor",
 }
 MEMBER_KEYS = {
     "name": "str",
@@ -55,8 +70,19 @@ MEMBER_KEYS = {
     "pattern": "str",
     "processing_ms": "int",
     "session_timeout_ms": "int",
+    "protocol": "protocol",
+    "client": "client",
+    "remote_assignor": "remote_assignor",
 }
-TOP_KEYS = ("name", "description", "fleet", "steps", "settle_quiet_ms", "settle_timeout_s")
+TOP_KEYS = (
+    "name",
+    "description",
+    "fleet",
+    "steps",
+    "settle_quiet_ms",
+    "settle_timeout_s",
+    "protocols",
+)
 
 
 @dataclass
@@ -72,6 +98,9 @@ class MemberSpec:
     # This member's own session timeout (the fleet's when None): a scenario where one
     # member must outlast a delay the others must not (slow-sync).
     session_timeout_ms: int | None = None
+    protocol: str = "classic"  # classic | consumer (KIP-848)
+    client: str = "kgctl"  # kgctl | java (Apache Kafka's VerifiableConsumer)
+    remote_assignor: str | None = None  # consumer protocol: uniform | range (broker's default)
 
 
 @dataclass
@@ -88,6 +117,11 @@ class Fleet:
     commit: str = "auto"
     produce_rate: float = 0.0
     brokers: int = 1
+
+    @property
+    def protocols(self) -> set[str]:
+        """The group protocols the fleet's members speak."""
+        return {m.protocol for m in self.members}
 
 
 @dataclass
@@ -134,6 +168,9 @@ class Scenario:
     text: str = ""
     settle_quiet_ms: int = 1000
     settle_timeout_s: float | None = None
+    # The protocols the scenario means something on (`protocols:`; both by default): a
+    # scenario about JoinGroup or about a classic assignor says classic only.
+    protocols: list[str] = field(default_factory=lambda: list(PROTOCOLS))
 
     @property
     def uses_proxy(self) -> bool:
@@ -262,6 +299,9 @@ _SCALARS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "int": (_is_count, "a whole number >= 0"),
     "num": (_is_number, "a number >= 0"),
     "commit": (lambda v: v in COMMITS, f"one of {COMMITS}"),
+    "protocol": (lambda v: v in PROTOCOLS, f"one of {', '.join(PROTOCOLS)}"),
+    "client": (lambda v: v in CLIENTS, f"one of {', '.join(CLIENTS)}"),
+    "remote_assignor": (lambda v: v in REMOTE_ASSIGNORS, f"one of {', '.join(REMOTE_ASSIGNORS)}"),
 }
 
 
@@ -296,6 +336,7 @@ def parse_scenario(text: str, origin: str = "<scenario>") -> Scenario:
         d = c.value(top["description"][1])
         description = str(d) if d is not None else ""
     fleet = _fleet(c, top.get("fleet"), root)
+    protocols = _protocols(c, top.get("protocols"))
     quiet, timeout = 1000, None
     if "settle_quiet_ms" in top:
         quiet = c.typed(top["settle_quiet_ms"][1], "settle_quiet_ms", "int") or quiet
@@ -318,7 +359,7 @@ def parse_scenario(text: str, origin: str = "<scenario>") -> Scenario:
     if c.errors:
         raise ScenarioError(c.errors)
     assert fleet is not None
-    return Scenario(
+    sc = Scenario(
         name=name,
         description=description,
         fleet=fleet,
@@ -327,7 +368,133 @@ def parse_scenario(text: str, origin: str = "<scenario>") -> Scenario:
         text=text,
         settle_quiet_ms=quiet,
         settle_timeout_s=timeout,
+        protocols=protocols,
     )
+    problems = protocol_problems(sc)
+    if problems:
+        raise ScenarioError([f"{origin}:{line}: {text}" for line, text in problems])
+    return sc
+
+
+def member_specs(sc: Scenario) -> dict[str, MemberSpec]:
+    """Every member a scenario will run, by name: the fleet's, those a `member-add` starts
+    (like the fleet's first) and a `static-conflict`'s duplicate (like its original)."""
+    specs = {m.name: m for m in sc.fleet.members}
+    first = sc.fleet.members[0]
+    for step in sc.steps:
+        if step.action == "member-add":
+            for n in step.args.get("names", []):
+                specs.setdefault(n, replace(first, name=n))
+        elif step.action == "static-conflict" and step.args.get("member") in specs:
+            dup = step.args.get("duplicate") or f"{step.args['member']}-dup"
+            specs.setdefault(dup, replace(specs[step.args["member"]], name=dup))
+    return specs
+
+
+def _step_members(step: Step, specs: dict[str, MemberSpec]) -> list[MemberSpec]:
+    """The members a step acts on (every member when it names none, or `all`)."""
+    raw = step.args.get("member", step.args.get("members"))
+    if raw in (None, "all", "leader"):
+        return list(specs.values())
+    names = [raw] if isinstance(raw, str) else list(raw)
+    return [specs[n] for n in names if n in specs]
+
+
+def _fault_apis(step: Step) -> set[str]:
+    rules = step.args.get("rules") or [step.args.get("rule", "")]
+    return {str(r).split(":", 1)[0].strip() for r in rules}
+
+
+def protocol_problems(sc: Scenario) -> list[tuple[int, str]]:
+    """What in a scenario its members' protocols or clients cannot do, as (line, message):
+    a protocol the scenario does not run on, a fault on requests no targeted member sends,
+    a control line to a Java member, a rebalance count no member can report."""
+    out: list[tuple[int, str]] = []
+    specs = member_specs(sc)
+    spoken = sorted({m.protocol for m in specs.values()})
+    refused = [p for p in spoken if p not in sc.protocols]
+    if refused:
+        out.append(
+            (
+                0,
+                f"scenario {sc.name} runs on the {' and '.join(sc.protocols)} protocol only "
+                f"(protocols: {sc.protocols}); its fleet would speak {', '.join(refused)}",
+            )
+        )
+    every_java = all(m.client == "java" for m in specs.values())
+    for i, step in enumerate(sc.steps):
+        where = f"steps[{i}] ({step.name})"
+        targets = _step_members(step, specs)
+        if step.action == "fault":
+            apis = _fault_apis(step)
+            protos = {m.protocol for m in targets}
+            needs = [(a, "classic") for a in CLASSIC_APIS] + [
+                (a, "consumer") for a in CONSUMER_APIS
+            ]
+            for api, need in sorted(needs):
+                if api in apis and need not in protos:
+                    out.append(
+                        (
+                            step.line,
+                            f"{where}: a fault on {api} reaches only {need}-protocol members; "
+                            f"the members it targets speak {', '.join(sorted(protos))}",
+                        )
+                    )
+        if step.action in CONTROL_ACTIONS or step.action == "static-conflict":
+            java = sorted(m.name for m in targets if m.client == "java")
+            if java:
+                out.append(
+                    (
+                        step.line,
+                        f"{where}: {step.action} needs kgctl members (control lines, a second "
+                        f"process); {', '.join(java)} run Java's VerifiableConsumer",
+                    )
+                )
+        counts = ("rebalances", "min_rebalances", "max_rebalances")
+        if every_java and any(getattr(step.expect, k) is not None for k in counts):
+            out.append(
+                (
+                    step.line,
+                    f"{where}: rebalances are counted from the generations kgctl members "
+                    "report; every member of this fleet is a Java VerifiableConsumer, which "
+                    "reports none: drop the rebalance counts or add a kgctl member",
+                )
+            )
+    return out
+
+
+def with_protocol(sc: Scenario, protocol: str) -> Scenario:
+    """The scenario with every member on `protocol` (classic, consumer) or `mixed` (every
+    second member on consumer, starting with the second); UsageError (one line) when the
+    scenario cannot run so."""
+    choices = (*PROTOCOLS, "mixed")
+    if protocol not in choices:
+        raise UsageError(f"--group-protocol {protocol!r}: expected one of {', '.join(choices)}")
+
+    def proto(i: int) -> str:
+        if protocol == "mixed":
+            return PROTOCOLS[i % 2]
+        return protocol
+
+    members = [replace(m, protocol=proto(i)) for i, m in enumerate(sc.fleet.members)]
+    fleet = replace(sc.fleet, members=members)
+    out = replace(sc, fleet=fleet)
+    problems = protocol_problems(out)
+    if problems:
+        raise UsageError(f"--group-protocol {protocol}: {problems[0][1]}")
+    return out
+
+
+def _protocols(c: _Checker, entry: tuple[yaml.Node, yaml.Node] | None) -> list[str]:
+    """`protocols:`, the protocols a scenario runs on (both when absent)."""
+    if entry is None:
+        return list(PROTOCOLS)
+    node = entry[1]
+    listed = c.typed(node, "protocols", "str_list") or []
+    bad = [p for p in listed if p not in PROTOCOLS]
+    for p in bad:
+        c.error(node, "protocols", f"unknown protocol {p!r}; expected one of {PROTOCOLS}")
+    return listed if listed and not bad else list(PROTOCOLS)
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -372,7 +539,12 @@ def _fleet(c: _Checker, entry: tuple[yaml.Node, yaml.Node] | None, root: yaml.No
         list(assignors),
         list(subscribe) if subscribe else ([] if pattern else sorted(topics)),
         pattern,
+        protocol=vals.get("protocol") or "classic",
+        client=vals.get("client") or "kgctl",
+        remote_assignor=vals.get("remote_assignor"),
     )
+    if default.remote_assignor and default.protocol != "consumer":
+        c.error(keys["remote_assignor"][1], "fleet.remote_assignor", _REMOTE_CLASSIC)
     members: list[MemberSpec] = []
     if "members" not in keys:
         c.error(node, "fleet", "missing key 'members' (a count or a list)")
@@ -451,15 +623,16 @@ def _fleet_members(
             c.error(mnode, "fleet.members", "between 1 and 20 members")
         elif n is not None:
             members = [
-                MemberSpec(
-                    f"m{i}",
-                    default.static,
-                    list(default.assignors),
-                    list(default.subscribe),
-                    default.pattern,
+                replace(
+                    default,
+                    name=f"m{i}",
+                    assignors=list(default.assignors),
+                    subscribe=list(default.subscribe),
                 )
                 for i in range(1, n + 1)
             ]
+            if default.client == "java":
+                _check_java(c, mnode, "fleet", default)
     elif isinstance(mnode, yaml.SequenceNode):
         for i, item in enumerate(mnode.value):
             members.append(_fleet_member(c, i, item, members, topics, default))
@@ -492,7 +665,7 @@ def _fleet_member(
         _check_regex(c, mk["pattern"][1], f"fleet.members[{i}].pattern", mv["pattern"])
     sub = mv.get("subscribe")
     mpat = mv.get("pattern")
-    return MemberSpec(
+    spec = MemberSpec(
         name=mname,
         static=default.static if mv.get("static") is None else bool(mv["static"]),
         assignors=mv.get("assignors") or list(default.assignors),
@@ -500,7 +673,35 @@ def _fleet_member(
         pattern=mpat if mpat else (None if sub else default.pattern),
         processing_ms=mv.get("processing_ms") or 0,
         session_timeout_ms=mv.get("session_timeout_ms"),
+        protocol=mv.get("protocol") or default.protocol,
+        client=mv.get("client") or default.client,
+        remote_assignor=mv.get("remote_assignor") or default.remote_assignor,
     )
+    if spec.remote_assignor and spec.protocol != "consumer" and "remote_assignor" in mk:
+        c.error(mk["remote_assignor"][1], f"fleet.members[{i}].remote_assignor", _REMOTE_CLASSIC)
+    if spec.client == "java":
+        _check_java(c, item, f"fleet.members[{i}]", spec)
+    return spec
+
+
+_REMOTE_CLASSIC = (
+    "the broker-side assignor of the consumer protocol; set protocol: consumer, or use "
+    "assignors for a classic member"
+)
+
+
+def _check_java(c: _Checker, node: yaml.Node, path: str, spec: MemberSpec) -> None:
+    """What Java's VerifiableConsumer cannot be asked to do: one topic, no pattern, no
+    slow processing (it takes no control lines)."""
+    if spec.pattern or len(spec.subscribe) != 1:
+        c.error(
+            node,
+            path,
+            "a java member (VerifiableConsumer) subscribes to exactly one topic, no pattern; "
+            "give it subscribe: [one topic]",
+        )
+    if spec.processing_ms:
+        c.error(node, path, "a java member (VerifiableConsumer) has no processing_ms")
 
 
 def _step(

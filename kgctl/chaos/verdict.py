@@ -32,18 +32,34 @@ from kgctl.model.timeline import (
 _TOUCHING = frozenset({"JoinGroupSent", "PartitionsRevoked", "PartitionsLost", "JoinCompleted"})
 
 
-def stable_now(state: GroupState, active: Iterable[str], baseline_gen: int | None = None) -> bool:
+def stable_now(
+    state: GroupState,
+    active: Iterable[str],
+    baseline_gen: int | None = None,
+    silent: Iterable[str] = (),
+) -> bool:
     """Every active member is alive, Stable, in one generation that is the group's (and,
-    given `baseline_gen`, newer than it)."""
+    given `baseline_gen`, newer than it).
+
+    `silent` members report no generation (a Java VerifiableConsumer): they only need to
+    be alive and Stable; the generation is judged on the others, and not at all when
+    every member is silent (the caller then judges the group by what it owns)."""
     names = list(active)
+    quiet = set(silent)
     if not names:
         return False
     gens = set()
     for name in names:
         m = state.members.get(name)
-        if m is None or not m.alive or m.phase != PHASE_STABLE or m.generation < 0:
+        if m is None or not m.alive or m.phase != PHASE_STABLE:
+            return False
+        if name in quiet:
+            continue
+        if m.generation < 0:
             return False
         gens.add(m.generation)
+    if not gens:
+        return True
     if len(gens) != 1:
         return False
     gen = gens.pop()
