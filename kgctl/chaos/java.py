@@ -98,7 +98,15 @@ def _data(name: str, raw: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
 
 
 def java_event(
-    line: str, *, member: str, group: str, client_id: str, pid: int, seq: int, now_ms: int
+    line: str,
+    *,
+    member: str,
+    group: str,
+    client_id: str,
+    pid: int,
+    seq: int,
+    now_ms: int,
+    mono_ms: float = 0.0,
 ) -> Event | None:
     """One VerifiableConsumer output line as a kgctl event (None: not JSON, or not a step
     kgctl folds). Its own timestamp wins over `now_ms` when it has one."""
@@ -116,6 +124,7 @@ def java_event(
     return Event(
         type=type_,
         ts_ms=ts if isinstance(ts, int) and ts > 0 else now_ms,
+        mono_ms=mono_ms,
         seq=seq,
         group=group,
         member=member,
@@ -196,14 +205,17 @@ class JavaMember:
     def _pump(self) -> None:
         seq = 0
         assert self._proc.stdout is not None
-        with contextlib.suppress(OSError, ValueError):
-            for line in self._proc.stdout:
-                seq += 1
-                event = self._translate(line, seq)
-                if event is not None:
-                    self._out.write(event.to_json() + "\n")
-        with contextlib.suppress(OSError):
-            self._out.close()
+        try:
+            with contextlib.suppress(OSError, ValueError):
+                for line in self._proc.stdout:
+                    seq += 1
+                    event = self._translate(line, seq)
+                    if event is not None:
+                        self._out.write(event.to_json() + "\n")
+        finally:
+            # The fleet's reader sees the end of the member's events, whatever happened.
+            with contextlib.suppress(OSError):
+                self._out.close()
 
     def poll(self) -> int | None:
         return self._proc.poll()
@@ -230,6 +242,7 @@ def translator(
             pid=pid,
             seq=seq,
             now_ms=int(time.time() * 1000),
+            mono_ms=round(time.monotonic() * 1000, 3),
         )
 
     return translate

@@ -38,7 +38,10 @@ from kgctl.model.events import Event
 from kgctl.model.fold import fold
 from kgctl.model.invariants import (
     check_complete_ownership,
+    check_epoch_order,
     check_exclusive_ownership,
+    check_idle_members,
+    check_revoked_before_assigned,
     check_single_generation,
 )
 from kgctl.model.state import GroupState, TopicPartition
@@ -355,17 +358,22 @@ class ChaosRun:
         names = [m.name for m in active]
         if not verdict.stable_now(self.state, names, baseline_gen, silent):
             return False
+        if not silent:
+            return True
         # Members that report no generation are settled when every partition has one
-        # live owner again (a generation newer than the baseline cannot be seen on them).
-        return not silent or not check_complete_ownership(
-            self.state, now_ms(), self.expected_partitions()
-        )
+        # live owner again (a generation newer than the baseline cannot be seen on them)
+        # and, on the consumer protocol, none is left without partitions while there
+        # are enough for all (it is still reconciling).
+        expected = self.expected_partitions()
+        if check_complete_ownership(self.state, now_ms(), expected):
+            return False
+        return not check_idle_members(self.state, names, len(expected), reconciling=set())
 
     def settle(
         self, baseline_gen: int | None, timeout_s: float, extra: Callable[[], bool] | None = None
     ) -> int | None:
         """Wait until the group is stable (past `baseline_gen` if given) for the quiet time."""
-        timer = verdict.QuietTimer(self.scenario.settle_quiet_ms)
+        timer = verdict.QuietTimer(self.quiet_ms())
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.refused is not None:
@@ -515,11 +523,36 @@ class ChaosRun:
             subscribed |= set(topics)
         return [self.topics[t] for t in sorted(subscribed or self.partitions)]
 
+    def consumer_timings(self) -> tuple[int, int] | None:
+        """The broker's (session, heartbeat interval) of consumer-protocol members, when
+        the fleet has any: on that protocol both are the cluster's, not the member's."""
+        if "consumer" not in {spec.protocol for spec in self.specs.values()}:
+            return None
+        bounds = self.fitted.bounds if self.fitted is not None else None
+        configs = bounds.configs if bounds is not None else {}
+        return (
+            int(configs.get("group.consumer.session.timeout.ms", 45000)),
+            int(configs.get("group.consumer.heartbeat.interval.ms", 5000)),
+        )
+
+    def quiet_ms(self) -> int:
+        """How long the group must look stable to count as settled. A consumer-protocol
+        member learns a new target only with its next heartbeat, and a partition it gives
+        up reaches its new owner with that owner's next one: two intervals can pass
+        between steps of one reconciliation while everything looks stable."""
+        timings = self.consumer_timings()
+        quiet = self.scenario.settle_quiet_ms
+        return quiet if timings is None else max(quiet, 2 * timings[1] + 500)
+
     def settle_timeout(self) -> float:
         if self.scenario.settle_timeout_s:
             return float(self.scenario.settle_timeout_s)
         f = self.scenario.fleet
-        return 3 * f.session_timeout_ms / 1000 + f.max_poll_interval_ms / 1000 + 15
+        session = f.session_timeout_ms
+        timings = self.consumer_timings()
+        if timings is not None:
+            session = max(session, timings[0])
+        return 3 * session / 1000 + f.max_poll_interval_ms / 1000 + 15
 
     def stderr_hint(self) -> str:
         for m in self.fleet.history:
@@ -633,13 +666,27 @@ class ChaosRun:
             self.violation(
                 "complete-ownership", v.message, t, list(v.members), f"{v.topic}-{v.partition}"
             )
-        for v in check_single_generation(self.state, t):
-            self.violation("single-generation", v.message, t, list(v.members))
+        silent = {m.name for m in self.fleet.history if m.launch.client == "java"}
+        if self.consumer_timings() is None:
+            for v in check_single_generation(self.state, t):
+                self.violation("single-generation", v.message, t, list(v.members))
+            self.journal.held("single-generation")
+        else:
+            # Consumer protocol: members carry their own epochs, not one generation;
+            # the group's meaning of "balanced" is that nobody is idle unless reconciling.
+            names = [m.name for m in self.fleet.active()]
+            for v in check_idle_members(self.state, names, len(expected)):
+                self.violation("no-idle-member", v.message, t, list(v.members))
+            self.journal.held("no-idle-member")
+            for v in check_single_generation(self.state, t):
+                if not set(v.members) & silent:
+                    self.violation("single-generation", v.message, t, list(v.members))
         self.journal.held("complete-ownership")
-        self.journal.held("single-generation")
 
     def check_exclusive(self) -> None:
         excused = checks.excused_by(self.excused)
+        if self.consumer_timings() is not None:
+            self.check_handovers(excused)
         for v in check_exclusive_ownership(self.state, excused):
             self.violation(
                 "exclusive-ownership",
@@ -650,6 +697,25 @@ class ChaosRun:
                 step=self.step_at(v.at_ms),
             )
         self.journal.held("exclusive-ownership")
+
+    def check_handovers(self, excused: Callable[[str, int], bool]) -> None:
+        """The consumer protocol's ownership rules, over the whole history: a partition
+        changes owner only at a newer epoch, and only once its owner gave it up."""
+        silent = {m.name for m in self.fleet.history if m.launch.client == "java"}
+        found = check_epoch_order(self.state, silent) + check_revoked_before_assigned(
+            self.state, excused
+        )
+        for v in found:
+            self.violation(
+                v.rule,
+                v.message,
+                v.at_ms,
+                list(v.members),
+                f"{v.topic}-{v.partition}",
+                step=self.step_at(v.at_ms),
+            )
+        self.journal.held("single-owner-per-epoch")
+        self.journal.held("revoked-before-assigned")
 
     def check_commits(self) -> None:
         for rule, message, ts, member, where in checks.commit_violations(self.commit_log):

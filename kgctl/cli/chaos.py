@@ -132,6 +132,14 @@ def run_command(
             help="State file of the local cluster (coordinator-failover); default: kgctl's.",
         ),
     ] = None,
+    group_protocol: Annotated[
+        str | None,
+        typer.Option(
+            "--group-protocol",
+            help="Run every member on this group protocol: classic, consumer (KIP-848), or "
+            "mixed (every second member on consumer); default: the scenario's.",
+        ),
+    ] = None,
     session_timeout: SessionTimeout = None,
     heartbeat_interval: HeartbeatInterval = None,
     max_poll_interval: MaxPollInterval = None,
@@ -157,6 +165,10 @@ def run_command(
         from kgctl.render.chaos_view import ChaosDisplay
 
         sc = resolve_scenario(scenario)
+        if group_protocol is not None:
+            from kgctl.chaos.scenario import with_protocol
+
+            sc = with_protocol(sc, group_protocol)
         settings = make_settings(bootstrap, command_config, x, timeout)
         options = RunOptions(
             topic_prefix=topic_prefix,

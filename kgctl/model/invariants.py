@@ -6,6 +6,17 @@
 3. One generation once stable: every live member reports the same generation.
 
 Checks 2 and 3 judge the state as it is now; call them when the group is stable.
+
+What they mean on the consumer protocol (KIP-848), where members reconcile one by one
+and each carries its own member epoch instead of one generation for all:
+
+4. Single owner at every epoch: a partition passes from one member to another only at
+   a newer epoch (its new owner's epoch above the one its previous owner took it at);
+   two members holding it at one epoch is two owners (over the whole history).
+5. Revoked before assigned: a partition's next owner takes it only after its previous
+   owner revoked it (or lost it, or left); the broker withholds it until then.
+6. No member without partitions unless reconciling: once the group is stable and there
+   are at least as many partitions as members, every member owns some.
 """
 
 from __future__ import annotations
@@ -13,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from kgctl.model.state import GroupState, TopicPartition
+from kgctl.model.state import PHASE_RECONCILING, GroupState, OwnershipSpan, TopicPartition
 
 
 @dataclass(frozen=True)
@@ -134,3 +145,101 @@ def check_stable_group(
         + check_complete_ownership(state, now_ms, expected)
         + check_single_generation(state, now_ms)
     )
+
+
+def _handovers(
+    state: GroupState,
+) -> list[tuple[TopicPartition, OwnershipSpan, OwnershipSpan]]:
+    """Each change of a partition's owner: (partition, previous span, next span), the
+    next span being the first of another member to start after the previous one."""
+    out = []
+    for tp, spans in sorted(state.ownership.items()):
+        ordered = sorted(spans, key=lambda sp: (sp.start_ms, sp.member))
+        for i, a in enumerate(ordered):
+            nxt = next((b for b in ordered[i + 1 :] if b.member != a.member), None)
+            if nxt is not None:
+                out.append((tp, a, nxt))
+    return out
+
+
+def check_epoch_order(state: GroupState, unknown: Iterable[str] = ()) -> list[Violation]:
+    """Single owner at every epoch: each handover goes to a newer epoch. Spans of members
+    in `unknown` (they report no epoch) or with no epoch are not judged."""
+    skip = set(unknown)
+    out: list[Violation] = []
+    for (topic, pid), a, b in _handovers(state):
+        if a.member in skip or b.member in skip or a.generation < 0 or b.generation < 0:
+            continue
+        if b.generation > a.generation:
+            continue
+        out.append(
+            Violation(
+                rule="single-owner-per-epoch",
+                message=(
+                    f"{topic}-{pid} went from {a.member} (epoch {a.generation}) to "
+                    f"{b.member} at epoch {b.generation}: two owners at one epoch"
+                ),
+                at_ms=b.start_ms,
+                members=(a.member, b.member),
+                topic=topic,
+                partition=pid,
+            )
+        )
+    return out
+
+
+def check_revoked_before_assigned(
+    state: GroupState, excused: Callable[[str, int], bool] | None = None
+) -> list[Violation]:
+    """Each handover: the previous owner gave the partition up (revoked, lost, or left)
+    before its next owner took it. `excused(previous_owner, at_ms)` as for
+    `check_exclusive_ownership` (a frozen or cut-off owner that could not act)."""
+    out: list[Violation] = []
+    for (topic, pid), a, b in _handovers(state):
+        if a.end_ms is not None and a.end_ms <= b.start_ms:
+            continue
+        if excused is not None and excused(a.member, b.start_ms):
+            continue
+        when = (
+            "still owned it" if a.end_ms is None else f"gave it up {a.end_ms - b.start_ms} ms later"
+        )
+        out.append(
+            Violation(
+                rule="revoked-before-assigned",
+                message=f"{topic}-{pid} assigned to {b.member} while {a.member} {when}",
+                at_ms=b.start_ms,
+                members=(a.member, b.member),
+                topic=topic,
+                partition=pid,
+            )
+        )
+    return out
+
+
+def check_idle_members(
+    state: GroupState, names: Iterable[str], partitions: int, reconciling: Iterable[str] = ()
+) -> list[Violation]:
+    """No member without partitions unless reconciling, in a stable group: when there are
+    at least as many `partitions` as live members among `names`, each owns some, except a
+    member known to be reconciling (its target differs from what it owns, or the caller
+    says so in `reconciling`)."""
+    live = [state.members[n] for n in names if n in state.members and state.members[n].alive]
+    if partitions < len(live):
+        return []
+    moving = set(reconciling)
+    out: list[Violation] = []
+    for m in live:
+        if m.partitions or m.reconciling or m.phase == PHASE_RECONCILING or m.key in moving:
+            continue
+        out.append(
+            Violation(
+                rule="no-idle-member",
+                message=(
+                    f"{m.key} owns no partition in a stable group of {len(live)} members "
+                    f"over {partitions} partitions, and is not reconciling"
+                ),
+                at_ms=state.updated_ms,
+                members=(m.key,),
+            )
+        )
+    return out

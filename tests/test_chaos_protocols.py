@@ -1,0 +1,205 @@
+"""Pure tests of chaos across protocols: a fleet's protocol and client per member, what
+each cannot do (one-line errors), the --group-protocol override, and Java's
+VerifiableConsumer output read as kgctl events."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kgctl.chaos.fleet import Fleet, MemberLaunch
+from kgctl.chaos.java import java_command, java_event
+from kgctl.chaos.scenario import ScenarioError, parse_scenario, with_protocol
+from kgctl.chaos.scenarios import builtin, builtin_names
+from kgctl.errors import UsageError
+from kgctl.model.fold import fold_all
+from kgctl.model.state import GroupState
+from kgctl.settings import ClientSettings
+
+MIXED = """\
+name: mixed
+fleet:
+  members:
+    - {name: a}
+    - {name: b, protocol: consumer, remote_assignor: range}
+    - {name: j, client: java, protocol: consumer}
+  topics: {orders: 6}
+steps:
+  - action: member-kill
+    member: a
+"""
+
+
+def test_each_member_speaks_its_own_protocol_through_its_own_client() -> None:
+    sc = parse_scenario(MIXED, "mixed.yaml")
+    got = [(m.name, m.protocol, m.client, m.remote_assignor) for m in sc.fleet.members]
+    assert got == [
+        ("a", "classic", "kgctl", None),
+        ("b", "consumer", "kgctl", "range"),
+        ("j", "consumer", "java", None),
+    ]
+    assert sc.fleet.protocols == {"classic", "consumer"}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ("    - {name: b, protocol: kip848}", "expected one of classic, consumer, got 'kip848'"),
+        ("    - {name: b, client: rust}", "expected one of kgctl, java, got 'rust'"),
+        (
+            "    - {name: b, remote_assignor: uniform}",
+            "the broker-side assignor of the consumer protocol; set protocol: consumer",
+        ),
+        (
+            "    - {name: b, client: java, pattern: 'o.*'}",
+            "a java member (VerifiableConsumer) subscribes to exactly one topic, no pattern",
+        ),
+    ],
+)
+def test_a_member_that_cannot_be_run_so_is_one_error_at_its_line(change: str, message: str) -> None:
+    text = MIXED.replace("    - {name: b, protocol: consumer, remote_assignor: range}", change)
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(text, "mixed.yaml")
+    [error] = info.value.errors
+    assert error.startswith("mixed.yaml:5:") and message in error
+    assert "\n" not in str(info.value)
+
+
+def test_a_fault_on_requests_no_targeted_member_sends_is_refused() -> None:
+    text = """\
+fleet:
+  members: 2
+  protocol: consumer
+  topics: {orders: 2}
+steps:
+  - action: fault
+    member: m1
+    rule: Heartbeat:error=FENCED_INSTANCE_ID:count=1
+"""
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(text, "f.yaml")
+    assert str(info.value) == (
+        "invalid scenario: f.yaml:6: steps[0] (fault): a fault on Heartbeat reaches only "
+        "classic-protocol members; the members it targets speak consumer"
+    )
+    # The consumer protocol's own heartbeat is fine.
+    parse_scenario(
+        text.replace("Heartbeat:error=FENCED_INSTANCE_ID", "ConsumerGroupHeartbeat:delay=100")
+    )
+
+
+def test_control_lines_and_rebalance_counts_need_a_kgctl_member() -> None:
+    text = """\
+fleet:
+  members: 2
+  client: java
+  topics: {orders: 2}
+steps:
+  - action: slow-consumer
+    member: m1
+  - action: member-add
+    expect: {min_rebalances: 1}
+"""
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(text, "j.yaml")
+    first, second = info.value.errors
+    assert "slow-consumer needs kgctl members" in first and "m1 run Java's" in first
+    assert "rebalances are counted from the generations kgctl members report" in second
+
+
+def test_the_override_puts_every_member_on_one_protocol_or_alternates_them() -> None:
+    sc = builtin("member-kill")
+    assert {m.protocol for m in sc.fleet.members} == {"classic"}
+    assert {m.protocol for m in with_protocol(sc, "consumer").fleet.members} == {"consumer"}
+    mixed = with_protocol(sc, "mixed").fleet.members
+    assert [m.protocol for m in mixed] == ["classic", "consumer", "classic"]
+    with pytest.raises(UsageError, match="expected one of classic, consumer, mixed"):
+        with_protocol(sc, "new")
+
+
+# Which built-ins cannot run on the consumer protocol, and why (docs/scenarios.md).
+CLASSIC_ONLY = {
+    "commit-during-rebalance": "runs on the classic protocol only",
+    "static-conflict": "runs on the classic protocol only",
+    "coordinator-flap": "a fault on JoinGroup reaches only classic-protocol members",
+    "coordinator-partition": "a fault on Heartbeat reaches only classic-protocol members",
+    "fenced-heartbeat": "a fault on Heartbeat reaches only classic-protocol members",
+    "slow-sync": "a fault on SyncGroup reaches only classic-protocol members",
+}
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_every_builtin_runs_on_consumer_unless_it_says_why_not(name: str) -> None:
+    sc = builtin(name)
+    if name in CLASSIC_ONLY:
+        with pytest.raises(UsageError) as info:
+            with_protocol(sc, "consumer")
+        assert CLASSIC_ONLY[name] in str(info.value)
+    else:
+        assert {m.protocol for m in with_protocol(sc, "consumer").fleet.members} == {"consumer"}
+
+
+def test_a_kgctl_member_is_told_its_protocol_and_a_java_one_gets_verifiable_consumer(
+    tmp_path: Path,
+) -> None:
+    fleet = Fleet(ClientSettings(bootstrap="127.0.0.1:9092"), tmp_path)
+    classic = fleet.command(MemberLaunch("m1", "g", topics=["t"]))
+    assert "--group-protocol" not in classic  # classic stays kgctl join's default
+    consumer = fleet.command(
+        MemberLaunch("m2", "g", topics=["t"], protocol="consumer", remote_assignor="range")
+    )
+    i = consumer.index("--group-protocol")
+    assert consumer[i : i + 4] == ["--group-protocol", "consumer", "--remote-assignor", "range"]
+    cmd = java_command(
+        "java",
+        tmp_path,
+        bootstrap="b:1",
+        group="g",
+        topic="t",
+        protocol="consumer",
+        properties=tmp_path / "p",
+        assignors=["range"],
+        session_timeout_ms=3000,
+    )
+    assert cmd[cmd.index("--group-protocol") + 1] == "CONSUMER"
+    # The consumer protocol's session and assignor are the broker's: Java refuses them.
+    assert "--session-timeout" not in cmd and "--assignment-strategy" not in cmd
+
+
+def _line(name: str, **fields: object) -> str:
+    return json.dumps({"name": name, "timestamp": 1000 + len(fields), **fields})
+
+
+def test_verifiable_consumer_output_folds_like_a_kgctl_member() -> None:
+    lines = [
+        _line("startup_complete"),
+        _line("partitions_assigned", partitions=[{"topic": "t", "partition": 0}, {"topic": "t", "partition": 1}]),
+        _line("records_consumed", count=5, partitions=[{"topic": "t", "partition": 1, "count": 5, "minOffset": 10, "maxOffset": 14}]),
+        _line("offsets_committed", success=True, offsets=[{"topic": "t", "partition": 1, "offset": 15}]),
+        _line("partitions_revoked", partitions=[{"topic": "t", "partition": 0}]),
+        "not json: a log line",
+        _line("shutdown_complete"),
+    ]  # fmt: skip
+    events = [
+        java_event(line, member="j", group="g", client_id="kgctl-j", pid=7, seq=i, now_ms=5)
+        for i, line in enumerate(lines)
+    ]
+    assert [e.type if e else None for e in events] == [
+        "MemberStarted",
+        "PartitionsAssigned",
+        "RecordsConsumed",
+        "OffsetsCommitted",
+        "PartitionsRevoked",
+        None,
+        "MemberStopped",
+    ]
+    consumed = events[2]
+    assert consumed is not None
+    assert consumed.data["batches"] == [
+        {"topic": "t", "partition": 1, "first": 10, "last": 14, "count": 5}
+    ]
+    assert all(e.generation == -1 for e in events if e)  # it reports none; none is claimed
+    state = fold_all(GroupState("g"), [e for e in events[:5] if e], now_ms=2000)
+    assert dict(state.members["j"].partitions) == {"t": (1,)}
