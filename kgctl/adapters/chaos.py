@@ -82,6 +82,18 @@ class ChaosAdmin:
         except Exception as exc:
             raise self._error(exc, "list topics") from None
 
+    def group_type(self, group: str) -> str:
+        """The group's type as the broker lists it (classic, consumer), "" if not listed.
+        A group migrating between protocols changes type (KIP-848's online conversion)."""
+        try:
+            listed = self._admin.list_groups()
+        except Exception as exc:
+            raise self._error(exc, "list groups") from None
+        for g in listed:
+            if g.get("group_id") == group:
+                return str(g.get("group_type") or "")
+        return ""
+
     def group_exists(self, group: str) -> bool:
         try:
             listed = self._admin.list_groups()

@@ -27,7 +27,7 @@ from kgctl.chaos import checks
 from kgctl.chaos.fleet import Fleet, MemberLaunch
 from kgctl.errors import SetupError, UsageError
 from kgctl.model.state import PHASE_STABLE, GroupState
-from kgctl.proxy.faults import RuleError, parse_rule
+from kgctl.proxy.faults import Rule, RuleError, parse_rule
 
 if TYPE_CHECKING:
     from kgctl.adapters.chaos import ChaosAdmin, NumberedProducer
@@ -130,6 +130,7 @@ class ActionContext(Protocol):
         self, baseline_gen: int | None, timeout_s: float, extra: Callable[[], bool] | None = None
     ) -> int | None: ...
     def settle_timeout(self) -> float: ...
+    def consumer_timings(self) -> tuple[int, int] | None: ...
 
 
 class Action:
@@ -722,14 +723,19 @@ class Fault(Action):
             check.error("member", f"unknown member {member!r} (or 'leader')")
 
     def perform(self, ctx: ActionContext, args: Args) -> ActionOutcome:
-        session = ctx.scenario.fleet.session_timeout_ms
-        texts = [session_rule(str(t), session) for t in args.get("rules") or [args["rule"]]]
-        rules = [parse_rule(t) for t in texts]
         member = args.get("member")
         if member == "leader":
             member = ctx.state.leader
             if not member or member not in ctx.fleet.members:
                 raise SetupError("fault: the group has no known leader to fault")
+        session = ctx.scenario.fleet.session_timeout_ms
+        timings = ctx.consumer_timings()
+        if timings is not None and (
+            not member or ctx.fleet.members[member].launch.protocol == "consumer"
+        ):
+            session = timings[0]  # a consumer-protocol member's session is the broker's
+        texts = [session_rule(str(t), session) for t in args.get("rules") or [args["rule"]]]
+        rules = [parse_rule(t) for t in texts]
         for rule in rules:
             if member:
                 # Exactly this member's client id (kgctl join's default for --name).
@@ -750,7 +756,15 @@ class Fault(Action):
             proxy.run_.add_rule(rule)
         details: dict[str, Any] = {"rules": [r.to_dict() for r in rules], "member": member}
         swallowed = ("blackhole", "hang")
-        if member and any(r.api == "Heartbeat" and r.effect in swallowed for r in rules):
+        heartbeats = ("Heartbeat", "ConsumerGroupHeartbeat")
+        held = [r for r in rules if r.api == "ConsumerGroupHeartbeat" and r.effect == "delay"]
+        if member and held and held[0].count:
+            # A fencing loop: each held heartbeat reaches the broker after the member's
+            # session ended; the step lasts until the last one was answered.
+            wait_for = _released(held[0])
+        if member and any(
+            r.api in heartbeats and (r.effect in swallowed or r in held) for r in rules
+        ):
             # Cut off from its coordinator, the member keeps its partitions and consumes
             # them, as Java's classic consumer does, until an answer tells it it was
             # removed: from the coordinator's rebalance on, two members own them. That
@@ -769,6 +783,21 @@ class Fault(Action):
             settle=bool(args.get("settle", True)),
             wait_for=wait_for,
         )
+
+
+def _released(rule: Rule) -> Callable[[], bool]:
+    """True once a counted delay rule ran out and its last held request was let through
+    (its delay after the last application, plus a margin for the answer)."""
+    ran_out: list[float] = []
+
+    def released() -> bool:
+        if rule.applied < (rule.count or 0):
+            return False
+        if not ran_out:
+            ran_out.append(time.monotonic())
+        return time.monotonic() - ran_out[0] >= (rule.delay_ms + 500) / 1000
+
+    return released
 
 
 class Heal(Action):

@@ -627,6 +627,8 @@ class ChaosRun:
             outcome.after_settle()
         facts = self.fill_report(report, baseline_gen, outcome)
         self.check_expectations(step, facts, report)
+        if step.expect.group_type and self.admin is not None:
+            self.check_group_type(step.expect.group_type, report)
         self.check_exclusive()
         report.finished_ms = now_ms()
         failed = any(v.step == step.name for v in self.journal.violations)
@@ -697,6 +699,18 @@ class ChaosRun:
                 step=self.step_at(v.at_ms),
             )
         self.journal.held("exclusive-ownership")
+
+    def check_group_type(self, want: str, report: StepReport) -> None:
+        """The broker converted the group (or kept it) as the step expects."""
+        assert self.admin is not None
+        have = self.admin.group_type(self.group)
+        report.details["group_type"] = have
+        if have != want:
+            self.violation(
+                "expectation",
+                f"the broker lists the group as {have or 'unknown'}, expected {want}",
+            )
+        self.journal.held("expectation")
 
     def check_handovers(self, excused: Callable[[str, int], bool]) -> None:
         """The consumer protocol's ownership rules, over the whole history: a partition

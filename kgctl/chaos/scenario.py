@@ -44,6 +44,7 @@ EXPECT_KEYS = {
     "max_seconds": "num",
     "no_revokes_for": "str_list",
     "fenced": "str_list",
+    "group_type": "protocol",
 }
 FLEET_KEYS = {
     "members": "members_spec",
@@ -134,6 +135,9 @@ class Expect:
     max_seconds: float | None = None
     no_revokes_for: list[str] = field(default_factory=list)
     fenced: list[str] = field(default_factory=list)
+    # The group's type as the broker lists it once the step settled (classic, consumer):
+    # an online migration converts it.
+    group_type: str | None = None
     line: int = 0
 
     def to_dict(self) -> dict[str, Any]:
