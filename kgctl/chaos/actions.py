@@ -289,6 +289,9 @@ class MemberKill(Action):
         killed_ms = _now()
         ctx.fleet.kill(name)
         session = ctx.scenario.fleet.session_timeout_ms
+        timings = ctx.consumer_timings()
+        if timings is not None and ctx.fleet.members[name].launch.protocol == "consumer":
+            session = timings[0]  # the broker's, on the consumer protocol
         limit = 2 * session + 5000
 
         def handover() -> None:

@@ -187,12 +187,15 @@ class Fleet:
             return self.java_command(launch)
         cmd = [sys.executable, "-m", "kgctl", "join", "-b", self.settings.bootstrap]
         cmd += ["-g", launch.group, "--name", launch.name, "--output", "json"]
-        cmd += ["--session-timeout", str(launch.session_timeout_ms)]
-        cmd += ["--heartbeat-interval", str(launch.heartbeat_interval_ms)]
+        if launch.protocol == "classic":
+            # On the consumer protocol the session, the heartbeat and the assignment are
+            # the broker's: kgctl join (like Java) refuses them.
+            cmd += ["--session-timeout", str(launch.session_timeout_ms)]
+            cmd += ["--heartbeat-interval", str(launch.heartbeat_interval_ms)]
+            for a in launch.assignors:
+                cmd += ["--assignor", a]
         cmd += ["--max-poll-interval", str(launch.max_poll_interval_ms)]
         cmd += ["--commit", launch.commit, "--timeout", str(self.settings.timeout_s)]
-        for a in launch.assignors:
-            cmd += ["--assignor", a]
         if launch.instance_id:
             cmd += ["--instance-id", launch.instance_id]
         if launch.processing_ms:

@@ -378,6 +378,9 @@ class ChaosRun:
         while time.monotonic() < deadline:
             if self.refused is not None:
                 raise self.refused
+            if not self.fleet.running():
+                self.pump(0.2)  # the exits' events
+                return None  # every member ended: nothing can settle
             ok = self.stable_now(baseline_gen) and (extra is None or extra())
             settled = timer.update(ok, time.monotonic() * 1000, max(self._last_ts, 0) or now_ms())
             if settled is not None:
