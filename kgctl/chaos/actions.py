@@ -375,9 +375,17 @@ class MemberAdd(Action):
     """Start more members, like the fleet's first."""
 
     name = "member-add"
-    args = {"count": Arg("int"), "names": Arg("str_list"), "static": Arg("bool")}
+    args = {
+        "count": Arg("int"),
+        "names": Arg("str_list"),
+        "static": Arg("bool"),
+        "clients": Arg("str_list"),
+    }
 
     def validate(self, args: dict[str, Any], check: StepCheck) -> None:
+        for client in args.get("clients") or []:
+            if client not in ("kgctl", "java"):
+                check.error("clients", f"unknown client {client!r}; expected kgctl or java")
         if "names" in args:
             new = list(args["names"])
         else:
@@ -397,10 +405,13 @@ class MemberAdd(Action):
         f = ctx.scenario.fleet
         names = list(args["names"])
         first = f.members[0]  # a validated fleet has at least one member
-        for name in names:
+        # `clients` cycles over the new members (kgctl, java, kgctl, ...); else the first's.
+        clients = list(args.get("clients") or [first.client])
+        for i, name in enumerate(names):
             spec = replace(
                 first,
                 name=name,
+                client=clients[i % len(clients)],
                 static=bool(args.get("static", f.static)),
                 assignors=list(first.assignors),
                 subscribe=list(first.subscribe),

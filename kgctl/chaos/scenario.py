@@ -83,6 +83,7 @@ TOP_KEYS = (
     "settle_quiet_ms",
     "settle_timeout_s",
     "protocols",
+    "compare_protocols",
 )
 
 
@@ -175,6 +176,8 @@ class Scenario:
     # The protocols the scenario means something on (`protocols:`; both by default): a
     # scenario about JoinGroup or about a classic assignor says classic only.
     protocols: list[str] = field(default_factory=lambda: list(PROTOCOLS))
+    # Run once per protocol and compare (kgctl/chaos/showdown.py): the protocol showdown.
+    compare_protocols: bool = False
 
     @property
     def uses_proxy(self) -> bool:
@@ -341,6 +344,9 @@ def parse_scenario(text: str, origin: str = "<scenario>") -> Scenario:
         description = str(d) if d is not None else ""
     fleet = _fleet(c, top.get("fleet"), root)
     protocols = _protocols(c, top.get("protocols"))
+    compare = False
+    if "compare_protocols" in top:
+        compare = bool(c.typed(top["compare_protocols"][1], "compare_protocols", "bool"))
     quiet, timeout = 1000, None
     if "settle_quiet_ms" in top:
         quiet = c.typed(top["settle_quiet_ms"][1], "settle_quiet_ms", "int") or quiet
@@ -373,6 +379,7 @@ def parse_scenario(text: str, origin: str = "<scenario>") -> Scenario:
         settle_quiet_ms=quiet,
         settle_timeout_s=timeout,
         protocols=protocols,
+        compare_protocols=compare,
     )
     problems = protocol_problems(sc)
     if problems:
@@ -387,8 +394,9 @@ def member_specs(sc: Scenario) -> dict[str, MemberSpec]:
     first = sc.fleet.members[0]
     for step in sc.steps:
         if step.action == "member-add":
-            for n in step.args.get("names", []):
-                specs.setdefault(n, replace(first, name=n))
+            clients = list(step.args.get("clients") or [first.client])
+            for i, n in enumerate(step.args.get("names", [])):
+                specs.setdefault(n, replace(first, name=n, client=clients[i % len(clients)]))
         elif step.action == "static-conflict" and step.args.get("member") in specs:
             dup = step.args.get("duplicate") or f"{step.args['member']}-dup"
             specs.setdefault(dup, replace(specs[step.args["member"]], name=dup))
@@ -482,7 +490,7 @@ def with_protocol(sc: Scenario, protocol: str) -> Scenario:
 
     members = [replace(m, protocol=proto(i)) for i, m in enumerate(sc.fleet.members)]
     fleet = replace(sc.fleet, members=members)
-    out = replace(sc, fleet=fleet)
+    out = replace(sc, fleet=fleet, compare_protocols=False)
     problems = protocol_problems(out)
     if problems:
         raise UsageError(f"--group-protocol {protocol}: {problems[0][1]}")

@@ -185,6 +185,8 @@ def run_command(
                 env.line(event.to_json())
 
         view = "none" if env.json or quiet else "auto"
+        if sc.compare_protocols:
+            return _showdown(env, sc, settings, options, view, record)
         journal = run_scenario(
             sc, settings, options=options, display=ChaosDisplay.make(env.out, view),
             record=record, on_event=on_event,
@@ -204,3 +206,35 @@ def run_command(
     status = run(env, body)
     if status:
         raise typer.Exit(status)
+
+
+def _showdown(
+    env: Any, sc: Any, settings: Any, options: Any, view: str, record: Path | None
+) -> int:
+    """A scenario that compares protocols: run once per protocol, then the table."""
+    from kgctl.chaos.showdown import compare, exit_status, run_showdown
+    from kgctl.render.chaos_view import ChaosDisplay, showdown_table, summary
+
+    journals = run_showdown(
+        sc, settings, options=options, display=ChaosDisplay.make(env.out, view),
+        record=str(record) if record else None,
+    )  # fmt: skip
+    rows = compare(journals)
+    if env.json:
+        emit_json(
+            env,
+            {
+                "scenario": sc.name,
+                "rows": [r.to_dict() for r in rows],
+                "journals": {p: j.to_dict() for p, j in journals.items()},
+            },
+        )
+    else:
+        assert env.out is not None
+        for journal in journals.values():
+            env.out.print(summary(journal))
+        env.out.print(showdown_table(rows, list(journals)))
+    for journal in journals.values():
+        if journal.error:
+            env.say(f"kgctl: error: {journal.scenario}: {journal.error}")
+    return exit_status(journals)

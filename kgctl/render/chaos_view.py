@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kgctl.chaos.journal import Journal, StepReport
+from kgctl.chaos.showdown import ShowdownRow
 from kgctl.model.events import Event
 from kgctl.model.state import GroupState
 from kgctl.render.group_view import fmt_ms
@@ -271,3 +272,31 @@ class ChaosDisplay:
         if self.live is not None:
             self.live.stop()
             self.live = None
+
+
+def showdown_table(rows: list[ShowdownRow], protocols: list[str]) -> RenderableType:
+    """The protocol showdown side by side: per step and protocol, trigger → complete,
+    the time members went without partitions (summed / the longest / how many members)
+    and the partitions moved (+ those that got their first owner)."""
+    table = Table(box=box.SIMPLE_HEAD, title="protocol showdown", title_justify="left")
+    table.add_column("step", overflow="fold", ratio=2)
+    for p in protocols:
+        table.add_column(f"{p}\ncomplete", justify="right")
+        table.add_column(f"{p} without\nΣ / max / n", justify="right")
+        table.add_column(f"{p}\nmoved", justify="right")
+    for row in rows:
+        cells = [row.step]
+        for p in protocols:
+            m = row.by_protocol.get(p)
+            if m is None:
+                cells += ["not run", "", ""]
+                continue
+            without = (
+                f"{fmt_ms(m.without_ms)} / {fmt_ms(m.longest_without_ms)} / {m.members_without}"
+                if m.members_without
+                else "-"
+            )
+            moved = f"{m.moved}" + (f" +{m.new}" if m.new else "")
+            cells += [fmt_ms(m.complete_ms) if m.status == "ok" else m.status, without, moved]
+        table.add_row(*cells)
+    return table
