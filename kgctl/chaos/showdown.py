@@ -11,12 +11,14 @@ protocol-showdown` prints them side by side; `bench/showdown.py` writes the raw 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from kgctl.chaos.journal import Journal, StepReport
 from kgctl.chaos.runner import Display, RunOptions, run_scenario
 from kgctl.chaos.scenario import PROTOCOLS, Scenario, with_protocol
+from kgctl.model.events import Event
 from kgctl.settings import ClientSettings
 
 
@@ -103,6 +105,7 @@ def run_showdown(
     options: RunOptions | None = None,
     display: Display | None = None,
     record: str | None = None,
+    on_event: Callable[[Event], None] | None = None,
 ) -> dict[str, Journal]:
     """Run `sc` once per protocol, one after the other (never at once: they would share
     the machine), and return each run's journal by protocol. A run that fails does not
@@ -112,7 +115,7 @@ def run_showdown(
     for protocol, one in runs(sc).items():
         path = f"{record}.{protocol}.jsonl" if record else None
         journals[protocol] = run_scenario(
-            one, settings, options=options, display=display, record=path
+            one, settings, options=options, display=display, record=path, on_event=on_event
         )
         if journals[protocol].verdict == "interrupted":
             break
