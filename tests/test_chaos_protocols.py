@@ -6,16 +6,21 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+from rich.console import Console
 
 from kgctl.chaos.fleet import Fleet, MemberLaunch
 from kgctl.chaos.java import java_command, java_event
-from kgctl.chaos.scenario import ScenarioError, parse_scenario, with_protocol
+from kgctl.chaos.journal import Journal, StepReport
+from kgctl.chaos.scenario import ScenarioError, member_specs, parse_scenario, with_protocol
 from kgctl.chaos.scenarios import builtin, builtin_names
+from kgctl.chaos.showdown import Measure, compare, runs
 from kgctl.errors import UsageError
 from kgctl.model.fold import fold_all
 from kgctl.model.state import GroupState
+from kgctl.render.chaos_view import showdown_table
 from kgctl.settings import ClientSettings
 
 MIXED = """\
@@ -173,12 +178,14 @@ def _line(name: str, **fields: object) -> str:
 
 
 def test_verifiable_consumer_output_folds_like_a_kgctl_member() -> None:
+    t0, t1 = {"topic": "t", "partition": 0}, {"topic": "t", "partition": 1}
+    batch = {"topic": "t", "partition": 1, "count": 5, "minOffset": 10, "maxOffset": 14}
     lines = [
         _line("startup_complete"),
-        _line("partitions_assigned", partitions=[{"topic": "t", "partition": 0}, {"topic": "t", "partition": 1}]),
-        _line("records_consumed", count=5, partitions=[{"topic": "t", "partition": 1, "count": 5, "minOffset": 10, "maxOffset": 14}]),
-        _line("offsets_committed", success=True, offsets=[{"topic": "t", "partition": 1, "offset": 15}]),
-        _line("partitions_revoked", partitions=[{"topic": "t", "partition": 0}]),
+        _line("partitions_assigned", partitions=[t0, t1]),
+        _line("records_consumed", count=5, partitions=[batch]),
+        _line("offsets_committed", success=True, offsets=[{**t1, "offset": 15}]),
+        _line("partitions_revoked", partitions=[t0]),
         "not json: a log line",
         _line("shutdown_complete"),
     ]  # fmt: skip
@@ -203,3 +210,53 @@ def test_verifiable_consumer_output_folds_like_a_kgctl_member() -> None:
     assert all(e.generation == -1 for e in events if e)  # it reports none; none is claimed
     state = fold_all(GroupState("g"), [e for e in events[:5] if e], now_ms=2000)
     assert dict(state.members["j"].partitions) == {"t": (1,)}
+
+
+def _step(
+    name: str,
+    settle: int | None,
+    unassigned: dict[str, int],
+    moved: list[dict[str, Any]],
+    status: str = "ok",
+) -> StepReport:
+    return StepReport(index=0, name=name, action="member-add", started_ms=0, settle_ms=settle,
+                      unassigned_ms=unassigned, moved=moved, status=status)  # fmt: skip
+
+
+def test_the_showdown_compares_each_step_on_each_protocol() -> None:
+    classic = Journal("s", "r1", "g1", "b")
+    consumer = Journal("s", "r2", "g2", "b")
+    move = {"partition": "t-0", "from": ["m1"], "to": ["m2"]}
+    new = {"partition": "t-9", "from": [], "to": ["m2"]}
+    classic.steps = [_step("grow", 103_000, {"m1": 90_000, "m2": 100_000, "m3": 0}, [move, new])]
+    consumer.steps = [_step("grow", 5_000, {"m1": 0, "m2": 0, "m3": 0}, [new])]
+    [row] = compare({"classic": classic, "consumer": consumer})
+    assert row.by_protocol["classic"] == Measure("ok", 103_000, 190_000, 100_000, 2, 1, 1)
+    assert row.by_protocol["consumer"] == Measure("ok", 5_000, 0, 0, 0, 0, 1)
+    console = Console(width=160, record=True)
+    console.print(showdown_table([row], ["classic", "consumer"]))
+    text = console.export_text()
+    assert "1m43s" in text and "3m10s / 1m40s / 2" in text and "5.0s" in text and "1 +1" in text
+
+
+def test_a_step_one_run_never_reached_is_shown_as_not_run() -> None:
+    classic = Journal("s", "r1", "g1", "b")
+    consumer = Journal("s", "r2", "g2", "b")
+    classic.steps = [_step("a", 1000, {}, []), _step("b", 2000, {}, [])]
+    consumer.steps = [_step("a", None, {}, [], status="not settled")]
+    rows = compare({"classic": classic, "consumer": consumer})
+    assert [r.step for r in rows] == ["a", "b"] and "consumer" not in rows[1].by_protocol
+    console = Console(width=160, record=True)
+    console.print(showdown_table(rows, ["classic", "consumer"]))
+    text = console.export_text()
+    assert "not settled" in text and "not run" in text
+
+
+def test_the_showdown_builtin_runs_once_per_protocol_with_kgctl_and_java_members() -> None:
+    sc = builtin("protocol-showdown")
+    assert sc.compare_protocols
+    both = runs(sc)
+    assert list(both) == ["classic", "consumer"]
+    assert all(not one.compare_protocols for one in both.values())
+    specs = member_specs(both["consumer"])
+    assert len(specs) == 30 and {s.client for s in specs.values()} == {"kgctl", "java"}
