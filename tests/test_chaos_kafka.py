@@ -23,7 +23,12 @@ from kgctl.errors import ExitStatus
 
 pytestmark = pytest.mark.kafka
 
-SINGLE_NODE = [n for n in builtin_names() if n != "coordinator-failover"]
+# The protocol built-ins have their own module (tests/test_chaos_protocols_kafka.py);
+# protocol-showdown is a measurement of minutes with thirty members (bench/showdown.py).
+PROTOCOL_BUILTINS = ("migrate-online", "fencing-loop", "protocol-showdown")
+SINGLE_NODE = [
+    n for n in builtin_names() if n != "coordinator-failover" and n not in PROTOCOL_BUILTINS
+]
 
 
 def _events(path: Path) -> list[dict[str, Any]]:

@@ -131,6 +131,8 @@ class ActionContext(Protocol):
     ) -> int | None: ...
     def settle_timeout(self) -> float: ...
     def consumer_timings(self) -> tuple[int, int] | None: ...
+    @property
+    def request_timeout_s(self) -> float: ...
 
 
 class Action:
@@ -775,6 +777,14 @@ class Fault(Action):
         if member and held and held[0].count:
             # A fencing loop: each held heartbeat reaches the broker after the member's
             # session ended; the step lasts until the last one was answered.
+            if held[0].delay_ms / 1000 >= ctx.request_timeout_s:
+                raise SetupError(
+                    f"fault: {member}'s heartbeat would be held {held[0].delay_ms} ms, longer "
+                    f"than the members' request timeout ({ctx.request_timeout_s:g} s): it "
+                    "would give up and send another instead of being fenced; run with "
+                    f"--timeout {held[0].delay_ms // 1000 + 15} (or on a cluster with a "
+                    "shorter group.consumer.session.timeout.ms)"
+                )
             wait_for = _released(held[0])
         if member and any(
             r.api in heartbeats and (r.effect in swallowed or r in held) for r in rules

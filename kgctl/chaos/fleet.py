@@ -223,6 +223,8 @@ class Fleet:
         props["client.id"] = launch.client_id
         props.setdefault("metadata.max.age.ms", "1000")
         props["max.poll.interval.ms"] = str(launch.max_poll_interval_ms)
+        # The same request timeout as kgctl members (--timeout).
+        props.setdefault("request.timeout.ms", str(int(self.settings.timeout_s * 1000)))
         if launch.protocol == "classic":
             props["heartbeat.interval.ms"] = str(launch.heartbeat_interval_ms)
         path = write_properties(self.workdir / f"java-{launch.name}.properties", props)

@@ -159,6 +159,11 @@ class ChaosRun:
         return self.settings.bootstrap
 
     @property
+    def request_timeout_s(self) -> float:
+        """How long a member waits for any answer before it gives up on it (--timeout)."""
+        return self.settings.timeout_s
+
+    @property
     def broker_state(self) -> Path | None:
         return self.options.broker_state
 
