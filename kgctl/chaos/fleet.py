@@ -240,7 +240,10 @@ class Fleet:
             assignors=launch.assignors,
             remote_assignor=launch.remote_assignor,
             session_timeout_ms=launch.session_timeout_ms,
-            auto_commit=launch.commit == "auto",
+            # Never auto-commit: a VerifiableConsumer reports only the commits it makes
+            # itself (synchronously after each batch), and chaos's commit checks must see
+            # every commit of the group.
+            auto_commit=False,
         )
 
     def start(self, launch: MemberLaunch) -> MemberProcess:
