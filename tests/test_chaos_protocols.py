@@ -18,6 +18,7 @@ from kgctl.chaos.scenario import ScenarioError, member_specs, parse_scenario, wi
 from kgctl.chaos.scenarios import builtin, builtin_names
 from kgctl.chaos.showdown import Measure, compare, runs
 from kgctl.errors import UsageError
+from kgctl.model.diagnosis import diagnose
 from kgctl.model.fold import fold_all
 from kgctl.model.state import GroupState
 from kgctl.render.chaos_view import showdown_table
@@ -189,8 +190,11 @@ def test_verifiable_consumer_output_folds_like_a_kgctl_member() -> None:
         "not json: a log line",
         _line("shutdown_complete"),
     ]  # fmt: skip
+    config = {"name": "j", "group": "g", "topics": ["t"], "group_protocol": "consumer"}
     events = [
-        java_event(line, member="j", group="g", client_id="kgctl-j", pid=7, seq=i, now_ms=5)
+        java_event(
+            line, member="j", group="g", client_id="kgctl-j", pid=7, seq=i, now_ms=5, config=config
+        )
         for i, line in enumerate(lines)
     ]
     assert [e.type if e else None for e in events] == [
@@ -208,8 +212,13 @@ def test_verifiable_consumer_output_folds_like_a_kgctl_member() -> None:
         {"topic": "t", "partition": 1, "first": 10, "last": 14, "count": 5}
     ]
     assert all(e.generation == -1 for e in events if e)  # it reports none; none is claimed
-    state = fold_all(GroupState("g"), [e for e in events[:5] if e], now_ms=2000)
+    # Its MemberStarted reads like a kgctl member's (`config`, `client`): the diagnosis
+    # chaos runs on every step takes it.
+    assert events[0] is not None and events[0].data == {"config": config, "client": {}}
+    folded = [e for e in events[:5] if e]
+    state = fold_all(GroupState("g"), folded, now_ms=2000)
     assert dict(state.members["j"].partitions) == {"t": (1,)}
+    assert list(diagnose(state, folded, 2000)) == []  # no generation reported, none judged
 
 
 def _step(

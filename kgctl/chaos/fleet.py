@@ -121,8 +121,22 @@ class LocalProcesses:
             preexec_fn=_child_setup,  # noqa: PLW1509 - spawned from the run's own thread
         )
         if java:
+            config = {
+                "name": launch.name,
+                "group": launch.group,
+                "topics": list(launch.topics),
+                "instance_id": launch.instance_id,
+                "client_id": launch.client_id,
+                "group_protocol": launch.protocol,
+                "remote_assignor": launch.remote_assignor,
+                "max_poll_interval_ms": launch.max_poll_interval_ms,
+            }
+            if launch.protocol == "classic":
+                config["session_timeout_ms"] = launch.session_timeout_ms
+                config["heartbeat_interval_ms"] = launch.heartbeat_interval_ms
+                config["assignors"] = list(launch.assignors)
             return JavaMember(
-                proc, translator(launch.name, launch.group, launch.client_id, proc.pid)
+                proc, translator(launch.name, launch.group, launch.client_id, proc.pid, config)
             )
         return proc
 

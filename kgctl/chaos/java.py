@@ -76,10 +76,13 @@ def _offsets(raw: Any) -> dict[str, dict[str, int]]:
     return out
 
 
-def _data(name: str, raw: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+def _data(
+    name: str, raw: dict[str, Any], config: dict[str, Any]
+) -> tuple[str, dict[str, Any]] | None:
     """The kgctl event type and data for one VerifiableConsumer line (None: not a step)."""
     if name == "startup_complete":
-        return "MemberStarted", {"client": "java"}
+        # The fields of a kgctl member's MemberStarted that the launch knows.
+        return "MemberStarted", {"config": dict(config), "client": {}}
     if name == "partitions_assigned":
         return "PartitionsAssigned", {"partitions": _partitions(raw.get("partitions"))}
     if name == "partitions_revoked":
@@ -107,6 +110,7 @@ def java_event(
     seq: int,
     now_ms: int,
     mono_ms: float = 0.0,
+    config: dict[str, Any] | None = None,
 ) -> Event | None:
     """One VerifiableConsumer output line as a kgctl event (None: not JSON, or not a step
     kgctl folds). Its own timestamp wins over `now_ms` when it has one."""
@@ -116,7 +120,7 @@ def java_event(
         return None
     if not isinstance(raw, dict):
         return None
-    found = _data(str(raw.get("name", "")), raw)
+    found = _data(str(raw.get("name", "")), raw, config or {})
     if found is None:
         return None
     type_, data = found
@@ -231,7 +235,7 @@ class JavaMember:
 
 
 def translator(
-    member: str, group: str, client_id: str, pid: int
+    member: str, group: str, client_id: str, pid: int, config: dict[str, Any] | None = None
 ) -> Callable[[str, int], Event | None]:
     def translate(line: str, seq: int) -> Event | None:
         return java_event(
@@ -243,6 +247,7 @@ def translator(
             seq=seq,
             now_ms=int(time.time() * 1000),
             mono_ms=round(time.monotonic() * 1000, 3),
+            config=config,
         )
 
     return translate
