@@ -218,6 +218,9 @@ def test_verifiable_consumer_output_folds_like_a_kgctl_member() -> None:
     folded = [e for e in events[:5] if e]
     state = fold_all(GroupState("g"), folded, now_ms=2000)
     assert dict(state.members["j"].partitions) == {"t": (1,)}
+    # A consumer-protocol member that reports no state of its own is Stable once its
+    # assignment callback ran (chaos settles on that).
+    assert (state.members["j"].protocol, state.members["j"].phase) == ("consumer", "Stable")
     assert list(diagnose(state, folded, 2000)) == []  # no generation reported, none judged
 
 

@@ -433,8 +433,11 @@ def _on_assigned(s: GroupState, ev: Event, t: int) -> GroupState:
     m = s.members[key]
     added = owned_pairs(owned_from(ev.data.get("partitions")))
     s = _set_partitions(s, key, owned_of_pairs(owned_pairs(m.partitions) | added), t)
-    if m.protocol == "consumer":
+    if m.protocol == "consumer" and m.member_state:
         return s  # still reconciling: stable once its acknowledgement is answered
+    # (A consumer-protocol member that reports no state of its own, such as Java's
+    # VerifiableConsumer in a chaos fleet, says only that its callback ran: it has what
+    # it was given.)
     s = _set_phase(s, key, PHASE_STABLE)
     return _maybe_stable(_note_completed(s, key, t), t)
 
