@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from kgctl.chaos.fit import fit_scenario
 from kgctl.chaos.fleet import Fleet, MemberLaunch
 from kgctl.chaos.java import java_command, java_event
 from kgctl.chaos.journal import Journal, StepReport
@@ -18,6 +19,7 @@ from kgctl.chaos.scenario import ScenarioError, member_specs, parse_scenario, wi
 from kgctl.chaos.scenarios import builtin, builtin_names
 from kgctl.chaos.showdown import Measure, compare, runs
 from kgctl.errors import UsageError
+from kgctl.model.bounds import GroupBounds
 from kgctl.model.diagnosis import diagnose
 from kgctl.model.fold import fold_all
 from kgctl.model.state import GroupState
@@ -272,3 +274,17 @@ def test_the_showdown_builtin_runs_once_per_protocol_with_kgctl_and_java_members
     assert all(not one.compare_protocols for one in both.values())
     specs = member_specs(both["consumer"])
     assert len(specs) == 30 and {s.client for s in specs.values()} == {"kgctl", "java"}
+
+
+def test_a_consumer_fleet_stretches_its_limits_to_the_brokers_consumer_session() -> None:
+    # member-kill allows 11 s for a 3 s session; a consumer group's session is the
+    # broker's (Kafka's default 45 s), so its limit stretches in proportion.
+    sc = with_protocol(builtin("member-kill"), "consumer")
+    configs = {"group.min.session.timeout.ms": 500, "group.consumer.session.timeout.ms": 45000}
+    fitted = fit_scenario(sc, GroupBounds.from_configs(configs))
+    assert fitted.scenario.steps[0].expect.max_seconds == 165.0
+    [change] = [a for a in fitted.adjustments if "max_seconds" in a.setting]
+    assert "×15" in change.why
+    # The classic fleet keeps its own session and limit.
+    classic = fit_scenario(builtin("member-kill"), GroupBounds.from_configs(configs))
+    assert classic.scenario.steps[0].expect.max_seconds == 11

@@ -97,6 +97,11 @@ def fit_scenario(
             )
         max_poll = o.max_poll_interval_ms
     factor = session / f.session_timeout_ms
+    if "consumer" in f.protocols:
+        # Consumer-protocol members have the broker's session, not the fleet's: limits
+        # written for the fleet's session stretch to the longer of the two.
+        broker = bounds.configs["group.consumer.session.timeout.ms"]
+        factor = max(session, broker) / f.session_timeout_ms
     steps = [_scaled_step(s, factor, changes) for s in scenario.steps]
     settle_timeout = scenario.settle_timeout_s
     if settle_timeout is not None and factor != 1:
