@@ -26,6 +26,7 @@ from bench.density import run_density
 from bench.latency import SCENARIOS, Env, result_dicts, run_case, summarize
 from bench.members import MemberConfig
 from bench.perprocess import run_per_process
+from bench.startup import run_startup
 from bench.tracecost import run_trace_cost
 from bench.watchlag import run_watch_lag
 
@@ -82,6 +83,8 @@ PLANS: dict[str, dict[str, Any]] = {
         "watchlag": (3, 10, 1.0),
         # one process per member against several members per process (only with --only)
         "perprocess": (60, [1, 10, 60], 60.0),
+        # start-up CPU, kgctl join vs plain kafka-python: repetitions of each
+        "startup": 7,
     },
     "smoke": {
         "kinds": ("kgctl", "kp"),
@@ -94,6 +97,7 @@ PLANS: dict[str, dict[str, Any]] = {
         "density_cfg": MemberConfig(session_timeout_ms=6000, heartbeat_interval_ms=500),
         "watchlag": (2, 2, 1.0),
         "perprocess": (2, [1, 2], 2.0),
+        "startup": 1,
     },
 }
 
@@ -121,6 +125,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "micro",
             "trace",
             "density",
+            "startup",
         }
     )
     say = (lambda _m: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
@@ -179,6 +184,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 out["latency_config"] = cfg.__dict__
                 out["latency_cases"] = result_dicts(results)
                 out["latency"] = summarize(results)
+            if "startup" in sections:
+                say("bench: start-up, kgctl join vs plain kafka-python")
+                out["startup"] = run_startup(env, plan["startup"], say=say)
             if "trace" in sections:
                 out["trace"] = []
                 for seconds, rate in plan["trace"]:

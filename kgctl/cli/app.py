@@ -1,12 +1,19 @@
 """The typer application: one thin module per command, registered here.
 
-Command modules define their commands and know nothing of `app`; this module imports
-them and registers each one, in the order `--help` and docs/cli.md list them.
+Command modules define their commands and know nothing of `app`; this module registers
+each one, in the order `--help` and docs/cli.md list them. A command line that names one
+command builds an app with that command only, so `kgctl join` does not import the
+broker's, chaos's, watch's or report's modules (and what they import) to start a member;
+`app` (for --help, completion, docs and tests) has them all. `kgctl join` also tries a
+parse of its own first (`kgctl.cli.fastparse`) that needs neither typer's parser nor
+pydantic, and hands anything it does not fully understand to typer.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
+from typing import Any
 
 import typer
 
@@ -14,17 +21,20 @@ import typer
 from typer._click import exceptions as click_errors
 
 from kgctl import __version__
-from kgctl.cli import broker, chaos, demo, explain, join, proxy, report, watch
 from kgctl.cli.common import Env, given_env
 
-app = typer.Typer(
-    name="kgctl",
-    help="Diagnose and provoke Apache Kafka consumer-group rebalances with real members.",
-    no_args_is_help=True,
-    add_completion=True,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+# name -> (module, attribute, is a group of subcommands), in the order of --help.
+COMMANDS: dict[str, tuple[str, str, bool]] = {
+    "broker": ("kgctl.cli.broker", "broker_app", True),
+    "chaos": ("kgctl.cli.chaos", "chaos_app", True),
+    "demo": ("kgctl.cli.demo", "demo_command", False),
+    "explain": ("kgctl.cli.explain", "explain_command", False),
+    "join": ("kgctl.cli.join", "join_command", False),
+    "proxy": ("kgctl.cli.proxy", "proxy_command", False),
+    "report": ("kgctl.cli.report", "report_command", False),
+    "watch": ("kgctl.cli.watch", "watch_command", False),
+}
+HELP = "Diagnose and provoke Apache Kafka consumer-group rebalances with real members."
 
 
 def _version(value: bool) -> None:
@@ -33,7 +43,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
@@ -42,25 +51,68 @@ def _root(
     """Diagnose and provoke Apache Kafka consumer-group rebalances with real members."""
 
 
-app.add_typer(broker.broker_app, name="broker")
-app.add_typer(chaos.chaos_app, name="chaos")
-app.command("demo")(demo.demo_command)
-app.command("explain")(explain.explain_command)
-app.command("join")(join.join_command)
-app.command("proxy")(proxy.proxy_command)
-app.command("report")(report.report_command)
-app.command("watch")(watch.watch_command)
+def build_app(only: str | None = None) -> typer.Typer:
+    """The app with every command, or with the one named `only`."""
+    built = typer.Typer(
+        name="kgctl",
+        help=HELP,
+        no_args_is_help=True,
+        add_completion=True,
+        pretty_exceptions_enable=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    built.callback()(_root)
+    for name, (module, attribute, group) in COMMANDS.items():
+        if only is not None and name != only:
+            continue
+        target = getattr(importlib.import_module(module), attribute)
+        if group:
+            built.add_typer(target, name=name)
+        else:
+            built.command(name)(target)
+    return built
+
+
+_full: typer.Typer | None = None
+
+
+def __getattr__(name: str) -> Any:
+    # `app` is built on first use: importing this module for `main` costs no command.
+    global _full
+    if name == "app":
+        if _full is None:
+            _full = build_app()
+        return _full
+    raise AttributeError(name)
+
+
+def _command_of(argv: list[str]) -> str | None:
+    """The command an argv names, when it is the first word and a known one."""
+    return argv[0] if argv and argv[0] in COMMANDS else None
 
 
 def main(argv: list[str] | None = None, env: Env | None = None) -> int:
     """Run kgctl. With `env` (in-process, tests) its output goes to env's streams and the
     exit status is returned; without, the process exits with it."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    command = _command_of(args)
     with given_env(env):
         try:
-            # Not standalone: click would print a usage error as a box of several lines;
-            # kgctl says every bad input in one line (docs/cli.md, exit status 2).
-            returned = app(args=argv, prog_name="kgctl", standalone_mode=False)
-            code = returned if isinstance(returned, int) else 0
+            kwargs = None
+            if command == "join":
+                from kgctl.cli import fastparse, join
+
+                kwargs = fastparse.parse(join.join_command, args[1:])
+            if kwargs is not None:
+                join.join_command(**kwargs)
+                code = 0
+            else:
+                # Not standalone: click would print a usage error as a box of several
+                # lines; kgctl says every bad input in one line (docs/cli.md, exit 2).
+                returned = build_app(command)(args=argv, prog_name="kgctl", standalone_mode=False)
+                code = returned if isinstance(returned, int) else 0
+        except typer.Exit as exc:  # the fast path's command ended with a status
+            code = exc.exit_code
         except click_errors.NoArgsIsHelpError as exc:
             # `kgctl chaos` alone: typer has printed the help already, the answer.
             code = exc.exit_code

@@ -11,12 +11,14 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TextIO, TypeVar
 
 import typer
-from rich.console import Console
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 from kgctl.errors import ExitStatus, KgctlError, SetupError
 from kgctl.settings import ClientSettings
@@ -117,16 +119,30 @@ class Env:
     quiet: bool = False
     stdout: TextIO | None = None  # None: the process's (looked up when written to)
     stderr: TextIO | None = None
-    out: Console | None = None
-    err: Console | None = None
+    # The rich consoles are made on first use: a command that only writes lines
+    # (`kgctl join --output json`, a member) never imports rich.
+    _out: Console | None = field(default=None, init=False, repr=False)
+    _err: Console | None = field(default=None, init=False, repr=False)
 
-    def __post_init__(self) -> None:
-        self.out = self.out or Console(file=self.stdout, soft_wrap=True)
-        self.err = self.err or (
-            Console(file=self.stderr, soft_wrap=True)
-            if self.stderr is not None
-            else Console(stderr=True, soft_wrap=True)
-        )
+    @property
+    def out(self) -> Console:
+        if self._out is None:
+            from rich.console import Console
+
+            self._out = Console(file=self.stdout, soft_wrap=True)
+        return self._out
+
+    @property
+    def err(self) -> Console:
+        if self._err is None:
+            from rich.console import Console
+
+            self._err = (
+                Console(file=self.stderr, soft_wrap=True)
+                if self.stderr is not None
+                else Console(stderr=True, soft_wrap=True)
+            )
+        return self._err
 
     @property
     def json(self) -> bool:
