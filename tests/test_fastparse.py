@@ -74,3 +74,21 @@ def test_environment_variable_as_typer_reads_it(monkeypatch: pytest.MonkeyPatch)
     assert parsed == typer_kwargs(argv)
     explicit = fastparse.parse(join_command, ["-b", "cli:1", *argv])
     assert explicit is not None and explicit["bootstrap"] == "cli:1"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["-g", "g", "t", "--members", "20", "--no-fetch"],
+        ["-g", "g", "t", "--fetch", "--fetch-max-wait", "5000", "--members=2"],
+    ],
+    ids=" ".join,
+)
+def test_density_options_as_typer_reads_them(argv: list[str]) -> None:
+    expected = typer_kwargs(argv)
+    assert expected is not None
+    assert fastparse.parse(join_command, argv) == expected
+
+
+def test_members_below_one_is_left_to_typer() -> None:
+    assert fastparse.parse(join_command, ["-g", "g", "t", "--members", "0"]) is None

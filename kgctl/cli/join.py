@@ -58,9 +58,10 @@ class From(str, enum.Enum):
 
 
 class TextSink:
-    """Lines on stdout (with a live header on a terminal); the exit summary on stderr."""
+    """Lines on stdout (with a live header on a terminal, for one member alone); the exit
+    summary on stderr."""
 
-    def __init__(self, env: Env) -> None:
+    def __init__(self, env: Env, live: bool = True) -> None:
         from kgctl.render.member_lines import MemberHeader
 
         self.env = env
@@ -68,7 +69,7 @@ class TextSink:
         self.previous: Event | None = None
         self.live = None
         assert env.out is not None
-        if env.out.is_terminal and not env.quiet:
+        if live and env.out.is_terminal and not env.quiet:
             from rich.live import Live
 
             self.live = Live(
@@ -201,6 +202,33 @@ def join_command(
             show_default=False,
         ),
     ] = None,
+    fetch: Annotated[
+        bool,
+        typer.Option(
+            "--fetch/--no-fetch",
+            help="--no-fetch: keep every partition paused and send no Fetch at all (members "
+            "that only need to be in the group; MemberStarted says so).",
+        ),
+    ] = True,
+    fetch_max_wait: Annotated[
+        int | None,
+        typer.Option(
+            "--fetch-max-wait",
+            help="fetch.max.wait.ms: how long the broker holds an empty fetch (kafka-python's "
+            "default 500; longer: fewer wake-ups of an idle member).",
+            min=0,
+        ),
+    ] = None,
+    members: Annotated[
+        int,
+        typer.Option(
+            "--members",
+            help="Run N members in this one process, each its own consumer, connections, "
+            "member id and events, named NAME-1..NAME-N (control lines pick one with "
+            '"member": NAME).',
+            min=1,
+        ),
+    ] = 1,
     bootstrap: Bootstrap = None,
     command_config: CommandConfig = None,
     x: Overrides = None,
@@ -219,7 +247,7 @@ def join_command(
     env = make_env(output, verbose, quiet)
 
     def body() -> ExitStatus:
-        from kgctl.member.runner import Member, MemberConfig
+        from kgctl.member.runner import Member, MemberConfig, Sink
 
         if not group:
             raise UsageError("--group/-g is required")
@@ -247,6 +275,8 @@ def join_command(
             fail_on_missing=fail_on_missing,
             group_protocol=group_protocol.value,
             remote_assignor=remote_assignor.value if remote_assignor is not None else None,
+            fetch=fetch,
+            fetch_max_wait_ms=fetch_max_wait,
         )
         config.validate()
         member_class = Member
@@ -254,6 +284,17 @@ def join_command(
             from kgctl.member.consumer_member import ConsumerProtocolMember
 
             member_class = ConsumerProtocolMember
+        if members > 1:
+            from kgctl.member.pack import MemberPack, packed_configs
+
+            configs = packed_configs(config, members, os.getpid())
+            json_sink = JsonSink(env)
+
+            def sinks(c: MemberConfig) -> list[Sink]:
+                # Every line names its member; one live header cannot speak for N.
+                return [json_sink if env.json else TextSink(env, live=False)]
+
+            return MemberPack(configs, settings, sinks, member_class=member_class).run()
         sink = JsonSink(env) if env.json else TextSink(env)
         try:
             return member_class(config, settings, [sink]).run()

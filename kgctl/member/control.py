@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import queue
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -69,14 +70,18 @@ class ControlQueue:
 
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[Command] = queue.SimpleQueue()
+        # Called after each command is queued (the member's loop wakes to apply it).
+        self.on_put: Callable[[], None] | None = None
 
     def put(self, command: Command) -> None:
         self._queue.put(command)
+        if self.on_put is not None:
+            self.on_put()
 
     def feed(self, line: str, source: str) -> None:
         command = parse_command(line, source)
         if command is not None:
-            self._queue.put(command)
+            self.put(command)
 
     def drain(self) -> list[Command]:
         out: list[Command] = []

@@ -43,6 +43,8 @@ class Emitter:
         self._seq = 0
         self._lock = threading.Lock()
         self._queue: queue.SimpleQueue[Event] = queue.SimpleQueue()
+        # Called after each event is queued (the member's loop wakes to write it).
+        self.on_emit: Callable[[], None] | None = None
 
     def emit(self, type_: str, **data: Any) -> Event:
         if type_ not in EVENT_TYPES:
@@ -70,6 +72,8 @@ class Emitter:
                 data=data,
             )
             self._queue.put(event)
+        if self.on_emit is not None:
+            self.on_emit()
         return event
 
     def drain(self) -> list[Event]:

@@ -38,6 +38,11 @@ COMMIT_MODES = ("auto", "sync", "async", "none")
 GROUP_PROTOCOLS = ("classic", "consumer")
 REMOTE_ASSIGNORS = ("uniform", "range")
 POLL_MS = 200
+# A member that does not fetch (`--no-fetch`) has no records to wait for: it polls without
+# waiting and then sleeps until an event, a control command or a stop wakes it, or this long
+# at most (auto-commit and max.poll.interval are kept by these polls; the heartbeats run on
+# kafka-python's I/O thread and each one's event wakes it anyway).
+IDLE_WAIT_MS = 1000
 # The most a stopping member spends on its last commit and LeaveGroup together.
 CLOSE_BUDGET_S = 10.0
 # The most it then waits for the trace topic to take its last events.
@@ -69,6 +74,10 @@ class MemberConfig:
     control_topic: str | None = None
     trace_topic: str | None = None
     fail_on_missing: bool = False
+    # False: partitions are kept paused, so the member sends no Fetch at all (a fleet that
+    # only needs members in the group); the MemberStarted event says so.
+    fetch: bool = True
+    fetch_max_wait_ms: int | None = None
     read_stdin: bool = True
     # Java's group.protocol: classic (JoinGroup/SyncGroup, kafka-python's coordinator)
     # or consumer (KIP-848, ConsumerGroupHeartbeat, kgctl/member/consumer_member.py).
@@ -99,6 +108,11 @@ class MemberConfig:
         if self.group_protocol not in GROUP_PROTOCOLS:
             raise UsageError(
                 f"--group-protocol {self.group_protocol!r}: expected one of {GROUP_PROTOCOLS}"
+            )
+        if self.group_protocol == "consumer" and not self.fetch:
+            raise UsageError(
+                "--no-fetch is for the classic protocol (a consumer-protocol member's loop "
+                "fetches); drop --no-fetch or --group-protocol consumer"
             )
         if self.group_protocol == "consumer":
             self._validate_consumer_protocol()
@@ -174,6 +188,9 @@ class Member:
         self.stats = ConsumeStats()
         self.processing_ms = config.processing_ms
         self.paused = False
+        # Set by anything the idle loop of a member that does not fetch must act on.
+        self._idle_wake = threading.Event()
+        self.emitter.on_emit = self._idle_wake.set
         self._stop: str | None = None
         self._exit = ExitStatus.OK
         self._started = time.monotonic()
@@ -212,6 +229,7 @@ class Member:
         if self._stop is None:
             self._stop = reason
             self._exit = status
+        self._idle_wake.set()
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         if signum == signal.SIGINT:
@@ -244,6 +262,7 @@ class Member:
             if cfg.trace_topic:
                 self._trace = TracePublisher(self.settings, cfg.trace_topic)
             self._start()
+            self.control.on_put = self._idle_wake.set
             if cfg.read_stdin:
                 self.control.read_stream(self.stdin, "stdin")
             if cfg.control_topic:
@@ -296,7 +315,12 @@ class Member:
             "partition_assignment_strategy": [adapter.ASSIGNORS[a] for a in cfg.assignors],
             "fetch_max_bytes": 8 * 1024 * 1024,
         }
-        for key in ("session_timeout_ms", "heartbeat_interval_ms", "max_poll_interval_ms"):
+        for key in (
+            "session_timeout_ms",
+            "heartbeat_interval_ms",
+            "max_poll_interval_ms",
+            "fetch_max_wait_ms",
+        ):
             if getattr(cfg, key) is not None:
                 consumer_config[key] = getattr(cfg, key)
         if cfg.max_records is not None:
@@ -345,8 +369,10 @@ class Member:
 
     def _loop(self) -> None:
         consumer = self._consumer
+        fetch = self.config.fetch
         assigned: set[Any] = set()
         while True:
+            self._idle_wake.clear()
             self.flush()
             for command in self.control.drain():
                 self._apply(command)
@@ -356,18 +382,22 @@ class Member:
             if self.config.max_records is not None:
                 max_records = max(1, self.config.max_records - self.stats.records)
             try:
-                batches = consumer.poll(timeout_ms=POLL_MS, max_records=max_records)
+                batches = consumer.poll(timeout_ms=POLL_MS if fetch else 0, max_records=max_records)
             except Exception as exc:
                 if clients.retriable(exc) and clients.error_name(exc) not in FATAL_ERRORS:
                     time.sleep(0.1)
                     continue
                 raise
             now_assigned = consumer.assignment()
-            if self.paused and now_assigned != assigned:
+            if (self.paused or not fetch) and now_assigned != assigned:
                 consumer.pause(*now_assigned)
             assigned = set(now_assigned)
             if batches:
                 self._consumed(batches)
+            if not fetch:
+                # kafka-python's poll with every partition paused sleeps 100 ms and returns:
+                # ten wake-ups a second for nothing. Sleep until there is something to do.
+                self._idle_wake.wait(IDLE_WAIT_MS / 1000)
 
     def _consumed(self, batches: dict[Any, list[Any]]) -> None:
         entries = []
@@ -423,6 +453,8 @@ class Member:
                 self.paused = True
                 self._consumer.pause(*self._consumer.assignment())
             elif command.op == "resume":
+                if not self.config.fetch:
+                    raise ValueError("this member does not fetch (--no-fetch): nothing to resume")
                 self.paused = False
                 self._consumer.resume(*self._consumer.paused())
             elif command.op == "processing_ms":
