@@ -76,9 +76,10 @@ PLANS: dict[str, dict[str, Any]] = {
         "fold": (200, 2000, 20),
         "view_s": 5.0,
         "trace": [(30.0, 0), (30.0, 500)],
-        "density_steps": [100, 200, 250],
-        "density_hold_s": 120.0,
+        "density_steps": [500, 1000, 1500, 2000],
+        "density_hold_s": 300.0,
         "density_cfg": None,
+        "density_per_process": 50,
         # watch lag (only with --only watchlag): members, rebalances per mode, interval
         "watchlag": (3, 10, 1.0),
         # one process per member against several members per process (only with --only)
@@ -92,9 +93,13 @@ PLANS: dict[str, dict[str, Any]] = {
         "fold": (20, 200, 5),
         "view_s": 0.5,
         "trace": [(3.0, 200)],
-        "density_steps": [3],
+        # Several members per process: one pack of 3, then a second process of 1.
+        "density_steps": [3, 4],
         "density_hold_s": 2.0,
-        "density_cfg": MemberConfig(session_timeout_ms=6000, heartbeat_interval_ms=500),
+        "density_cfg": MemberConfig(
+            session_timeout_ms=6000, heartbeat_interval_ms=500, metadata_max_age_ms=1000
+        ),
+        "density_per_process": 3,
         "watchlag": (2, 2, 1.0),
         "perprocess": (2, [1, 2], 2.0),
         "startup": 1,
@@ -208,6 +213,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     env,
                     steps or plan["density_steps"],
                     args.hold if args.hold is not None else plan["density_hold_s"],
+                    per_process=args.per_process or plan["density_per_process"],
+                    fetch=args.fetch,
                     say=say,
                     **kw,
                 )
@@ -243,6 +250,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--broker-log", help="its server.log (broker-side rebalance start)")
     ap.add_argument("--density", help="comma list of member counts, e.g. 100,200,250")
     ap.add_argument("--hold", type=float, help="density hold per step, seconds")
+    ap.add_argument(
+        "--per-process", type=int, help="density: members per process (kgctl join --members)"
+    )
+    ap.add_argument(
+        "--fetch", action="store_true", help="density: members fetch (default --no-fetch)"
+    )
     ap.add_argument("--out", type=Path, help="JSON results file")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)

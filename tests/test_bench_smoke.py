@@ -48,7 +48,17 @@ def test_bench_smoke_produces_sane_numbers(bootstrap: str, tmp_path: Path) -> No
     # Tracing: both members used CPU, the traced one published events.
     trace = res["trace"][0]
     assert trace["ok"] and trace["cpu_pct_without"] > 0 and trace["events_per_s"] > 0
-    # Density: the small group held still.
-    step = res["density"]["steps"][0]
-    assert step["ok"], step
-    assert 5 < step["rss_mb_median"] < 500 and step["threads_median"] >= 1
+    # Density: the small group held still with several members in one process, then
+    # grew by a second process, and both triggers completed.
+    packed, grown = res["density"]["steps"]
+    assert packed["ok"] and grown["ok"], res["density"]["steps"]
+    assert packed["processes"] == 1 and packed["members_after_hold"] == 3
+    assert grown["processes"] == 2 and grown["members_after_hold"] == 4
+    assert 0 < packed["pss_mb_per_member"] < 100 and packed["threads_per_member"] >= 1
+    assert res["density"]["largest_stable"] == 4
+    assert [t["trigger"] for t in res["density"]["triggers"]] == ["growth", "kill"]
+    assert all(t["ok"] for t in res["density"]["triggers"]), res["density"]["triggers"]
+    # Start-up: both kinds joined; CPU seconds are positive.
+    startup = res["startup"]
+    assert startup["kgctl"]["ok"] == 1 and startup["kp"]["ok"] == 1
+    assert startup["kgctl"]["cpu_s_median"] > 0 and startup["kp"]["cpu_s_median"] > 0
