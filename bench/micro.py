@@ -201,3 +201,105 @@ def bench_view(
         "cpu_pct": round(100 * cpu / wall),
         "cpu_at_4fps_pct": round(100 * (cpu / frames) * 4, 1),
     }
+
+
+def bench_watch(
+    members: int,
+    partitions: int,
+    seconds: float,
+    fps: float = 4.0,
+    width: int = 160,
+    height: int = 50,
+    heartbeat_s: float = 3.0,
+    records_s: float = 1.0,
+    rebalance_s: float = 2.0,
+) -> dict[str, Any]:
+    """`kgctl watch`'s live loop, paced in real time, on a synthetic event stream: every
+    frame period the events due are folded and one frame is rendered (with the loop's
+    `FrameMemo`) into a terminal-sized buffer. Steady: each member heartbeats every
+    `heartbeat_s` and reports records every `records_s`, for `seconds`. Then a rebalance of
+    every member (revoke and reassign every partition) arrives spread over `rebalance_s`,
+    and `seconds` more of steady traffic. Frames/s and CPU over wall time per phase."""
+    from kgctl.render.group_view import FrameMemo
+
+    state = synthetic_state(members, partitions)
+    stamp = _Stamp("bench", state.updated_ms + 1)
+    per_round = heartbeat_s / records_s
+    memo = FrameMemo()
+    console = Console(
+        file=io.StringIO(),
+        width=width,
+        height=height,
+        force_terminal=True,
+        color_system="truecolor",
+        legacy_windows=False,
+    )
+
+    def phase(events: list[Event], span_s: float, gen: int) -> tuple[dict[str, Any], GroupState]:
+        nonlocal state
+        period = 1.0 / fps
+        frames, worst = 0, 0.0
+        w0, c0 = time.perf_counter(), time.process_time()
+        i = 0
+        while True:
+            elapsed = time.perf_counter() - w0
+            if elapsed >= span_s and i >= len(events):
+                break
+            f0 = time.perf_counter()
+            due = len(events) if span_s <= 0 else int(len(events) * min(1.0, elapsed / span_s))
+            for ev in events[i:due]:
+                state = fold(state, ev, ev.ts_ms)
+            i = max(i, due)
+            console.file = io.StringIO()
+            console.print(
+                render_group(state, state.updated_ms, width=width, height=height, memo=memo)
+            )
+            frames += 1
+            took = time.perf_counter() - f0
+            worst = max(worst, took)
+            time.sleep(max(0.0, period - took))
+        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+        return {
+            "events": len(events),
+            "events_per_s": round(len(events) / wall),
+            "wall_s": round(wall, 2),
+            "frames": frames,
+            "frames_per_s": round(frames / wall, 2),
+            "worst_frame_ms": round(1000 * worst, 1),
+            "cpu_pct": round(100 * cpu / wall, 1),
+            # folding included; what `fps` frames a second cost when the CPU is there
+            "cpu_ms_per_frame": round(1000 * cpu / frames, 1),
+            "cpu_pct_at_target_fps": round(100 * cpu / frames * fps, 1),
+        }, state
+
+    def steady(gen: int) -> list[Event]:
+        out: list[Event] = []
+        rounds = max(1, int(seconds / records_s))
+        for r in range(rounds):
+            for i in range(members):
+                if r % max(1, round(per_round)) == i % max(1, round(per_round)):
+                    out.append(stamp("HeartbeatSucceeded", i, gen, rtt_ms=1.0, throttle_time_ms=0))
+                p = _assignment(members, partitions, i)[TOPIC][0]
+                batch = {"topic": TOPIC, "partition": p, "first": r, "last": r, "count": 1}
+                out.append(
+                    stamp(
+                        "RecordsConsumed",
+                        i,
+                        gen,
+                        batches=[{**batch, "duplicates": 0}],
+                        count=1,
+                        duplicates=0,
+                        total=r + 1,
+                    )
+                )
+        return out
+
+    gen = state.generation
+    out: dict[str, Any] = {"members": members, "partitions": partitions, "fps_target": fps}
+    out["size"] = f"{width}x{height}"
+    out["steady"], _ = phase(steady(gen), seconds, gen)
+    out["rebalance"], _ = phase(
+        rebalance_events(stamp, members, partitions, gen + 1), rebalance_s, gen + 1
+    )
+    out["after"], _ = phase(steady(gen + 1), seconds, gen + 1)
+    return out

@@ -75,6 +75,8 @@ PLANS: dict[str, dict[str, Any]] = {
         ],
         "fold": (200, 2000, 20),
         "view_s": 5.0,
+        # the live watch on a synthetic stream: members, partitions, seconds per phase
+        "watch": (1000, 10000, 20.0),
         "trace": [(30.0, 0), (30.0, 500)],
         "density_steps": [500, 1000, 1500, 2000],
         "density_hold_s": 300.0,
@@ -92,6 +94,7 @@ PLANS: dict[str, dict[str, Any]] = {
         "cases": [("scale-out", 2, 1)],
         "fold": (20, 200, 5),
         "view_s": 0.5,
+        "watch": (20, 200, 1.0),
         "trace": [(3.0, 200)],
         # Several members per process: one pack of 3, then a second process of 1.
         "density_steps": [3, 4],
@@ -168,6 +171,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     micro.bench_view(m, p, plan["view_s"], 160, 50),
                     micro.bench_view(m, p, plan["view_s"], 80, 24),
                 ]
+                wm, wp, ws = plan["watch"]
+                say(f"bench: watch at {wm} members, {wp} partitions")
+                out["watch"] = micro.bench_watch(wm, wp, ws)
             if "latency" in sections:
                 results = []
                 cfg = MemberConfig()

@@ -38,6 +38,12 @@ def test_bench_smoke_produces_sane_numbers(bootstrap: str, tmp_path: Path) -> No
         assert res["fold"][phase]["events_per_s"] > 100
     for view in res["view"]:
         assert view["frames"] >= 1 and view["members"] == 20
+    # The live watch on a synthetic stream drew frames in each phase, the rebalance's
+    # events all folded.
+    watch = res["watch"]
+    assert watch["members"] == 20 and watch["rebalance"]["events"] == 20 * 9
+    for phase in ("steady", "rebalance", "after"):
+        assert watch[phase]["frames"] >= 1 and watch[phase]["cpu_ms_per_frame"] > 0
     # Latency: both kinds rebalanced 1 -> 2 members, within a bounded time.
     rows = {r["kind"]: r for r in res["latency"]}
     assert set(rows) == {"kgctl", "kp"}

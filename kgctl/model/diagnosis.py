@@ -24,7 +24,7 @@ from kgctl.model.bounds import GroupBounds
 from kgctl.model.events import Event
 from kgctl.model.reasons import Cause, RejoinReason, cause_of_reason, cause_text
 from kgctl.model.state import GenerationRecord, GroupState, TopicPartition
-from kgctl.model.timeline import Move, rebalance_moves, rebalance_unassigned
+from kgctl.model.timeline import Move, owners_at, rebalance_moves, rebalance_unassigned
 
 EXACT = "exact"
 FENCED = "FENCED_INSTANCE_ID"
@@ -1120,13 +1120,12 @@ def _why_late(
 # -- cost --------------------------------------------------------------------------------
 
 
-def _rate_per_ms(events: Sequence[Event], member: str, until: int, span: int) -> float | None:
-    """Records per ms `member` consumed in the `span` ms before `until`."""
-    got = [
-        e
-        for e in events
-        if e.member == member and e.type == "RecordsConsumed" and until - span <= e.ts_ms < until
-    ]
+def _rate_per_ms(
+    consumed: Mapping[str, Sequence[Event]], member: str, until: int, span: int
+) -> float | None:
+    """Records per ms `member` consumed in the `span` ms before `until` (`consumed`: each
+    member's RecordsConsumed events)."""
+    got = [e for e in consumed.get(member, ()) if until - span <= e.ts_ms < until]
     if len(got) < 2:
         return None
     n = sum(int(e.data.get("count", 0) or 0) for e in got)
@@ -1173,6 +1172,10 @@ def _lag_growth(
 def _costs(
     events: Sequence[Event], state: GroupState, rec: GenerationRecord, now_ms: int
 ) -> tuple[Cost, ...]:
+    consumed: dict[str, list[Event]] = {}
+    for e in events:
+        if e.type == "RecordsConsumed":
+            consumed.setdefault(e.member, []).append(e)
     out = []
     t0, _t1 = rec.rebalance_window(now_ms)
     for key, ms in sorted(rebalance_unassigned(state, rec, now_ms).items()):
@@ -1182,7 +1185,7 @@ def _costs(
         if grown is not None:
             out.append(Cost(member, ms, grown, MEASURED_LAG))
             continue
-        rate = _rate_per_ms(events, key, rec.start_ms, 10_000)
+        rate = _rate_per_ms(consumed, key, rec.start_ms, 10_000)
         if rate is None:
             out.append(Cost(member, ms))
         else:
@@ -1647,7 +1650,7 @@ def _advise_cooperative(
     if not eager or ctx.cooperative is None or prev is None or revoked == 0:
         return []
     after_t = rec.stable_ms if rec.stable_ms is not None else now_ms
-    after = state.owners(after_t)
+    after = owners_at(state, after_t)
     partitions: dict[str, int] = {}
     for (topic, p), who in after.items():
         if who:  # owners() lists every partition ever owned, later ones included
@@ -1658,7 +1661,7 @@ def _advise_cooperative(
     owned: dict[str, list[TopicPartition]] = {k: [] for k in rec.members}
     prepared = _prepared_owned(events, since, rec.sync_ms or rec.start_ms)
     before_t = prev.stable_ms if prev.stable_ms is not None else rec.start_ms - 1
-    for tp, who in state.owners(min(before_t, rec.start_ms - 1)).items():
+    for tp, who in owners_at(state, min(before_t, rec.start_ms - 1)).items():
         for k in who:
             if k in owned and k not in prepared:
                 owned[k].append(tp)

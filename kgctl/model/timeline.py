@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kgctl.model.events import Event
-from kgctl.model.state import GenerationRecord, GroupState, TopicPartition
+from kgctl.model.state import GenerationRecord, GroupState, OwnershipSpan, TopicPartition
 
 # Errors that are the protocol's normal answers, not failures: a dynamic member's first
 # JoinGroup is always answered MEMBER_ID_REQUIRED, and asked again with the id.
@@ -75,7 +75,13 @@ def diff_owners(
 def moves(state: GroupState, t0: int, t1: int | None = None) -> tuple[Move, ...]:
     """Partitions whose owners at `t0` differ from those at `t1` (None: now, the end of
     what was folded)."""
-    return diff_owners(state.owners(t0), state.owners(t1))
+    memo = _memo_of(state)
+    key = ("moves", t0, t1)
+    found: tuple[Move, ...] | None = memo.get(key)
+    if found is None:
+        found = diff_owners(owners_at(state, t0), owners_at(state, t1))
+        memo[key] = found
+    return found
 
 
 def _covered(spans: Iterable[tuple[int, int]]) -> int:
@@ -105,12 +111,53 @@ def alive_ms(state: GroupState, member: str, t0: int, t1: int) -> int:
     return 0 if m is None else _covered(_clip(m.lives, t0, t1))
 
 
+# The last ownership mapping's spans per member and owners at an instant. A frame of the
+# live view asks for them several times per generation (diagnosis, costs, its own row),
+# of the same immutable mapping (the fold replaces it only when an assignment changes):
+# at 1,000 members and 10,000 partitions each pass over it cost tens of milliseconds.
+_OwnedCache = tuple[Mapping[TopicPartition, tuple[OwnershipSpan, ...]], dict[Any, Any]]
+_owned_cache: _OwnedCache | None = None
+
+
+def _memo_of(state: GroupState) -> dict[Any, Any]:
+    global _owned_cache
+    cached = _owned_cache
+    if cached is None or cached[0] is not state.ownership or len(cached[1]) > 64:
+        # (an open rebalance asks at a new `now` every frame: keep the memo small)
+        cached = (state.ownership, {})
+        _owned_cache = cached
+    return cached[1]
+
+
 def _owned_spans(state: GroupState) -> dict[str, list[tuple[int, int | None]]]:
-    out: dict[str, list[tuple[int, int | None]]] = {}
-    for spans in state.ownership.values():
-        for sp in spans:
-            out.setdefault(sp.member, []).append((sp.start_ms, sp.end_ms))
-    return out
+    memo = _memo_of(state)
+    found: dict[str, list[tuple[int, int | None]]] | None = memo.get("spans")
+    if found is None:
+        spans_of: dict[str, set[tuple[int, int | None]]] = {}
+        for spans in state.ownership.values():
+            for sp in spans:
+                spans_of.setdefault(sp.member, set()).add((sp.start_ms, sp.end_ms))
+        # One span per distinct interval: a member's partitions of one generation share
+        # theirs, and only the union's length is used.
+        found = {m: sorted(v, key=_span_key) for m, v in spans_of.items()}
+        memo["spans"] = found
+    return found
+
+
+def _span_key(span: tuple[int, int | None]) -> tuple[int, int]:
+    return span[0], -1 if span[1] is None else span[1]
+
+
+def owners_at(state: GroupState, at_ms: int | None) -> dict[TopicPartition, tuple[str, ...]]:
+    """`state.owners(at_ms)`, computed once per ownership mapping and instant (treat the
+    answer as read-only: it is shared)."""
+    memo = _memo_of(state)
+    key = ("owners", at_ms)
+    found: dict[TopicPartition, tuple[str, ...]] | None = memo.get(key)
+    if found is None:
+        found = state.owners(at_ms)
+        memo[key] = found
+    return found
 
 
 def _unassigned(

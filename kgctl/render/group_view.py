@@ -27,6 +27,46 @@ from kgctl.render.member_lines import CONSUMER_MEMBER_EVENTS, target_gap
 from kgctl.render.member_lines import describe as describe_member
 from kgctl.render.proxy_lines import describe_wire
 
+
+class FrameMemo:
+    """What a live view's next frame may reuse from the last: each generation's time
+    without partitions.
+
+    It is computed from the generations, who owned which partition when and when each
+    member was alive, and cost a frame of 1,000 members and 10,000 partitions tens of
+    milliseconds per generation (docs/benchmarks.md, "The live watch at 1,000 members");
+    heartbeats and records, most of a steady group's events, change none of them. So it is
+    kept while those three are the same objects (the fold replaces what it changes) and
+    every generation is closed (stable, or followed by another): only an open rebalance's
+    numbers grow with the clock.
+    """
+
+    def __init__(self) -> None:
+        self._key: tuple[object, ...] | None = None
+        self._unassigned: dict[int, dict[str, int]] = {}
+
+    def _valid(self, s: GroupState) -> bool:
+        if any(g.stable_ms is None and g.end_ms is None for g in s.generations):
+            self._key = None
+            return False
+        lives = tuple((k, m.lives) for k, m in s.members.items())
+        key = (s.generations, s.ownership, lives)
+        old = self._key
+        if old is None or not (old[0] == key[0] and old[1] is key[1] and old[2] == key[2]):
+            self._key = key
+            self._unassigned = {}
+            return False
+        return True
+
+    def unassigned(self, s: GroupState, g: GenerationRecord, now_ms: int) -> dict[str, int]:
+        if self._valid(s) and g.generation in self._unassigned:
+            return self._unassigned[g.generation]
+        found = rebalance_unassigned(s, g, now_ms)
+        if self._key is not None:
+            self._unassigned[g.generation] = found
+        return found
+
+
 STATE_STYLE = {
     "Stable": "bold green",
     "PreparingRebalance": "bold yellow",
@@ -221,6 +261,7 @@ def render_generations(
     width: int,
     rows: int,
     diagnoses: Mapping[int, Diagnosis] | None = None,
+    memo: FrameMemo | None = None,
 ) -> RenderableType:
     """One row a generation; its cause is the diagnosis's trigger and critical path in
     short form when there is one (`kgctl explain GROUP` gives the full text)."""
@@ -240,7 +281,7 @@ def render_generations(
     gens = list(s.generations)[-max(rows, 0) :] if rows > 0 else []
     for g in reversed(gens):
         d = (diagnoses or {}).get(g.generation) if not g.inferred else None
-        t.add_row(*_generation_row(s, g, now_ms, wide, d))
+        t.add_row(*_generation_row(s, g, now_ms, wide, d, memo))
     if not s.generations:
         t.add_row(
             "-", "-", "no rebalance seen since the watch started", *[""] * (len(t.columns) - 3)
@@ -249,9 +290,16 @@ def render_generations(
 
 
 def _generation_row(
-    s: GroupState, g: GenerationRecord, now_ms: int, wide: bool, d: Diagnosis | None = None
+    s: GroupState,
+    g: GenerationRecord,
+    now_ms: int,
+    wide: bool,
+    d: Diagnosis | None = None,
+    memo: FrameMemo | None = None,
 ) -> list[str]:
-    unassigned = rebalance_unassigned(s, g, now_ms)
+    unassigned = (
+        memo.unassigned(s, g, now_ms) if memo is not None else rebalance_unassigned(s, g, now_ms)
+    )
     if d is not None and d.trigger.cause != Cause.UNKNOWN.value:
         cause = d.short(reasons=wide)
         if wide and d.advice:
@@ -393,9 +441,11 @@ def render_group(
     paused: bool = False,
     scroll: int = 0,
     diagnoses: Mapping[int, Diagnosis] | None = None,
+    memo: FrameMemo | None = None,
 ) -> RenderableType:
     """Header, members, generations and the event log, sized to fit width x height (each
-    generation's diagnosis from `diagnoses`, else from the events the state holds)."""
+    generation's diagnosis from `diagnoses`, else from the events the state holds; a live
+    loop passes the same `memo` every frame)."""
     budget = max(height - 1, 12)  # keep the last line free (the cursor, the key hint)
     header_rows = 4  # three lines and a blank
     # Each table costs a title, a header and a rule besides its rows, and a blank line.
@@ -413,6 +463,7 @@ def render_group(
             width,
             gen_rows,
             diagnoses if diagnoses is not None else diagnoses_of(s, now_ms),
+            memo,
         ),
         render_log(s.recent, width, log_rows, scroll),
     )

@@ -21,7 +21,7 @@ from rich.text import Text
 
 from kgctl.observe.watch import Watch
 from kgctl.render.explain_text import render_diagnosis
-from kgctl.render.group_view import render_group
+from kgctl.render.group_view import FrameMemo, render_group
 
 REFRESH_PER_S = 8
 
@@ -65,6 +65,7 @@ def run_live(watch: Watch, console: Console | None = None) -> None:
     scroll = 0  # event-log lines back from the newest
     explaining = False  # the newest generation's diagnosis in full, below the tables
     period = 1.0 / REFRESH_PER_S
+    memo = FrameMemo()
 
     def frame() -> Group:
         width, height = console.size
@@ -77,14 +78,14 @@ def run_live(watch: Watch, console: Console | None = None) -> None:
         if explaining:
             top = render_group(
                 watch.state, now, width=width, height=max(height // 2, 12), paused=paused,
-                scroll=scroll, diagnoses=found,
+                scroll=scroll, diagnoses=found, memo=memo,
             )  # fmt: skip
             newest = found[max(found)] if found else None
             pane = render_diagnosis(newest) if newest else Text("no generation seen yet")
             return Group(top, pane, hint)
         body = render_group(
             watch.state, now, width=width, height=height - 1, paused=paused, scroll=scroll,
-            diagnoses=found,
+            diagnoses=found, memo=memo,
         )  # fmt: skip
         return Group(body, hint)
 
