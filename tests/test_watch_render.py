@@ -178,3 +178,36 @@ def test_a_group_the_broker_does_not_know_is_not_shown_as_dead() -> None:
     )  # fmt: skip
     assert describe_event(missing).endswith("snapshot: no such group (yet)")
     assert "Dead" not in describe_event(missing)
+
+
+def test_a_live_loops_memo_draws_what_a_fresh_computation_draws() -> None:
+    # The live loop reuses each generation's time without partitions between frames
+    # (FrameMemo); every frame must still read as one computed afresh, whether the events
+    # in between changed the generations (a rebalance), only heartbeats, or nothing.
+    from helpers import mev
+
+    from kgctl.model.fold import fold
+    from kgctl.render.group_view import FrameMemo
+
+    history = two_member_eager_history() + [
+        mev("HeartbeatSucceeded", 6000 + 500 * i, "m1" if i % 2 else "m2", 2) for i in range(6)
+    ]
+    history += [
+        mev("PartitionsRevoked", 9100, "m1", 2, partitions={"t": [0, 1]}),
+        mev("JoinGroupSent", 9110, "m1", 2),
+    ]
+    memo = FrameMemo()
+    state = GroupState("orders-app")
+
+    def draw(now: int, **kw: object) -> str:
+        console = Console(record=True, width=160, height=50, color_system=None, file=io.StringIO())
+        console.print(render_group(state, now, width=160, height=50, **kw))  # type: ignore[arg-type]
+        return console.export_text()
+
+    frames = 0
+    for i, ev in enumerate(history):
+        state = fold(state, ev, ev.ts_ms)
+        for now in (ev.ts_ms, ev.ts_ms + 125):  # two frames per event: the second reuses
+            assert draw(now, memo=memo) == draw(now), (i, ev.type, now)
+            frames += 1
+    assert frames == 2 * len(history)
