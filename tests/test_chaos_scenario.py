@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kgctl.chaos.scenario import ScenarioError, parse_scenario
@@ -139,3 +141,51 @@ def test_commits_are_judged_in_time_order_not_arrival_order() -> None:
     assert [(v[0], v[2], v[3]) for v in ahead] == [("commit-not-ahead", 200, "m1")]
     back = commit_violations([*arrived, (300, "m3", tp, 20, 34)])
     assert [(v[0], v[2]) for v in back] == [("commits-monotonic", 300)]
+
+
+def test_a_fleet_that_does_not_fetch_is_said_and_cannot_produce() -> None:
+    sc = parse_scenario(GOOD.replace("  topics:", "  fetch: false\n  topics:"), "mine.yaml")
+    assert sc.fleet.fetch is False
+    assert parse_scenario(GOOD, "mine.yaml").fleet.fetch is True
+    with pytest.raises(ScenarioError) as err:
+        parse_scenario(
+            GOOD.replace("  topics:", "  fetch: false\n  produce_rate: 5\n  topics:"), "x.yaml"
+        )
+    assert "x.yaml:6" in str(err.value) and "fleet.fetch" in str(err.value)
+
+
+def test_members_of_a_fleet_that_does_not_fetch_are_started_with_no_fetch(
+    tmp_path: Path,
+) -> None:
+    from kgctl.chaos.fleet import Fleet, MemberLaunch
+    from kgctl.settings import ClientSettings
+
+    fleet = Fleet(ClientSettings(bootstrap="127.0.0.1:9092"), tmp_path)
+    assert "--no-fetch" in fleet.command(MemberLaunch("m1", "g", ["t"], fetch=False))
+    assert "--no-fetch" not in fleet.command(MemberLaunch("m1", "g", ["t"]))
+
+
+def test_the_live_view_and_the_plain_lines_say_members_do_not_fetch() -> None:
+    import io
+
+    from rich.console import Console
+
+    from kgctl.chaos.journal import Journal
+    from kgctl.model.events import Event
+    from kgctl.model.state import GroupState
+    from kgctl.render.chaos_view import event_line, render_chaos
+
+    def screen(journal: Journal) -> str:
+        console = Console(record=True, width=120, color_system=None, file=io.StringIO())
+        console.print(render_chaos(journal, GroupState("g"), 0))
+        return console.export_text()
+
+    journal = Journal(scenario="mine", run_id="r", group="g", bootstrap="b:1")
+    assert "do not fetch" not in screen(journal)
+    journal.setup = {"fetch": False}
+    assert "members do not fetch (fleet.fetch: false)" in screen(journal)
+    started = Event(
+        type="ScenarioStarted", ts_ms=1, mono_ms=1.0, seq=1, group="g", source="chaos",
+        data={"scenario": "mine", "run_id": "r", "fetch": False},
+    )  # fmt: skip
+    assert "members do not fetch" in (event_line(started) or "")

@@ -74,6 +74,8 @@ class MemberLaunch:
         """The client id the member connects with (what a proxy fault rule selects)."""
         return f"kgctl-{self.name}"
 
+    fetch: bool = True  # False: `--no-fetch`
+
 
 class MemberHandle(Protocol):
     """One member as its backend runs it: a local process, or a pod elsewhere.
@@ -218,6 +220,8 @@ class Fleet:
             cmd += ["--group-protocol", launch.protocol]
             if launch.remote_assignor:
                 cmd += ["--remote-assignor", launch.remote_assignor]
+        if not launch.fetch:
+            cmd += ["--no-fetch"]
         if self._config_file is not None:
             cmd += ["--command-config", str(self._config_file)]
         if "metadata.max.age.ms" not in self.settings.properties:

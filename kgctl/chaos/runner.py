@@ -414,6 +414,7 @@ class ChaosRun:
             protocol=spec.protocol,
             client=spec.client,
             remote_assignor=spec.remote_assignor,
+            fetch=f.fetch,
         )
 
     def real_pattern(self, pattern: str) -> str:
@@ -494,8 +495,11 @@ class ChaosRun:
             steps=[{"name": s.name, "action": s.action} for s in sc.steps],
             bounds=self.fitted.bounds.to_dict(),
             timings=[a.to_dict() for a in self.fitted.adjustments],
+            fetch=sc.fleet.fetch,
         )
         self.journal.started_ms = now_ms()
+        # Known before any member starts: the live view says it from the first frame.
+        self.journal.setup = {"fetch": sc.fleet.fetch}
         started = now_ms()
         for spec in sc.fleet.members:
             self.fleet.start(self.launch_for(spec))
@@ -509,7 +513,7 @@ class ChaosRun:
                 f"the fleet of {len(sc.fleet.members)} members did not form a stable group "
                 f"within {setup_timeout:.0f}s{self.stderr_hint()}"
             )
-        self.journal.setup = {
+        self.journal.setup |= {
             "members": [m.name for m in sc.fleet.members],
             "generation": self.state.generation,
             "settle_ms": settled - started,

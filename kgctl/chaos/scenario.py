@@ -62,6 +62,7 @@ FLEET_KEYS = {
     "protocol": "protocol",
     "client": "client",
     "remote_assignor": "remote_assignor",
+    "fetch": "bool",
 }
 MEMBER_KEYS = {
     "name": "str",
@@ -119,6 +120,9 @@ class Fleet:
     commit: str = "auto"
     produce_rate: float = 0.0
     brokers: int = 1
+    # False: members keep their partitions paused and send no Fetch (`kgctl join
+    # --no-fetch`): cheap members for a large fleet that needs no records.
+    fetch: bool = True
 
     @property
     def protocols(self) -> set[str]:
@@ -573,6 +577,20 @@ def _fleet(c: _Checker, entry: tuple[yaml.Node, yaml.Node] | None, root: yaml.No
     brokers = vals.get("brokers") or 1
     if brokers not in (1, 3):
         c.error(keys["brokers"][1], "fleet.brokers", "1 or 3")
+    fetch = vals.get("fetch", True)
+    if not fetch and (vals.get("produce_rate") or 0) > 0:
+        c.error(
+            keys["fetch"][1],
+            "fleet.fetch",
+            "false with a produce_rate: members that do not fetch read no records "
+            "(drop produce_rate, or fetch)",
+        )
+    if not fetch and any(m.protocol != "classic" or m.client != "kgctl" for m in members):
+        c.error(
+            keys["fetch"][1],
+            "fleet.fetch",
+            "false is for kgctl members of the classic protocol (kgctl join --no-fetch)",
+        )
     return Fleet(
         members=members,
         topics=topics,
@@ -584,6 +602,7 @@ def _fleet(c: _Checker, entry: tuple[yaml.Node, yaml.Node] | None, root: yaml.No
         commit=vals.get("commit") or "auto",
         produce_rate=float(vals.get("produce_rate") or 0.0),
         brokers=brokers,
+        fetch=bool(fetch),
     )
 
 

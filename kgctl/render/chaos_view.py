@@ -99,6 +99,9 @@ def invariants_text(journal: Journal) -> Text:
     return text
 
 
+NO_FETCH = "members do not fetch (fleet.fetch: false): no records are read or checked"
+
+
 def timings_text(journal: Journal) -> Text | None:
     """What the run changed in the scenario's timings to fit the cluster (None: nothing).
 
@@ -129,6 +132,8 @@ def render_chaos(journal: Journal, state: GroupState, now_ms: int) -> Renderable
             f"\nstep {current.index + 1}: {current.name} — {current.cause or current.action}"
         )
     parts: list[RenderableType] = [head]
+    if journal.setup.get("fetch") is False:
+        parts.append(Text(NO_FETCH, style="yellow"))
     timings = timings_text(journal)
     if timings is not None:
         parts.append(timings)
@@ -152,6 +157,8 @@ def event_line(event: Event) -> str | None:
         line = f"scenario {d.get('scenario')} run {d.get('run_id')} group {event.group}"
         for a in d.get("timings") or []:
             line += f"\n  fitted to the cluster: {a.get('text')}"
+        if d.get("fetch") is False:
+            line += f"\n  {NO_FETCH}"
         return line
     if t == "StepStarted":
         return f"step {int(d.get('index', 0)) + 1}: {d.get('step')} ({d.get('action')})"
