@@ -221,6 +221,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     args.hold if args.hold is not None else plan["density_hold_s"],
                     per_process=args.per_process or plan["density_per_process"],
                     fetch=args.fetch,
+                    budget_s=args.density_budget * 60 if args.density_budget else None,
                     say=say,
                     **kw,
                 )
@@ -261,6 +262,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--fetch", action="store_true", help="density: members fetch (default --no-fetch)"
+    )
+    ap.add_argument(
+        "--density-budget",
+        type=float,
+        help="density: minutes after which no new step starts (the triggers still run)",
     )
     ap.add_argument("--out", type=Path, help="JSON results file")
     ap.add_argument("--quiet", action="store_true")
