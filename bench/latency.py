@@ -52,6 +52,7 @@ class CaseResult:
     group: str = ""
     broker_log: list[tuple[int, str, int]] = field(default_factory=list)  # (ms after t0, ...)
     error: str = ""
+    loadavg_1m: float | None = None  # the machine's load average when triggered
 
 
 class Env:
@@ -173,6 +174,7 @@ def run_case(
             res.error = "setup: group not complete after settling"
             return res
         res.setup_ms = now_ms() - t_setup
+        res.loadavg_1m = float(Path("/proc/loadavg").read_text().split()[0])
         existing = list(members)
         log_offset = env.log.size()
         want_members, topics = n, None
@@ -239,9 +241,12 @@ def median(xs: list[float] | list[int]) -> float | None:
     return float(statistics.median(xs)) if xs else None
 
 
-def summarize(results: list[CaseResult]) -> list[dict[str, Any]]:
-    """One row per (scenario, n, kind): medians over repetitions."""
+def summarize(results: list[CaseResult], max_load: float | None = None) -> list[dict[str, Any]]:
+    """One row per (scenario, n, kind): medians over repetitions (cases triggered at a load
+    average above `max_load` are left out and counted)."""
     rows: list[dict[str, Any]] = []
+    loaded = [r for r in results if max_load is not None and (r.loadavg_1m or 0) > max_load]
+    results = [r for r in results if r not in loaded]
     keys = sorted(
         {(r.scenario, r.n, r.kind) for r in results},
         key=lambda k: (SCENARIOS.index(k[0]), k[1], k[2]),
@@ -275,6 +280,10 @@ def summarize(results: list[CaseResult]) -> list[dict[str, Any]]:
                 ),
                 "rejoin_delay_ms": [d for r in ok for d in r.rejoin_delay_ms],
                 "errors": [r.error for r in rs if r.error],
+                "loadavg_1m": [r.loadavg_1m for r in rs],
+                "left_out_for_load": sum(
+                    1 for r in loaded if (r.scenario, r.n, r.kind) == (scenario, n, kind)
+                ),
             }
         )
     by = {(r["scenario"], r["n"], r["kind"]): r for r in rows}
@@ -282,6 +291,9 @@ def summarize(results: list[CaseResult]) -> list[dict[str, Any]]:
         java = by.get((row["scenario"], row["n"], "java"))
         if java and java["latency_ms"] and row["latency_ms"] is not None:
             row["ratio_vs_java"] = round(row["latency_ms"] / java["latency_ms"], 2)
+        kp = by.get((row["scenario"], row["n"], "kp"))
+        if kp and kp["latency_ms"] and row["latency_ms"] is not None:
+            row["ratio_vs_kp"] = round(row["latency_ms"] / kp["latency_ms"], 2)
     return rows
 
 

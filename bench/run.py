@@ -194,7 +194,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                             results.append(r)
                 out["latency_config"] = cfg.__dict__
                 out["latency_cases"] = result_dicts(results)
-                out["latency"] = summarize(results)
+                out["latency_max_load"] = args.max_load
+                out["latency"] = summarize(results, args.max_load)
             if "startup" in sections:
                 say("bench: start-up, kgctl join vs plain kafka-python")
                 out["startup"] = run_startup(env, plan["startup"], say=say)
@@ -257,6 +258,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--broker-log", help="its server.log (broker-side rebalance start)")
     ap.add_argument("--density", help="comma list of member counts, e.g. 100,200,250")
     ap.add_argument("--hold", type=float, help="density hold per step, seconds")
+    ap.add_argument(
+        "--max-load",
+        type=float,
+        help="latency: leave out of the medians every case triggered at a higher 1-minute "
+        "load average (kept, marked, in latency_cases)",
+    )
     ap.add_argument(
         "--per-process", type=int, help="density: members per process (kgctl join --members)"
     )
