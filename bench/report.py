@@ -66,7 +66,7 @@ def main(argv: list[str]) -> int:
                 f"median {delays[len(delays) // 2]} ms, max {delays[-1]} ms, "
                 f"all: {delays}\n"
             )
-    for key in ("fold", "view", "trace", "density"):
+    for key in ("fold", "view", "watch", "trace", "startup", "density"):
         if key in res:
             print(f"## {key}\n\n```\n{json.dumps(res[key], indent=1)}\n```\n")
     return 0
