@@ -1,8 +1,11 @@
 """`python -m bench.run [--smoke]`: every kgctl benchmark on a dedicated local broker.
 
 Full run (docs/benchmarks.md): rebalance latency of kgctl / Java VerifiableConsumer /
-plain kafka-python members, density, fold and view throughput, tracing cost; and, only
-with `--only watchlag`, how fast `kgctl watch` shows a generation change. `--smoke`
+plain kafka-python members, a member's start-up CPU against plain kafka-python's,
+density (packed members, the break point), fold and view throughput and the live watch
+at 1,000 members, tracing cost; and, only when named in `--only`: how fast `kgctl watch`
+shows a generation change (watchlag), members per process (perprocess), an idle
+member's CPU by setting (idle). `--smoke`
 runs a seconds-long subset (no Java) for CI. Results go to a JSON file and a summary
 is printed.
 """
@@ -23,6 +26,7 @@ from typing import Any
 
 from bench import micro
 from bench.density import run_density
+from bench.idle import run_idle
 from bench.latency import SCENARIOS, Env, result_dicts, run_case, summarize
 from bench.members import MemberConfig
 from bench.perprocess import run_per_process
@@ -88,6 +92,8 @@ PLANS: dict[str, dict[str, Any]] = {
         "perprocess": (60, [1, 10, 60], 60.0),
         # start-up CPU, kgctl join vs plain kafka-python: repetitions of each
         "startup": 7,
+        # an idle member's CPU by setting (only with --only idle): members, hold
+        "idle": (20, 60.0),
     },
     "smoke": {
         "kinds": ("kgctl", "kp"),
@@ -106,6 +112,7 @@ PLANS: dict[str, dict[str, Any]] = {
         "watchlag": (2, 2, 1.0),
         "perprocess": (2, [1, 2], 2.0),
         "startup": 1,
+        "idle": (2, 2.0),
     },
 }
 
@@ -199,6 +206,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if "startup" in sections:
                 say("bench: start-up, kgctl join vs plain kafka-python")
                 out["startup"] = run_startup(env, plan["startup"], say=say)
+            if "idle" in sections:
+                n, hold = plan["idle"]
+                say(f"bench: idle members, {n} in one process, by setting")
+                out["idle"] = run_idle(env, n, hold, say=say)
             if "trace" in sections:
                 out["trace"] = []
                 for seconds, rate in plan["trace"]:
@@ -240,7 +251,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__)
     ap.add_argument("--smoke", action="store_true", help="seconds-long subset for CI")
     ap.add_argument(
-        "--only", help="comma list of latency,micro,trace,density,watchlag (not run by default)"
+        "--only",
+        help="comma list of latency,micro,trace,startup,density and (not run by default) "
+        "watchlag,perprocess,idle",
     )
     ap.add_argument("--kinds", help="comma list of kgctl,java,kp (latency)")
     ap.add_argument(
