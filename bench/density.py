@@ -91,7 +91,10 @@ class Pack:
 def _complete(
     env: Env, group: str, n: int, topic: str, partitions: int, timeout_s: float
 ) -> int | None:
-    return env.observer.wait_complete(group, n, {(topic, p) for p in range(partitions)}, timeout_s)
+    # One DescribeGroups a second: at thousands of members each answer costs the bench tens
+    # of milliseconds to decode, CPU the members would not get.
+    expected = {(topic, p) for p in range(partitions)}
+    return env.observer.wait_complete(group, n, expected, timeout_s, poll_s=1.0)
 
 
 def _hold(

@@ -59,6 +59,7 @@ class Observer:
         partitions: set[tuple[str, int]],
         timeout_s: float,
         topics: tuple[str, ...] | None = None,
+        poll_s: float = POLL_S,
     ) -> int | None:
         """Wall-clock ms of the first complete sample, None on timeout."""
         deadline = time.monotonic() + timeout_s
@@ -71,7 +72,7 @@ class Observer:
             t = now_ms()
             if snap is not None and complete(snap, members, partitions, topics):
                 return t
-            time.sleep(max(0.0, POLL_S - (time.monotonic() - started)))
+            time.sleep(max(0.0, poll_s - (time.monotonic() - started)))
         return None
 
     def close(self) -> None:
