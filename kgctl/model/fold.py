@@ -273,19 +273,25 @@ def _note_completed(s: GroupState, key: str, t: int) -> GroupState:
 
 def _maybe_stable(s: GroupState, t: int) -> GroupState:
     """Close the rebalance once every traced live member completed the current generation."""
-    traced = [m for m in s.live_members if "member" in m.sources]
-    if not traced or s.generation < 0 or s.generation_inferred:
+    if s.generation < 0 or s.generation_inferred:
         return s
+    # One pass that stops at the first member still on its way: called at every member's
+    # completion, a list of all members each time made a rebalance of N members cost N².
     # A consumer-protocol member told of a new target is not done until it owns it, even
     # while its own state still says STABLE (its reconciliation starts on its next poll).
-    if not all(
-        m.phase == PHASE_STABLE
-        and m.generation == s.generation
-        and not (m.protocol == "consumer" and m.reconciling)
-        for m in traced
-    ):
-        return s
-    if any(m.protocol == "consumer" for m in traced) and _orphaned(s):
+    traced = consumer = False
+    for m in s.members.values():
+        if not m.alive or "member" not in m.sources:
+            continue
+        if (
+            m.phase != PHASE_STABLE
+            or m.generation != s.generation
+            or (m.protocol == "consumer" and m.reconciling)
+        ):
+            return s
+        traced = True
+        consumer = consumer or m.protocol == "consumer"
+    if not traced or (consumer and _orphaned(s)):
         return s
     return _mark_stable(s, t)
 
