@@ -173,7 +173,7 @@ def test_the_live_view_and_the_plain_lines_say_members_do_not_fetch() -> None:
     from kgctl.chaos.journal import Journal
     from kgctl.model.events import Event
     from kgctl.model.state import GroupState
-    from kgctl.render.chaos_view import event_line, render_chaos
+    from kgctl.render.chaos_view import event_line, render_chaos, summary
 
     def screen(journal: Journal) -> str:
         console = Console(record=True, width=120, color_system=None, file=io.StringIO())
@@ -189,3 +189,6 @@ def test_the_live_view_and_the_plain_lines_say_members_do_not_fetch() -> None:
         data={"scenario": "mine", "run_id": "r", "fetch": False},
     )  # fmt: skip
     assert "members do not fetch" in (event_line(started) or "")
+    console = Console(record=True, width=120, color_system=None, file=io.StringIO())
+    console.print(summary(journal))
+    assert "members do not fetch" in console.export_text()

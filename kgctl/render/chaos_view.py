@@ -209,6 +209,8 @@ def summary(journal: Journal) -> RenderableType:
             lines.append(f"\n   errors seen: {errs}")
         parts.append(lines)
     r = journal.records
+    if journal.setup.get("fetch") is False:
+        parts.append(Text(NO_FETCH, style="yellow"))
     if r:
         parts.append(
             Text(
