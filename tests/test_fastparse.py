@@ -39,6 +39,7 @@ UNDERSTOOD = [
     ["-g", "g", "t", "-o", "json", "-v", "--quiet", "--fail-on-missing", "--timeout", "3"],
     ["-g", "g", "t", "--command-config", "/tmp/x.properties", "--max-records", "7"],
     ["t", "-g", "g", "--duration", "0", "--instance-id", "i", "--client-id", "c"],
+    ["-g", "g", "t", "--group-protocol", "consumer", "--remote-assignor", "uniform"],
 ]
 
 
