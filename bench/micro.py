@@ -214,17 +214,32 @@ def bench_watch(
     records_s: float = 1.0,
     rebalance_s: float = 2.0,
 ) -> dict[str, Any]:
-    """`kgctl watch`'s live loop, paced in real time, on a synthetic event stream: every
-    frame period the events due are folded and one frame is rendered (with the loop's
-    `FrameMemo`) into a terminal-sized buffer. Steady: each member heartbeats every
-    `heartbeat_s` and reports records every `records_s`, for `seconds`. Then a rebalance of
-    every member (revoke and reassign every partition) arrives spread over `rebalance_s`,
-    and `seconds` more of steady traffic. Frames/s and CPU over wall time per phase."""
-    from kgctl.render.group_view import FrameMemo
+    """`kgctl watch`'s live loop (kgctl/render/live.py), paced in real time, on a synthetic
+    event stream: every frame period the events due go through a `Watch` (its fold and
+    what it keeps for the diagnoses), `Watch.diagnoses` is asked, and one frame is rendered
+    with the loop's `FrameMemo` into a terminal-sized buffer. Events carry the time they
+    are due at (so the watch's clock runs as the wall clock does). The group first goes
+    through three generations (not timed). Steady: more than `SETTLING_MS` after the last
+    rebalance, each member heartbeats every `heartbeat_s` and reports records every
+    `records_s`, for `seconds`. Then a rebalance of every member (revoke and reassign
+    every partition) spread over `rebalance_s`; then the `SETTLING_MS` after it (the view
+    diagnoses again once a second), then `seconds` of steady traffic again. Frames/s and
+    CPU over wall time per phase."""
+    from dataclasses import replace
 
-    state = synthetic_state(members, partitions)
-    stamp = _Stamp("bench", state.updated_ms + 1)
-    per_round = heartbeat_s / records_s
+    from kgctl.observe.watch import SETTLING_MS, Watch
+    from kgctl.render.group_view import FrameMemo
+    from kgctl.settings import ClientSettings
+
+    watch = Watch(ClientSettings(bootstrap="127.0.0.1:1"), "bench", observe=False)
+    stamp = _Stamp("bench", 1_800_000_000_000)
+    setup: list[Event] = []
+    for gen in (1, 2, 3):
+        setup += rebalance_events(stamp, members, partitions, gen)
+    for ev in setup:
+        watch.queue.put(ev)
+    watch.drain(clock=lambda: stamp.t)
+    per_round = max(1, round(heartbeat_s / records_s))
     memo = FrameMemo()
     console = Console(
         file=io.StringIO(),
@@ -235,8 +250,18 @@ def bench_watch(
         legacy_windows=False,
     )
 
-    def phase(events: list[Event], span_s: float, gen: int) -> tuple[dict[str, Any], GroupState]:
-        nonlocal state
+    def spread(events: list[Event], span_s: float) -> list[Event]:
+        """The events due evenly over the next `span_s` seconds of the watch's clock."""
+        t0 = stamp.t
+        step = 1000 * span_s / max(len(events), 1)
+        out = [
+            replace(ev, ts_ms=int(t0 + k * step), mono_ms=float(t0 + k * step))
+            for k, ev in enumerate(events)
+        ]
+        stamp.t = int(t0 + 1000 * span_s)
+        return out
+
+    def phase(events: list[Event], span_s: float) -> dict[str, Any]:
         period = 1.0 / fps
         frames, worst = 0, 0.0
         w0, c0 = time.perf_counter(), time.process_time()
@@ -248,11 +273,16 @@ def bench_watch(
             f0 = time.perf_counter()
             due = len(events) if span_s <= 0 else int(len(events) * min(1.0, elapsed / span_s))
             for ev in events[i:due]:
-                state = fold(state, ev, ev.ts_ms)
+                watch.queue.put(ev)
             i = max(i, due)
+            now = events[max(i - 1, 0)].ts_ms if events else stamp.t
+            watch.drain(clock=lambda now=now: now)
+            found = watch.diagnoses(now)
             console.file = io.StringIO()
             console.print(
-                render_group(state, state.updated_ms, width=width, height=height, memo=memo)
+                render_group(
+                    watch.state, now, width=width, height=height, diagnoses=found, memo=memo
+                )
             )
             frames += 1
             worst = max(worst, time.perf_counter() - f0)
@@ -270,14 +300,13 @@ def bench_watch(
             # folding included; what `fps` frames a second cost when the CPU is there
             "cpu_ms_per_frame": round(1000 * cpu / frames, 1),
             "cpu_pct_at_target_fps": round(100 * cpu / frames * fps, 1),
-        }, state
+        }
 
-    def steady(gen: int) -> list[Event]:
+    def steady(gen: int, span_s: float) -> list[Event]:
         out: list[Event] = []
-        rounds = max(1, int(seconds / records_s))
-        for r in range(rounds):
+        for r in range(max(1, int(span_s / records_s))):
             for i in range(members):
-                if r % max(1, round(per_round)) == i % max(1, round(per_round)):
+                if r % per_round == i % per_round:
                     out.append(stamp("HeartbeatSucceeded", i, gen, rtt_ms=1.0, throttle_time_ms=0))
                 p = _assignment(members, partitions, i)[TOPIC][0]
                 batch = {"topic": TOPIC, "partition": p, "first": r, "last": r, "count": 1}
@@ -292,14 +321,16 @@ def bench_watch(
                         total=r + 1,
                     )
                 )
-        return out
+        return spread(out, span_s)
 
-    gen = state.generation
+    settle_s = SETTLING_MS / 1000
+    stamp.t += SETTLING_MS + 1000  # the setup's last rebalance is past settling
     out: dict[str, Any] = {"members": members, "partitions": partitions, "fps_target": fps}
     out["size"] = f"{width}x{height}"
-    out["steady"], _ = phase(steady(gen), seconds, gen)
-    out["rebalance"], _ = phase(
-        rebalance_events(stamp, members, partitions, gen + 1), rebalance_s, gen + 1
+    out["steady"] = phase(steady(3, seconds), seconds)
+    out["rebalance"] = phase(
+        spread(rebalance_events(stamp, members, partitions, 4), rebalance_s), rebalance_s
     )
-    out["after"], _ = phase(steady(gen + 1), seconds, gen + 1)
+    out["settling"] = phase(steady(4, settle_s), settle_s)
+    out["after"] = phase(steady(4, seconds), seconds)
     return out

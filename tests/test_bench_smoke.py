@@ -42,7 +42,7 @@ def test_bench_smoke_produces_sane_numbers(bootstrap: str, tmp_path: Path) -> No
     # events all folded.
     watch = res["watch"]
     assert watch["members"] == 20 and watch["rebalance"]["events"] == 20 * 9
-    for phase in ("steady", "rebalance", "after"):
+    for phase in ("steady", "rebalance", "settling", "after"):
         assert watch[phase]["frames"] >= 1 and watch[phase]["cpu_ms_per_frame"] > 0
     # Latency: both kinds rebalanced 1 -> 2 members, within a bounded time.
     rows = {r["kind"]: r for r in res["latency"]}

@@ -888,14 +888,6 @@ def _dedupe(items: tuple[Trigger, ...], chosen: Trigger) -> tuple[Trigger, ...]:
 # -- critical path ----------------------------------------------------------------------
 
 
-def _last_join_sent(events: Sequence[Event], member: str, start: int, sync: int) -> Event | None:
-    found = None
-    for e in events:
-        if e.member == member and e.type == "JoinGroupSent" and start - 1 <= e.ts_ms <= sync:
-            found = e
-    return found
-
-
 def _waits(
     events: Sequence[Event],
     rec: GenerationRecord,
@@ -924,9 +916,15 @@ def _join_waits(
     """The join phase held for a dead member (until its session timed out), or for the
     last live member to send its JoinGroup."""
     start, sync = rec.start_ms, rec.sync_ms or rec.start_ms
+    # Each member's last JoinGroupSent in the window, in one pass over the events (a pass
+    # per member made a generation of N members cost N × events).
+    last_sent: dict[str, Event] = {}
+    for e in events:
+        if e.type == "JoinGroupSent" and start - 1 <= e.ts_ms <= sync:
+            last_sent[e.member] = e
     sent_at = {}
     for k in rec.members:
-        sent = _last_join_sent(events, k, start, sync) if k in members else None
+        sent = last_sent.get(k) if k in members else None
         if sent is not None:
             sent_at[k] = sent.ts_ms
     last_live = max(sent_at.values(), default=start)
@@ -1156,13 +1154,15 @@ def _lag_at(events: Sequence[Event], t: int, after: bool) -> dict[TopicPartition
 
 
 def _lag_growth(
-    events: Sequence[Event], state: GroupState, member: str, t0: int, t1: int
+    observed: Sequence[Event], owned: Sequence[TopicPartition], t0: int, t1: int
 ) -> int | None:
-    """How much the lag on the partitions `member` owned before the rebalance grew while
-    it had none (the broker's descriptions just before and just after), when known."""
-    owned = [tp for tp, who in state.owners(t0 - 1).items() if member in who]
-    before, after = _lag_at(events, t0, after=False), _lag_at(events, t1, after=True)
-    if not owned or before is None or after is None:
+    """How much the lag on the partitions `owned` before the rebalance grew while their
+    member had none (the broker's descriptions just before and just after, from the
+    `observed` GroupObserved events that carry a lag), when known."""
+    if not owned:
+        return None
+    before, after = _lag_at(observed, t0, after=False), _lag_at(observed, t1, after=True)
+    if before is None or after is None:
         return None
     if any(tp not in before or tp not in after for tp in owned):
         return None
@@ -1172,16 +1172,25 @@ def _lag_growth(
 def _costs(
     events: Sequence[Event], state: GroupState, rec: GenerationRecord, now_ms: int
 ) -> tuple[Cost, ...]:
+    # Indexed once for all members (per member, each was a pass over every event or
+    # partition: a generation of N members cost N × events).
     consumed: dict[str, list[Event]] = {}
+    observed: list[Event] = []
     for e in events:
         if e.type == "RecordsConsumed":
             consumed.setdefault(e.member, []).append(e)
+        elif e.type == "GroupObserved" and isinstance(e.data.get("lag"), Mapping):
+            observed.append(e)
     out = []
     t0, _t1 = rec.rebalance_window(now_ms)
+    owned_before: dict[str, list[TopicPartition]] = {}
+    for tp, who in owners_at(state, t0 - 1).items():
+        for k in who:
+            owned_before.setdefault(k, []).append(tp)
     for key, ms in sorted(rebalance_unassigned(state, rec, now_ms).items()):
         # Named as the views name it (an untraced member by its client id).
         member = state.members[key].name if key in state.members else key
-        grown = _lag_growth(events, state, key, t0, t0 + ms)
+        grown = _lag_growth(observed, owned_before.get(key, ()), t0, t0 + ms)
         if grown is not None:
             out.append(Cost(member, ms, grown, MEASURED_LAG))
             continue

@@ -254,13 +254,22 @@ class Watch:
                 self._routine.popleft()
         else:
             self._steps.append(ev)
-        self._fresh = True
+            # Routine events alone do not call for a new diagnosis: they are most of a
+            # steady group's stream (at 1,000 members, a diagnosis every frame cost
+            # seconds); the once-a-second refresh while a rebalance runs or has just
+            # ended takes them in.
+            self._fresh = True
 
     def diagnoses(self, now_ms: int) -> dict[int, Diagnosis]:
         """Each generation's diagnosis, made again when events came (or a second passed);
         one whose events have begun to leave what is kept keeps what was said while
         they were all there."""
-        if not self._fresh and now_ms - self._diagnosed_at < 1000:
+        due = now_ms - self._diagnosed_at >= 1000
+        if not (self._fresh or (due and self._settling(now_ms))):
+            return dict(self._diagnosed)
+        if not due and self._settling(now_ms):
+            # While a rebalance runs its step events come at every frame: at most once a
+            # second then (each is a pass over every member and partition).
             return dict(self._diagnosed)
         # The newest generations only (and the one before, for what came before them),
         # from what happened since shortly before they began: the cost stays bounded on a
@@ -282,6 +291,17 @@ class Watch:
         self._diagnosed = keep_diagnoses(self._diagnosed, fresh, max(starts, default=None))
         self._fresh, self._diagnosed_at = False, now_ms
         return dict(self._diagnosed)
+
+    def _settling(self, now_ms: int) -> bool:
+        """A rebalance runs, or the newest ended less than SETTLING_MS ago (the broker's
+        description after it, with the lag, may still come)."""
+        gens = self.state.generations
+        if not gens:
+            return False
+        last = gens[-1]
+        if last.stable_ms is None and last.end_ms is None:
+            return True
+        return now_ms - (last.stable_ms or last.end_ms or 0) < SETTLING_MS
 
     def clock(self) -> int:
         """Now for the views: the recording's own time during a paced replay (its end for
@@ -379,6 +399,7 @@ class Watch:
 DIAGNOSED_GENERATIONS = 8
 DIAGNOSIS_STEPS = 20_000
 DIAGNOSIS_ROUTINE_MS = 120_000
+SETTLING_MS = 10_000
 _ROUTINE_TYPES = frozenset(
     {"RecordsConsumed", "HeartbeatSucceeded", "HeartbeatTraced", "OffsetsCommitted",
      "OffsetCommitTraced", "GroupObserved"}
