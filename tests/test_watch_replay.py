@@ -189,3 +189,39 @@ def test_the_live_view_diagnoses_the_newest_generations_as_the_whole_run_does() 
     assert sorted(shown) == list(range(13, 21))  # the newest 8
     for generation, d in shown.items():
         assert d.trigger == whole[generation].trigger, generation
+
+
+def test_a_steady_groups_heartbeats_and_records_are_not_diagnosed_again() -> None:
+    """At 1,000 members a diagnosis is a large part of a CPU second; heartbeats and records
+    are most of a steady group's stream and do not change it. The live view diagnoses again
+    for a protocol step, and once a second while a rebalance runs or has just ended."""
+    from helpers import mev, two_member_eager_history
+
+    from kgctl.observe.watch import SETTLING_MS
+
+    with Watch(ClientSettings(), "orders-app", observe=False) as watch:
+        history = two_member_eager_history()
+        for e in history:
+            watch.queue.put(e)
+        end = history[-1].ts_ms
+        watch.drain(clock=lambda: end)
+        first = watch.diagnoses(end)
+        made_at = watch._diagnosed_at
+        assert made_at == end and 2 in first
+
+        # Steady, well after the rebalance: heartbeats and records only.
+        later = end + SETTLING_MS + 5000
+        for i in range(40):
+            ts = later + 100 * i
+            watch.queue.put(mev("HeartbeatSucceeded", ts, "m1" if i % 2 else "m2", 2))
+            watch.queue.put(mev("RecordsConsumed", ts, "m1", 2, count=1, batches=[]))
+            watch.drain(clock=lambda ts=ts: ts)
+            assert watch.diagnoses(ts) == first
+        assert watch._diagnosed_at == made_at  # not made again
+
+        # A protocol step is.
+        step = later + 5000
+        watch.queue.put(mev("RejoinRequested", step, "m1", 2, reason="explicit_request"))
+        watch.drain(clock=lambda: step)
+        watch.diagnoses(step)
+        assert watch._diagnosed_at == step
