@@ -82,7 +82,7 @@ PLANS: dict[str, dict[str, Any]] = {
         # the live watch on a synthetic stream: members, partitions, seconds per phase
         "watch": (1000, 10000, 20.0),
         "trace": [(30.0, 0), (30.0, 500)],
-        "density_steps": [500, 1000, 1500, 2000],
+        "density_steps": [1000, 2000, 3000],
         "density_hold_s": 300.0,
         "density_cfg": None,
         "density_per_process": 50,
