@@ -48,6 +48,31 @@ def broker_ratio_table(rows: list[dict[str, Any]], key: str = "last_rebalance_ms
     return "\n".join(out)
 
 
+def density_table(res: dict[str, Any]) -> str:
+    out = [
+        "| members | processes | ok | ramp s, then complete after s | held s | rebalances "
+        "during hold | dead | PSS per member | PSS, all | threads per member | CPU per "
+        "member, % of a core | CPU, all members | load average, hold start → end | "
+        "memory available after |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for st in res["steps"]:
+        if "hold_s" not in st:
+            out.append(f"| {st['members']} | - | no | {st.get('ramp_s', '-')} | - | - | - | - "
+                       f"| - | - | - | - | - | {st.get('error', '')} |")  # fmt: skip
+            continue
+        load = " → ".join(str(x) for x in st["loadavg_1m_start_end"])
+        out.append(
+            f"| {st['members']} | {st['processes']} | {'yes' if st['ok'] else 'no'} | "
+            f"{st['ramp_s']}, {st.get('complete_after_ramp_s', '-')} | {st['hold_s']} | "
+            f"{st['rebalances_during_hold']} | {st['dead_members']} | "
+            f"{st['pss_mb_per_member']} MB | {st['pss_gb_all']} GB | "
+            f"{st['threads_per_member']} | {st['cpu_pct_per_member']} | "
+            f"{st['cpu_pct_all_members']} % | {load} | {st['mem_available_gb_end']} GB |"
+        )
+    return "\n".join(out)
+
+
 def main(argv: list[str]) -> int:
     res = json.loads(Path(argv[0]).read_text())
     print("## machine\n")
@@ -66,6 +91,8 @@ def main(argv: list[str]) -> int:
                 f"median {delays[len(delays) // 2]} ms, max {delays[-1]} ms, "
                 f"all: {delays}\n"
             )
+    if "density" in res and "steps" in res["density"]:
+        print("## density\n\n" + density_table(res["density"]) + "\n")
     for key in ("fold", "view", "watch", "trace", "startup", "density"):
         if key in res:
             print(f"## {key}\n\n```\n{json.dumps(res[key], indent=1)}\n```\n")
