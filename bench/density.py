@@ -88,6 +88,16 @@ class Pack:
             return False
 
 
+def _describe(env: Env, group: str) -> tuple[str, int]:
+    """(state, members) of the group, or why it could not be described: at the break
+    point the bench's own admin client may not get an answer either."""
+    try:
+        snap = env.observer.describe(group)
+    except Exception as exc:  # recorded, not raised: the step's result must be kept
+        return f"not described ({type(exc).__name__}: {str(exc)[:120]})", -1
+    return snap.state, len(snap.members)
+
+
 def _complete(
     env: Env, group: str, n: int, topic: str, partitions: int, timeout_s: float
 ) -> int | None:
@@ -116,14 +126,14 @@ def _hold(
     stats = [proc_status(pid) for pid in pids]
     dead = sum(p.count for p in packs if p.proc.poll() is not None)
     rebalances = [e for e in env.log.events(group, log_offset) if e.what == "prepare"]
-    snap = env.observer.describe(group)
+    state, described = _describe(env, group)
     pss = statistics.median(pss_samples) if pss_samples else 0
     return {
         "hold_s": round(wall, 1),
         "rebalances_during_hold": len(rebalances),
         "dead_members": dead,
-        "state_after_hold": snap.state,
-        "members_after_hold": len(snap.members),
+        "state_after_hold": state,
+        "members_after_hold": described,
         "processes": len(packs),
         "pss_mb_per_member": round(pss / 1024 / n, 2),
         "pss_gb_all": round(pss / 1024 / 1024, 2),
@@ -135,7 +145,7 @@ def _hold(
         "cpu_pct_all_members": round(100 * sum(cpu) / wall, 1),
         "loadavg_1m_start_end": [load0, loadavg()],
         "mem_available_gb_end": round(mem_available_kb() / 1024 / 1024, 1),
-        "ok": not rebalances and not dead and snap.state == "Stable" and len(snap.members) == n,
+        "ok": not rebalances and not dead and state == "Stable" and described == n,
     }
 
 
@@ -240,10 +250,10 @@ def run_density(
             if "error" not in step:
                 t_done = _complete(env, group, n, topic, partitions, complete_timeout_s)
                 if t_done is None:
-                    snap = env.observer.describe(group)
+                    state, described = _describe(env, group)
                     step["error"] = (
-                        f"not complete within {complete_timeout_s:.0f} s: state {snap.state}, "
-                        f"{len(snap.members)} members"
+                        f"not complete within {complete_timeout_s:.0f} s: state {state}, "
+                        f"{described} members"
                     )
                 else:
                     step["complete_after_ramp_s"] = round(
