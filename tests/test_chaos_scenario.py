@@ -152,6 +152,11 @@ def test_a_fleet_that_does_not_fetch_is_said_and_cannot_produce() -> None:
             GOOD.replace("  topics:", "  fetch: false\n  produce_rate: 5\n  topics:"), "x.yaml"
         )
     assert "x.yaml:6" in str(err.value) and "fleet.fetch" in str(err.value)
+    with pytest.raises(ScenarioError) as err:
+        parse_scenario(
+            GOOD.replace("  topics:", "  fetch: false\n  protocol: consumer\n  topics:"), "y.yaml"
+        )
+    assert "kgctl members of the classic protocol" in str(err.value)
 
 
 def test_members_of_a_fleet_that_does_not_fetch_are_started_with_no_fetch(
