@@ -486,6 +486,11 @@ class TracedCoordinator(ConsumerCoordinator):
         while self.need_rejoin():
             if self._kg_closing:
                 return False
+            if self._kg_fatal is not None:
+                # A fencing answered on the I/O thread after this poll checked (poll's
+                # first step) also reset the generation, which asks for a join: Java's
+                # next step throws the heartbeat thread's failure instead of joining.
+                raise self._kg_fatal
             if not await self.ensure_coordinator_ready_async(timeout_ms=timer.timeout_ms):
                 return False
             # Departure (c): a join that finished while the caller was outside poll() is
