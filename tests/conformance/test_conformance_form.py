@@ -112,6 +112,35 @@ def test_a_callback_stamped_in_the_same_millisecond_as_the_join_goes_before_it()
     ]
 
 
+def test_a_revoke_stamped_while_its_join_group_is_in_flight_goes_before_it() -> None:
+    # CI: kgctl's prepare revoke stamped 2-10 ms after the proxy read the JoinGroup, before
+    # its (reset) answer; no client revokes with a JoinGroup in flight.
+    requests = stable_then(req("JoinGroup", 1000, "UNKNOWN_MEMBER_ID", member_id=M1, took=12))
+    calls = [Callback(1008, "revoked", "[0]")]
+    assert normalise(requests, calls, [], since_ms=900).steps == [
+        "revoked [0]",
+        "JoinGroup(member=current) -> UNKNOWN_MEMBER_ID",
+    ]
+    # Stamped after the answer, it stays after it.
+    late = [Callback(1013, "revoked", "[0]")]
+    steps = normalise(requests, late, [], since_ms=900).steps
+    assert steps[0] == "JoinGroup(member=current) -> UNKNOWN_MEMBER_ID", steps
+
+
+def test_a_refused_heartbeat_of_the_generation_being_left_is_not_a_step() -> None:
+    requests = stable_then(
+        req("Heartbeat", 1000, "REBALANCE_IN_PROGRESS", generation=1),
+        joined(1010, gen=2),
+        req("Heartbeat", 1012, "REBALANCE_IN_PROGRESS", generation=1),  # in flight across it
+        req("SyncGroup", 1020, generation=2),
+    )
+    assert normalise(requests, [], [], since_ms=900).steps == [
+        "Heartbeat(gen=current) -> REBALANCE_IN_PROGRESS",
+        "JoinGroup(member=current) -> NONE",
+        "SyncGroup(gen=current) -> NONE",
+    ]
+
+
 def test_owned_partitions_show_only_when_claimed_and_a_dropped_answer_says_so() -> None:
     requests = stable_then(
         req("JoinGroup", 1000, member_id=M1, owned=("1", "0"), dropped=True),
