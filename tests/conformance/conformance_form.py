@@ -357,7 +357,7 @@ def _ran_before(cb: Any, r: Any) -> bool:
     if cb.kind == "revoked" and r.api == "JoinGroup" and r.sent_ms <= at <= r.answered_ms:
         # Neither client revokes while its JoinGroup is in flight (Java revokes in
         # onJoinPrepare and onLeavePrepare only): a revoke stamped then is that
-        # JoinGroup's prepare, stamped late on a loaded machine (seen in CI: 2-10 ms).
+        # JoinGroup's prepare, stamped late on a loaded machine (seen in CI: over 2 ms).
         return True
     if r.api not in ("JoinGroup", "LeaveGroup") or at - r.sent_ms > LISTENER_SLACK_MS:
         return False
