@@ -38,7 +38,6 @@ from kgctl.adapters.consumer_group import (
     topic_partitions,
 )
 from kgctl.errors import MemberFailedError, NotFoundError
-from kgctl.member.control import Command
 from kgctl.member.membership import (
     Answer,
     Heartbeat,
@@ -687,44 +686,19 @@ class ConsumerProtocolMember(Member):
             self._commit_owned()
 
     # -- control ---------------------------------------------------------------------
-    def _apply(self, command: Command) -> None:
-        info: dict[str, Any] = {"op": command.op, "source": command.source, "args": command.raw}
-        if command.error:
-            self.emit("ControlReceived", **info, applied=False, error=command.error)
-            return
-        applied, error = True, None
-        try:
-            if command.op == "subscribe":
-                problem = re2j_problem(command.pattern) if command.pattern else None
-                if problem is not None:
-                    raise ValueError(problem)
-                self._subscribe(list(command.topics), command.pattern)
-            elif command.op == "pause":
-                self.paused = True
-                self._consumer.pause(*self._consumer.assignment())
-            elif command.op == "resume":
-                self.paused = False
-                self._consumer.resume(*self._consumer.paused())
-            elif command.op == "processing_ms":
-                self.processing_ms = float(command.value or 0)
-            elif command.op == "commit":
-                self.emit("ControlReceived", **info, applied=True)
-                self._commit_owned()
-                return
-            elif command.op == "leave":
-                self.request_stop("control_leave")
-            elif command.op == "rejoin":
-                # The consumer protocol has no "rejoin": the closest is Java's
-                # unsubscribe + subscribe, a leave (epoch -1) and a join with epoch 0.
-                raise ValueError(
-                    "rejoin is a classic-protocol request; a consumer-protocol member "
-                    "rejoins only when fenced or after leaving (use leave, then start it again)"
-                )
-        except (ValueError, TypeError) as exc:
-            applied, error = False, str(exc)
-        except Exception as exc:
-            applied, error = False, f"{clients.error_name(exc)}: {exc}"
-        self.emit("ControlReceived", **info, applied=applied, **({"error": error} if error else {}))
+    def _change_subscription(self, topics: list[str], pattern: str | None) -> None:
+        problem = re2j_problem(pattern) if pattern else None
+        if problem is not None:
+            raise ValueError(problem)
+        self._subscribe(topics, pattern)
+
+    def _rejoin(self) -> None:
+        # The consumer protocol has no "rejoin": the closest is Java's
+        # unsubscribe + subscribe, a leave (epoch -1) and a join with epoch 0.
+        raise ValueError(
+            "rejoin is a classic-protocol request; a consumer-protocol member "
+            "rejoins only when fenced or after leaving (use leave, then start it again)"
+        )
 
     # -- closing -----------------------------------------------------------------------
     def _close(self, leave: bool) -> None:

@@ -446,9 +446,7 @@ class Member:
         applied, error = True, None
         try:
             if command.op == "subscribe":
-                adapter.subscribe(
-                    self._consumer, self.emitter.emit, list(command.topics), command.pattern
-                )
+                self._change_subscription(list(command.topics), command.pattern)
             elif command.op == "pause":
                 self.paused = True
                 self._consumer.pause(*self._consumer.assignment())
@@ -466,12 +464,20 @@ class Member:
             elif command.op == "leave":
                 self.request_stop("control_leave")
             elif command.op == "rejoin":
-                self._coordinator.request_rejoin("explicit_request")
+                self._rejoin()
         except (ValueError, TypeError) as exc:
             applied, error = False, str(exc)
         except Exception as exc:
             applied, error = False, f"{clients.error_name(exc)}: {exc}"
         self.emit("ControlReceived", **info, applied=applied, **({"error": error} if error else {}))
+
+    # The two control requests whose meaning depends on the group protocol; a
+    # consumer-protocol member overrides them, the rest of `_apply` serves both.
+    def _change_subscription(self, topics: list[str], pattern: str | None) -> None:
+        adapter.subscribe(self._consumer, self.emitter.emit, topics, pattern)
+
+    def _rejoin(self) -> None:
+        self._coordinator.request_rejoin("explicit_request")
 
     def _close(self, leave: bool) -> None:
         consumer = self._consumer
