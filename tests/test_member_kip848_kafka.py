@@ -533,6 +533,14 @@ def test_a_live_switch_from_topic_names_to_a_regex_replaces_the_subscription(
     wait_for("only the regex's topic", lambda: owns(a) == all_of(second, 2), timeout=60)
     sent = [e["data"]["sent"] for e in a.of("GroupHeartbeatAnswered") if e["data"]["sent"]["regex"]]
     assert sent and sent[0]["subscription"] == []
+    # The classic `rejoin` request has no meaning here: refused, said why, member goes on.
+    a.send({"op": "rejoin"})
+    wait_for(
+        "the refusal", lambda: [e for e in a.of("ControlReceived") if e["data"]["op"] == "rejoin"]
+    )
+    refused = [e["data"] for e in a.of("ControlReceived") if e["data"]["op"] == "rejoin"][-1]
+    assert refused["applied"] is False and "classic-protocol request" in refused["error"]
+    assert a.proc.poll() is None and owns(a) == all_of(second, 2)
 
 
 @pytest.mark.parametrize(
