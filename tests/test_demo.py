@@ -28,7 +28,10 @@ def test_demo_starts_its_own_kafka_runs_the_tour_reports_and_cleans_up(
     assert "\x1b[" not in done.stdout
     words = " ".join(done.stdout.split())  # the tables wrap at the pipe's 80 columns
     assert "verdict: passed" in words
-    assert "invariants: all 11 checks passed" in words
+    assert (
+        "invariants: all 11 checks passed (exclusive-ownership, complete-ownership ×5, "
+        "single-generation ×5)" in words
+    )
     # It says where the recording and the report are, and they are there.
     (recording,) = out.glob("tour-*.jsonl")
     (html,) = out.glob("tour-*.html")

@@ -234,3 +234,19 @@ def test_html_renders_in_headless_chromium(chromium: str, tmp_path: Path) -> Non
     assert html.count('<g class="member-row"') == 2
     assert 'id="invariants"' in html and "All 9 checks passed." in html
     assert html.count("<tr class=") == 88 + 9  # every event, every invariant check
+
+
+def test_a_rebalance_overtaken_by_the_next_reads_superseded_not_unstable() -> None:
+    """In the recorded chaos member-kill run, generation 1 never settled: m2 joined and
+    generation 2 began first. The run went on, so "not stable" (as if the recording ended
+    mid-rebalance) would be untrue."""
+    path = DATA / "chaos_member_kill.jsonl"
+    report = load_report(path)
+    first = report.rebalances[0]
+    assert first.duration_ms is None and len(report.rebalances) > 1
+    text = runner.invoke(app, ["report", str(path)], env={"COLUMNS": "200"})
+    assert text.exit_code == 0, text.output
+    row = next(line for line in text.output.splitlines() if line.split()[:2] == ["1", "1"])
+    assert "superseded" in row and "not stable" not in row
+    assert "the next rebalance began before it was stable" in text.output
+    assert "superseded" in render_html(report)

@@ -51,7 +51,8 @@ def render_diagnosis(d: Diagnosis, superseded: bool = False) -> RenderableType:
         )
         lines.append(_line("cost", cost))
     if d.revoked or d.moved:
-        lines.append(_line("moved", f"{d.moved} partitions moved, {d.revoked} revoked"))
+        partitions = "partition" if d.moved == 1 else "partitions"
+        lines.append(_line("moved", f"{d.moved} {partitions} moved, {d.revoked} revoked"))
     for a in d.advice:
         shown = f"{a.setting}={a.value}" if a.value else a.setting
         lines.append(_line("advice", f"{shown}: {a.text}", "cyan"))

@@ -14,7 +14,7 @@ from typing import Any
 from kgctl.model.events import Event
 from kgctl.render.group_view import describe_event, fmt_clock, fmt_ms
 from kgctl.render.member_lines import describe
-from kgctl.render.report_text import cause_text, errors_text, is_guess, unassigned_text
+from kgctl.render.report_text import cause_text, errors_text, is_guess, took_text, unassigned_text
 from kgctl.report import MemberTimeline, Rebalance, Report
 
 PHASE_COLOUR = {
@@ -91,7 +91,7 @@ def _rebalances(r: Report) -> str:
         gen = f"{'+' if rb.inferred else ''}{rb.generation}"
         if rb.previous_generation is not None:
             gen = f"{rb.previous_generation} → {gen}"
-        took = fmt_ms(rb.duration_ms) if rb.duration_ms is not None else "not stable"
+        took = took_text(rb, r)
         moved = ", ".join(
             f"{m.topic}-{m.partition} {'/'.join(m.before) or '∅'}→{'/'.join(m.after)}"
             for m in rb.moves

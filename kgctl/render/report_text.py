@@ -32,6 +32,18 @@ def is_guess(r: Rebalance) -> bool:
     return r.cause_guess
 
 
+def _superseded(r: Rebalance, report: Report) -> bool:
+    return r.duration_ms is None and r is not report.rebalances[-1]
+
+
+def took_text(r: Rebalance, report: Report) -> str:
+    """How long the rebalance took; one that never settled says whether a newer one
+    began first (the run went on) or the recording ended first."""
+    if r.duration_ms is not None:
+        return fmt_ms(r.duration_ms)
+    return "superseded" if _superseded(r, report) else "not stable"
+
+
 def unassigned_text(r: Rebalance) -> str:
     return ", ".join(f"{m} {fmt_ms(ms)}" for m, ms in sorted(r.unassigned_ms.items())) or "-"
 
@@ -74,7 +86,7 @@ def render_report(report: Report) -> RenderableType:
         gen = f"{'+' if r.inferred else ''}{r.generation}"
         if r.previous_generation is not None:
             gen = f"{r.previous_generation}→{gen}"
-        took = fmt_ms(r.duration_ms) if r.duration_ms is not None else "not stable"
+        took = took_text(r, report)
         table.add_row(
             str(r.index),
             gen,
@@ -91,7 +103,7 @@ def render_report(report: Report) -> RenderableType:
     for r in report.rebalances:
         if r.diagnosis is not None:
             why.append(Text(f"#{r.index}", style="dim"))
-            why.append(render_diagnosis(r.diagnosis))
+            why.append(render_diagnosis(r.diagnosis, superseded=_superseded(r, report)))
         elif r.evidence:
             why.append(Text(f"#{r.index} {r.evidence}", style="dim"))
     causes = Group(*why) if report.rebalances else Text("")
@@ -101,8 +113,17 @@ def render_report(report: Report) -> RenderableType:
             Text(f"  {v.rule}: {v.message}", style="red") for v in report.violations
         ]
     else:
-        checked = len(report.checks)
-        lines = [Text(f"invariants: all {checked} checks passed", style="green")]
+        lines = [Text(f"invariants: {_checks_passed(report)}", style="green")]
     if report.skipped:
         lines.append(Text(f"skipped {len(report.skipped)} line(s) that were not events", "dim"))
     return Group(head, table, causes, *lines)
+
+
+def _checks_passed(report: Report) -> str:
+    """Say which rules were checked how often: the bare count read as a number of rules
+    next to chaos's own verdict, which names other rules."""
+    per_rule: dict[str, int] = {}
+    for c in report.checks:
+        per_rule[c.rule] = per_rule.get(c.rule, 0) + 1
+    said = ", ".join(f"{rule} ×{n}" if n > 1 else rule for rule, n in per_rule.items())
+    return f"all {len(report.checks)} checks passed ({said})" if said else "no check ran"
