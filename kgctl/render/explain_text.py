@@ -95,6 +95,7 @@ def _missed(c: Cost) -> str:
     """The records a member did not consume meanwhile, and how that is known."""
     if not c.records_missed:
         return ""
+    records = "record" if c.records_missed == 1 else "records"
     if c.records_basis == MEASURED_LAG:
-        return f" (its partitions' lag grew by {c.records_missed} records, measured)"
-    return f" (~{c.records_missed} records not consumed, estimated from its rate before)"
+        return f" (its partitions' lag grew by {c.records_missed} {records}, measured)"
+    return f" (~{c.records_missed} {records} not consumed, estimated from its rate before)"
