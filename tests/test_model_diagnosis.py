@@ -560,3 +560,22 @@ def test_the_java_clients_rejoin_reasons_name_their_causes(reason: str, cause: s
     d = diagnose(state, events + traced, events[-1].ts_ms)[2]
     named = {t.who: t.cause for t in (d.trigger, *d.also)}
     assert named.get("java-app") == cause
+
+
+def test_a_mixed_group_that_lost_its_last_consumer_protocol_member_is_classic_again() -> None:
+    """Recorded: `kgctl chaos run member-kill --group-protocol mixed` (m2 on the consumer
+    protocol, m1 and m3 classic eager range). SIGKILL m2: once its session expired the
+    broker converted the group back to classic and m3, its classic leader, assigned
+    generation 5, moving partitions between the survivors. Said, with its evidence; and
+    m2's session timeout is the group's (never sent by a KIP-848 member), not "None"."""
+    gens = diagnosed("chaos_mixed_member_kill.jsonl")
+    g5 = gens[5]
+    assert (g5.trigger.who, g5.trigger.cause) == ("m2", "timed_out")
+    [note] = [n for n in g5.notes if "classic protocol" in n]
+    assert "m2 was its last member with group.protocol=consumer" in note
+    assert "m3 computed this generation's assignment" in note and "(range)" in note
+    [detect] = g5.waits
+    assert "consumer.session.timeout.ms" in detect.detail and "None" not in detect.detail
+    assert any("consumer.session.timeout.ms" in a.text for a in g5.advice)
+    # Before, the broker assigned (no classic leader): no protocol change to tell.
+    assert not [n for d in (gens[2], gens[4]) for n in d.notes if "protocol:" in n]

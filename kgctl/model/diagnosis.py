@@ -16,7 +16,7 @@ sending anything and is missing from the next generation). docs/explain.md.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -290,6 +290,7 @@ class _Member:
     max_poll_ms: int | None = None
     instance_id: str | None = None
     protocol: str = ""  # eager | cooperative, from JoinPrepared
+    group_protocol: str = "classic"  # classic | consumer (KIP-848), from MemberStarted
     subscription: tuple[str, ...] = ()
 
 
@@ -315,6 +316,7 @@ def _members(events: Sequence[Event]) -> dict[str, _Member]:
             m.heartbeat_default = set_hb is None
             m.max_poll_ms = _opt_int(cfg.get("max_poll_interval_ms")) or m.max_poll_ms
             m.instance_id = cfg.get("instance_id") or m.instance_id
+            m.group_protocol = str(cfg.get("group_protocol") or m.group_protocol)
             topics = cfg.get("topics")
             if isinstance(topics, list):
                 m.subscription = tuple(sorted(str(t) for t in topics))
@@ -1013,6 +1015,89 @@ def _logged_waits(
     return out
 
 
+def _session_setting(m: _Member) -> str:
+    """The session timeout that removed `m`, as far as it is known."""
+    if m.session_ms:
+        return f"session.timeout.ms={m.session_ms}"
+    if m.group_protocol == "consumer":
+        # KIP-848: the member sends no session timeout; the group's own config sets it.
+        return "the group's consumer.session.timeout.ms, set on the broker, not traced"
+    return "session.timeout.ms, not traced or stored"
+
+
+def _assigned_late(
+    events: Sequence[Event], prev: GenerationRecord | None, members: Mapping[str, _Member]
+) -> list[str]:
+    """Classic members that first joined `prev` with nothing assigned, in a group where a
+    member speaks KIP-848: the broker answers their JoinGroup at once and assigns them at
+    its next target assignment, which is a new generation nobody else asked for."""
+    if prev is None or not any(
+        k in members and members[k].group_protocol == "consumer" for k in prev.members
+    ):
+        return []
+    first = {
+        e.member
+        for e in events
+        if e.type == "RejoinRequested" and e.data.get("reason") == "first_join" and e.member
+    }
+    return sorted(
+        {
+            e.member
+            for e in events
+            if e.type == "JoinCompleted"
+            and e.generation == prev.generation
+            and e.member in first
+            and not e.data.get("assignment")
+        }
+    )
+
+
+def _protocol_change(
+    events: Sequence[Event],
+    rec: GenerationRecord,
+    prev: GenerationRecord | None,
+    members: Mapping[str, _Member],
+) -> list[str]:
+    """A mixed group that changed protocol between two generations, from the members'
+    own words: who speaks KIP-848 (MemberStarted) and whether a classic leader computed
+    the assignment (AssignmentComputed: only a classic group has one)."""
+    if prev is None:
+        return []
+
+    def speaks_consumer(keys: Iterable[str]) -> list[str]:
+        return sorted(k for k in keys if members.get(k) and members[k].group_protocol == "consumer")
+
+    def leader_of(generation: int) -> Event | None:
+        return next(
+            (
+                e
+                for e in events
+                if e.type == "AssignmentComputed" and e.generation == generation and e.member
+            ),
+            None,
+        )
+
+    before, after = speaks_consumer(prev.members), speaks_consumer(rec.members)
+    leader = leader_of(rec.generation)
+    if before and not after and leader is not None and leader_of(prev.generation) is None:
+        return [
+            f"the group went back to the classic protocol: {', '.join(before)} "
+            f"{'was its last member' if len(before) == 1 else 'were its last members'} "
+            "with group.protocol=consumer, and with none left the broker converts the group "
+            "to classic (group.consumer.migration.policy); "
+            f"{leader.member} computed this generation's assignment as its classic leader "
+            f"({leader.data.get('assignor', '?')}), where the broker assigned before"
+        ]
+    joined = [k for k in after if k not in prev.members]
+    if joined and not before and leader_of(prev.generation) is not None:
+        return [
+            f"the group became a consumer-protocol group: {', '.join(joined)} joined with "
+            "group.protocol=consumer, so the broker converted it (group.consumer.migration."
+            "policy) and now assigns every member's partitions, classic members' included"
+        ]
+    return []
+
+
 def _detect_wait(
     events: Sequence[Event], start: int, members: Mapping[str, _Member], trigger: Trigger
 ) -> list[Wait]:
@@ -1033,8 +1118,8 @@ def _detect_wait(
             start - last,
             WAIT_DEAD,
             f"{said}no heartbeat since {_clock(last)}: the rebalance began only when its "
-            f"session timed out (session.timeout.ms={session}); its partitions were not "
-            "consumed meanwhile",
+            f"session timed out ({_session_setting(members[trigger.who])}); its partitions "
+            "were not consumed meanwhile",
             EXACT if chaos is not None else INFERRED,
             session,
             members[trigger.who].session_from,
@@ -1288,6 +1373,13 @@ def _advise_dead(
 ) -> list[Advice]:
     session = w.session_timeout_ms
     if not session:
+        dead = members.get(w.member)
+        lower = (
+            "a lower consumer.session.timeout.ms (the group's config on the broker; the "
+            "member sends none with group.protocol=consumer)"
+            if dead is not None and dead.group_protocol == "consumer"
+            else "a lower session.timeout.ms"
+        )
         return [
             Advice(
                 "dead-member-held-join",
@@ -1295,8 +1387,8 @@ def _advise_dead(
                 "LeaveGroup",
                 f"the join waited {w.ms / 1000:.1f}s for {w.member}, dead until its session "
                 "timed out: stopped gracefully (consumer.close()) it would have sent "
-                "LeaveGroup; a lower session.timeout.ms shortens the wait (its value is not "
-                "known: neither traced nor stored)",
+                f"LeaveGroup; {lower} shortens the wait (its value is not known: neither "
+                "traced nor stored)",
             )
         ]
     hb, configured, why = _heartbeat_basis(events, w.member, members)
@@ -1894,6 +1986,73 @@ def _with_advice(d: Diagnosis, a: Advice) -> Diagnosis:
     return replace(d, advice=d.advice + (a,))
 
 
+def _fallback_trigger(
+    events: Sequence[Event],
+    rec: GenerationRecord,
+    prev: GenerationRecord | None,
+    members: Mapping[str, _Member],
+) -> Trigger:
+    """The trigger when no member, wire event or broker log said it: what the broker's
+    records and the generations' shapes allow to infer, else unknown."""
+    if rec.cause:
+        # The observer's attribution compares the broker's descriptions or stored
+        # records: who came and went is a fact there, why the group rebalanced is not.
+        return Trigger(
+            rec.cause,
+            "",
+            "",
+            INFERRED,
+            f"broker's records/snapshots: {rec.evidence or 'the observer attribution'}",
+            rec.start_ms,
+        )
+    elif prev is None and rec.generation == 1 and not rec.inferred:
+        # The broker numbers a classic group's rebalances from 1: its first
+        # generation is made when the first members join the new group.
+        return Trigger(
+            Cause.MEMBER_JOINED.value,
+            ", ".join(sorted(rec.members)),
+            "",
+            INFERRED,
+            "generation 1 (the broker's own id): a new group's first members joined",
+            rec.start_ms,
+        )
+    elif prev is None and not any(e.ts_ms < rec.start_ms for e in events):
+        return Trigger(
+            Cause.UNKNOWN.value,
+            "",
+            "",
+            INFERRED,
+            "already made when the sources begin: what started it was not seen",
+        )
+    elif prev is not None and _same_stored_members(events, prev.generation, rec.generation):
+        # Nobody came or went between two generations the broker numbered: one of the
+        # same members sent a new JoinGroup (a leader's metadata or subscription
+        # change, a rejoin after an error); the records do not say which or why.
+        return Trigger(
+            Cause.REJOIN_REQUESTED.value,
+            "",
+            "",
+            INFERRED,
+            f"generations {prev.generation} and {rec.generation} have the same members: "
+            "one of them rejoined (the broker's records do not say which, or why)",
+            rec.start_ms,
+        )
+    elif late := _assigned_late(events, prev, members):
+        return Trigger(
+            Cause.MEMBER_JOINED.value,
+            ", ".join(late),
+            "first_join",
+            INFERRED,
+            f"{', '.join(late)} joined generation {prev.generation if prev else '?'} "
+            "empty-handed (a classic member of a consumer-protocol group is answered "
+            "before the broker has a target for it); the broker's next target assignment "
+            "is the one that gave them partitions",
+            rec.start_ms,
+        )
+    else:
+        return Trigger(Cause.UNKNOWN.value, "", "", INFERRED, "no source said why")
+
+
 def _diagnose_one(
     state: GroupState,
     events: Sequence[Event],
@@ -1909,51 +2068,7 @@ def _diagnose_one(
     chosen, also = _pick(cands, rec.start_ms)
     notes: list[str] = []
     if chosen is None:
-        if rec.cause:
-            # The observer's attribution compares the broker's descriptions or stored
-            # records: who came and went is a fact there, why the group rebalanced is not.
-            chosen = Trigger(
-                rec.cause,
-                "",
-                "",
-                INFERRED,
-                f"broker's records/snapshots: {rec.evidence or 'the observer attribution'}",
-                rec.start_ms,
-            )
-        elif prev is None and rec.generation == 1 and not rec.inferred:
-            # The broker numbers a classic group's rebalances from 1: its first
-            # generation is made when the first members join the new group.
-            chosen = Trigger(
-                Cause.MEMBER_JOINED.value,
-                ", ".join(sorted(rec.members)),
-                "",
-                INFERRED,
-                "generation 1 (the broker's own id): a new group's first members joined",
-                rec.start_ms,
-            )
-        elif prev is None and not any(e.ts_ms < rec.start_ms for e in events):
-            chosen = Trigger(
-                Cause.UNKNOWN.value,
-                "",
-                "",
-                INFERRED,
-                "already made when the sources begin: what started it was not seen",
-            )
-        elif prev is not None and _same_stored_members(events, prev.generation, rec.generation):
-            # Nobody came or went between two generations the broker numbered: one of the
-            # same members sent a new JoinGroup (a leader's metadata or subscription
-            # change, a rejoin after an error); the records do not say which or why.
-            chosen = Trigger(
-                Cause.REJOIN_REQUESTED.value,
-                "",
-                "",
-                INFERRED,
-                f"generations {prev.generation} and {rec.generation} have the same members: "
-                "one of them rejoined (the broker's records do not say which, or why)",
-                rec.start_ms,
-            )
-        else:
-            chosen = Trigger(Cause.UNKNOWN.value, "", "", INFERRED, "no source said why")
+        chosen = _fallback_trigger(events, rec, prev, members)
     if chosen.confidence == INFERRED:
         notes.append("kgctl infers this trigger: no member, wire event or broker log said it")
     start = rec.start_ms
@@ -1981,6 +2096,7 @@ def _diagnose_one(
             "no member of this generation was traced: what the rebalance waited for is "
             "not known (kgctl join members, --trace-topic or the proxy's wire events show it)"
         )
+    notes += _protocol_change(events, rec, prev, members)
     moved = rebalance_moves(state, rec, now_ms)
     revoked = _revoked(events, rec, prev)
     advice: list[Advice] = []
