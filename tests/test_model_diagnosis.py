@@ -579,3 +579,26 @@ def test_a_mixed_group_that_lost_its_last_consumer_protocol_member_is_classic_ag
     assert any("consumer.session.timeout.ms" in a.text for a in g5.advice)
     # Before, the broker assigned (no classic leader): no protocol change to tell.
     assert not [n for d in (gens[2], gens[4]) for n in d.notes if "protocol:" in n]
+
+
+def test_members_that_report_no_protocol_step_still_name_their_comings_and_goings() -> None:
+    """Recorded: `kgctl chaos run migrate-online` (kgctl k1, k2 and Java j1, j2 rolled
+    classic → consumer → classic). VerifiableConsumer reports its start, its partitions
+    and its stop but no request: its restarts read "unknown" before. Now each rebalance of
+    a Java restart names it, inferred and said so; a stop is dated from its close's
+    revocation (reported ~200 ms later, after the LeaveGroup)."""
+    import gzip
+
+    lines = gzip.decompress((DATA / "chaos_migrate_online.jsonl.gz").read_bytes()).decode()
+    events, _ = parse_lines(lines.splitlines())
+    report = build_report(events)
+    diags = diagnose(report.state, report.events, report.last_ms)
+    said = [(d.trigger.who, d.trigger.cause, d.trigger.confidence) for d in diags]
+    assert "unknown" not in {cause for _, cause, _ in said}, said
+    java = [(who, cause) for who, cause, conf in said if who.startswith("j")]
+    # Each Java member restarted twice (onto consumer, then back onto classic).
+    for who in ("j1", "j2"):
+        assert java.count((who, "member_left")) == 2 and java.count((who, "member_joined")) >= 2
+    assert all(conf == INFERRED for who, _, conf in said if who.startswith("j"))
+    # kgctl's own members still say it themselves.
+    assert all(conf == EXACT for who, _, conf in said if who.startswith("k"))

@@ -502,6 +502,46 @@ def _wire_rejoins(
     return out
 
 
+# A member that reports any of these traces its protocol steps: its own words say why.
+_STEPS = frozenset({"RejoinRequested", "JoinGroupSent", "LeaveGroupSent", "GroupHeartbeatAnswered"})
+
+
+# How long after its close's revocation a member's stop may be reported and still be
+# dated from that revocation (a Java close: revoke, LeaveGroup, then shutdown_complete).
+CLOSE_REPORT_MS = 3_000
+
+
+def _stepless_comings_and_goings(events: Sequence[Event], since: int, until: int) -> list[Trigger]:
+    """Members that report their start, stop and partitions but no protocol step (kgctl
+    chaos's Java members: VerifiableConsumer prints no requests): their start is a join
+    and their clean stop a leave, inferred from the timing since they do not say so."""
+    started = {e.member for e in events if e.type == "MemberStarted" and e.member}
+    stepless = started - {e.member for e in events if e.type in _STEPS}
+    out: list[Trigger] = []
+    revoked_at: dict[str, int] = {}
+    for e in events:
+        if e.member in stepless and e.type == "PartitionsRevoked":
+            revoked_at[e.member] = e.ts_ms
+        if e.member in stepless and e.type == "MemberStopped":
+            # Its close revoked, then left; the stop is reported once the close is done.
+            at = revoked_at.get(e.member, e.ts_ms)
+            e = replace(e, ts_ms=at if e.ts_ms - at <= CLOSE_REPORT_MS else e.ts_ms)
+        if e.member not in stepless or not since < e.ts_ms <= until:
+            continue
+        if e.type == "MemberStarted":
+            evidence = f"{e.member} started then; it reports its partitions, not its requests"
+            out.append(
+                Trigger(Cause.MEMBER_JOINED.value, e.member, "", INFERRED, evidence, e.ts_ms)
+            )
+        elif e.type == "MemberStopped":
+            reason = str(e.data.get("reason", "") or "")
+            evidence = f"{e.member}'s own report: stopped ({reason}), closing its consumer"
+            out.append(
+                Trigger(Cause.MEMBER_LEFT.value, e.member, reason, INFERRED, evidence, e.ts_ms)
+            )
+    return out
+
+
 def _instance_of(e: Event) -> str:
     return str(e.instance_id or e.data.get("instance_id") or "")
 
@@ -617,6 +657,7 @@ def _candidates(
     ]
     out += replaced
     out += _wire_rejoins(events, since, until, prev)
+    out += _stepless_comings_and_goings(events, since, until)
     # A replaced member is silent because it was fenced, not because it died.
     out += [
         t
