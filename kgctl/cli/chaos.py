@@ -68,9 +68,11 @@ def list_command(
             return
         from rich.table import Table
 
-        table = Table(box=None)
-        for col in ("scenario", "steps", "description"):
-            table.add_column(col, overflow="fold")
+        table = Table(box=None, expand=True)
+        # The description is what a reader needs: most of a narrow terminal goes to it.
+        table.add_column("scenario", no_wrap=True)
+        table.add_column("steps", overflow="fold", ratio=1)
+        table.add_column("description", overflow="fold", ratio=3)
         for r in rows:
             table.add_row(r["name"], ", ".join(r["steps"]), r["description"])
         assert env.out is not None
