@@ -43,8 +43,14 @@ _DIRECT = {
 _JAAS = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-# Accepted and checked, with nothing to pass on to kafka-python.
-_CHECKED = ("ssl.truststore.type", "ssl.keystore.type", "ssl.truststore.certificates")
+# Accepted and checked, with nothing to pass on to kafka-python (retry.backoff.max.ms: read
+# by the consumer-protocol member, which does its own retries; kafka-python has no such key).
+_CHECKED = (
+    "ssl.truststore.type",
+    "ssl.keystore.type",
+    "ssl.truststore.certificates",
+    "retry.backoff.max.ms",
+)
 
 
 def parse_properties(text: str, origin: str) -> dict[str, str]:
@@ -231,11 +237,12 @@ def _apply_property(cfg: dict[str, Any], key: str, value: str) -> None:
         cfg["sasl_mechanism"] = value.upper()
     elif key == "ssl.truststore.certificates":
         cfg["ssl_context"] = _inline_trust(value)
-    elif key in _DIRECT:
-        target = _DIRECT[key]
-        if target.endswith("_ms") and not value.isdigit():
+    elif key in _DIRECT or key.endswith(".ms") and key in _CHECKED:
+        if key.endswith(".ms") and not value.isdigit():
             raise UsageError(f"{key}={value[:20]}: expected a whole number of milliseconds")
-        cfg[target] = int(value) if target.endswith("_ms") else value
+        target = _DIRECT.get(key)
+        if target is not None:
+            cfg[target] = int(value) if target.endswith("_ms") else value
     elif key not in ("bootstrap.servers", *_CHECKED):
         raise UsageError(
             f"client setting {key!r} is not supported by kgctl; "

@@ -574,3 +574,18 @@ def test_errors_java_treats_as_fatal_end_the_member_with_one_line(
     # Java's transitionToFatal sends no leave heartbeat.
     assert not a.of("LeaveGroupSent")
     assert "FATAL" in [e["data"]["state"] for e in a.of("MemberStateChanged")]
+
+
+def test_client_rack_reaches_the_broker_with_the_join(
+    bootstrap: str, topic: Any, group: str, members: list[Any]
+) -> None:
+    """--client-rack is Java's client.rack: the join heartbeat carries it and the broker
+    keeps it for the member (ConsumerGroupDescribe's RackId)."""
+    t = topic(2, prefix="kip848m")
+    a = join(bootstrap, group, "kg-rack", t, "--client-rack", "rack-b", procs=members)
+    wait_for("the member to own everything", lambda: owns(a) == all_of(t, 2))
+    sent = [e["data"]["sent"] for e in a.of("GroupHeartbeatAnswered")]
+    assert sent[0]["member_epoch"] == 0 and sent[0]["rack_id"] == "rack-b"
+    assert all(s["rack_id"] is None for s in sent[1:])  # Java sends it with a join only
+    snap = wait_for("the member described", lambda: described(bootstrap, group).members)
+    assert [(m.client_id, m.rack) for m in snap] == [("kg-rack", "rack-b")]

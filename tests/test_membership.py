@@ -6,6 +6,7 @@ from kgctl.member.membership import (
     LEAVE_EPOCH,
     LEAVE_EPOCH_STATIC,
     Answer,
+    Backoff,
     Membership,
     MemberState,
     Subscription,
@@ -136,8 +137,11 @@ def test_a_coordinator_error_finds_the_coordinator_again_and_resends_every_field
     assert not m.heartbeat_due(6031)
     m.next_heartbeat(11030)
     out = m.send_failed(16020)
-    assert out.find_coordinator and out.retry_after_ms == m.retry_backoff_ms
-    assert m.heartbeat_due(16021) and m.next_heartbeat(16021).rebalance_timeout_ms is not None
+    # No answer: Java backs off retry.backoff.ms (+/-20 %) before the next heartbeat.
+    assert out.find_coordinator and 80 <= out.retry_after_ms <= 120
+    assert not m.heartbeat_due(16020 + out.retry_after_ms - 1)
+    due = 16020 + out.retry_after_ms
+    assert m.heartbeat_due(due) and m.next_heartbeat(due).rebalance_timeout_ms is not None
 
 
 def test_leaving_revokes_first_then_sends_epoch_minus_1_or_minus_2_when_static() -> None:
@@ -188,3 +192,104 @@ def test_switching_between_names_and_a_regex_clears_the_other() -> None:
     m.subscribe(Subscription(frozenset({"audit"})))
     hb = m.next_heartbeat(12020)
     assert hb.subscribed_topic_names == ("audit",) and hb.subscribed_topic_regex == ""
+
+
+# -- retries: Java's exponential backoff with jitter ---------------------------------------
+
+
+def test_backoff_doubles_from_retry_backoff_to_its_maximum() -> None:
+    # No jitter drawn (rand at the middle of its range): the bare sequence.
+    middle = Backoff(100, 1000, rand=lambda: 0.5)
+    assert [middle.wait_ms(n) for n in range(7)] == [100, 200, 400, 800, 1000, 1000, 1000]
+    # The jitter spreads each wait by +/-20 % and never passes the maximum.
+    low, high = Backoff(100, 1000, rand=lambda: 0.0), Backoff(100, 1000, rand=lambda: 0.999999)
+    assert [low.wait_ms(n) for n in range(5)] == [80, 160, 320, 640, 800]
+    assert [high.wait_ms(n) for n in range(5)] == [119, 239, 479, 959, 1000]
+    # A maximum at or below the first wait: every wait is the maximum, unjittered.
+    assert [Backoff(500, 200).wait_ms(n) for n in range(3)] == [200, 200, 200]
+
+
+def test_backoff_jitter_is_drawn_per_wait() -> None:
+    draws = iter([0.0, 1.0 - 1e-9, 0.25])
+    b = Backoff(100, 10000, rand=lambda: next(draws))
+    assert [b.wait_ms(0), b.wait_ms(0), b.wait_ms(2)] == [80, 119, 360]
+
+
+def test_a_retriable_error_retries_after_a_growing_backoff_not_an_interval() -> None:
+    m = Membership("mid-1", rand=lambda: 0.5)
+    m.topics_known(NAMES)
+    m.subscribe(Subscription(frozenset({"orders"})))
+    m.next_heartbeat(0)
+    m.on_answer(Answer(member_epoch=3, heartbeat_interval_ms=5000, assignment={}), 10)
+    assert m.state is MemberState.STABLE
+    now, waits = 5010, []
+    for _ in range(6):
+        assert m.heartbeat_due(now)
+        m.next_heartbeat(now)
+        out = m.on_answer(Answer(error="COORDINATOR_LOAD_IN_PROGRESS"), now + 5)
+        assert out.fatal is None and out.state is MemberState.STABLE
+        waits.append(out.retry_after_ms)
+        assert not m.heartbeat_due(now + 5 + out.retry_after_ms - 1)
+        now += 5 + out.retry_after_ms
+    assert waits == [100, 200, 400, 800, 1000, 1000]
+    # A success starts the sequence again, and the interval governs once more.
+    m.next_heartbeat(now)
+    m.on_answer(Answer(member_epoch=3, heartbeat_interval_ms=5000), now + 5)
+    assert not m.heartbeat_due(now + 5 + 4999) and m.heartbeat_due(now + 5 + 5000)
+    m.next_heartbeat(now + 5005)
+    out = m.on_answer(Answer(error="COORDINATOR_LOAD_IN_PROGRESS"), now + 5010)
+    assert out.retry_after_ms == 100
+
+
+def test_a_join_an_acknowledgement_and_a_leave_do_not_wait_for_the_backoff() -> None:
+    # Java's shouldHeartbeatNow: these go as soon as nothing is in flight.
+    m = Membership("mid-1", rand=lambda: 0.5)
+    m.topics_known(NAMES)
+    m.subscribe(Subscription(frozenset({"orders"})))
+    m.next_heartbeat(0)
+    out = m.send_failed(10)
+    assert out.retry_after_ms == 100 and m.state is MemberState.JOINING
+    assert m.heartbeat_due(11)
+    m = joined()
+    m.next_heartbeat(6000)
+    assert m.send_failed(6010).retry_after_ms > 0
+    m.leave()
+    m.revoked_for_leave()
+    assert m.heartbeat_due(6011)
+
+
+def test_fencing_and_coordinator_errors_retry_at_once_and_restart_the_backoff() -> None:
+    for error in ("NOT_COORDINATOR", "FENCED_MEMBER_EPOCH"):
+        m = joined()
+        m.next_heartbeat(6000)
+        m.on_answer(Answer(error="COORDINATOR_LOAD_IN_PROGRESS"), 6010)
+        m.next_heartbeat(6200)
+        out = m.on_answer(Answer(error=error), 6210)
+        assert out.retry_after_ms == 0
+        m.lost_handled()
+        assert m.heartbeat_due(6211)
+        m.next_heartbeat(6211)
+        assert m.on_answer(Answer(error="COORDINATOR_LOAD_IN_PROGRESS"), 6220).retry_after_ms in (
+            range(80, 121)
+        )
+
+
+# -- the rack (client.rack) -----------------------------------------------------------------
+
+
+def test_the_rack_goes_with_every_join_and_with_nothing_else() -> None:
+    m = Membership("mid-1", rack_id="eu-west-1a")
+    m.topics_known(NAMES)
+    m.subscribe(Subscription(frozenset({"orders"})))
+    assert m.next_heartbeat(0).rack_id == "eu-west-1a"
+    m.on_answer(Answer(member_epoch=1, heartbeat_interval_ms=3000, assignment={}), 10)
+    assert m.next_heartbeat(3010).rack_id is None
+    # A lost request resends the other fields; Java leaves the rack to the join.
+    m.send_failed(3020)
+    assert m.next_heartbeat(3200).rack_id is None
+    m.on_answer(Answer(error="UNKNOWN_MEMBER_ID"), 3210)
+    m.lost_handled()
+    assert m.next_heartbeat(3211).rack_id == "eu-west-1a"  # the rejoin is a join
+    plain = Membership("mid-2")
+    plain.subscribe(Subscription(frozenset({"orders"})))
+    assert plain.next_heartbeat(0).rack_id is None  # no --client-rack: null, as Java

@@ -115,6 +115,7 @@ class GroupChannel:
         regex: str | None,
         assignor: str | None,
         owned: Owned | None,
+        rack_id: str | None = None,
     ) -> HeartbeatAnswer:
         """One heartbeat; None fields are not sent (the broker keeps what it has).
         Raises kafka-python's errors when the request got no answer."""
@@ -124,7 +125,7 @@ class GroupChannel:
             member_id=member_id,
             member_epoch=member_epoch,
             instance_id=instance_id,
-            rack_id=None,
+            rack_id=rack_id,
             rebalance_timeout_ms=-1 if rebalance_timeout_ms is None else rebalance_timeout_ms,
             subscribed_topic_names=list(topics) if topics is not None else None,
             subscribed_topic_regex=regex,

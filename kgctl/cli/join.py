@@ -202,6 +202,15 @@ def join_command(
             show_default=False,
         ),
     ] = None,
+    client_rack: Annotated[
+        str | None,
+        typer.Option(
+            "--client-rack",
+            help="client.rack: sent in Fetch and, with --group-protocol consumer, in the "
+            "join heartbeat (the broker's rack-aware assignment reads it).",
+            show_default=False,
+        ),
+    ] = None,
     fetch: Annotated[
         bool,
         typer.Option(
@@ -275,6 +284,7 @@ def join_command(
             fail_on_missing=fail_on_missing,
             group_protocol=group_protocol.value,
             remote_assignor=remote_assignor.value if remote_assignor is not None else None,
+            client_rack=client_rack or None,
             fetch=fetch,
             fetch_max_wait_ms=fetch_max_wait,
         )

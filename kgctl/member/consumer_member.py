@@ -40,6 +40,7 @@ from kgctl.adapters.consumer_group import (
 from kgctl.errors import MemberFailedError, NotFoundError
 from kgctl.member.membership import (
     Answer,
+    Backoff,
     Heartbeat,
     Membership,
     MemberState,
@@ -58,6 +59,7 @@ AUTO_COMMIT_INTERVAL_MS = 5000
 DEFAULT_MAX_POLL_INTERVAL_MS = 300000
 # How often the heartbeat thread wakes when nothing is due (poll timer, stop).
 TICK_S = 0.05
+# Java's retry.backoff.ms and retry.backoff.max.ms defaults (-X sets either).
 RETRY_BACKOFF_MS = 100
 RETRY_BACKOFF_MAX_MS = 1000
 # How often unresolved topic ids trigger another full Metadata request.
@@ -85,12 +87,17 @@ class ConsumerProtocolMember(Member):
         super().__init__(*args, **kwargs)
         cfg = self.config
         self.max_poll_interval_ms = cfg.max_poll_interval_ms or DEFAULT_MAX_POLL_INTERVAL_MS
+        props = self.settings.properties
+        self.retry_backoff_ms = int(props.get("retry.backoff.ms", RETRY_BACKOFF_MS))
+        self.retry_backoff_max_ms = int(props.get("retry.backoff.max.ms", RETRY_BACKOFF_MAX_MS))
         self.membership = Membership(
             # ConsumerGroupHeartbeat v1: the client makes its member id, once per process.
             str(uuid.uuid4()),
             instance_id=cfg.instance_id,
             rebalance_timeout_ms=self.max_poll_interval_ms,
-            retry_backoff_ms=RETRY_BACKOFF_MS,
+            retry_backoff_ms=self.retry_backoff_ms,
+            retry_backoff_max_ms=self.retry_backoff_max_ms,
+            rack_id=cfg.client_rack,
         )
         self._lock = threading.RLock()
         self._wake = threading.Event()
@@ -99,7 +106,9 @@ class ConsumerProtocolMember(Member):
         self._channel: GroupChannel | None = None
         self._coordinator_node: Any = None
         self._coordinator_retry_at = 0.0
-        self._lookup_backoff_ms = RETRY_BACKOFF_MS // 2
+        # Java's coordinator manager backs off its failed lookups as its heartbeats do.
+        self._lookup_backoff = Backoff(self.retry_backoff_ms, self.retry_backoff_max_ms)
+        self._lookup_failures = 0
         self._last_poll = time.monotonic()
         self._pending_plan: Reconcile | None = None
         self._plan_started = 0.0
@@ -128,6 +137,8 @@ class ConsumerProtocolMember(Member):
             "auto_offset_reset": cfg.offset_reset,
             "fetch_max_bytes": 8 * 1024 * 1024,
         }
+        if cfg.client_rack:
+            overrides["client_rack"] = cfg.client_rack  # Fetch's RackId too, as Java
         if cfg.max_records is not None:
             overrides["max_poll_records"] = max(1, min(500, cfg.max_records))
         self._consumer = clients.consumer(self.settings, self.client_id, **overrides)
@@ -231,6 +242,7 @@ class ConsumerProtocolMember(Member):
                     error=clients.error_name(exc),
                     transport=True,
                     member_epoch=sent_epoch,
+                    retry_in_ms=outcome.retry_after_ms,
                 )
                 self._lose_coordinator(clients.error_name(exc))
                 self._after(outcome, before)
@@ -282,6 +294,7 @@ class ConsumerProtocolMember(Member):
             regex=hb.subscribed_topic_regex,
             assignor=hb.server_assignor,
             owned=hb.owned,
+            rack_id=hb.rack_id,
         )
 
     def _coordinator_for(self, now: float) -> Any:
@@ -297,12 +310,14 @@ class ConsumerProtocolMember(Member):
             found = self._channel.find_coordinator()
         except (NoCoordinator, Exception) as exc:
             error = exc.error if isinstance(exc, NoCoordinator) else clients.error_name(exc)
-            self.emit("CoordinatorLost", coordinator=None, error=error)
-            # Java's retry.backoff.ms, doubled per failure up to retry.backoff.max.ms.
-            self._lookup_backoff_ms = min(self._lookup_backoff_ms * 2, RETRY_BACKOFF_MAX_MS)
-            self._coordinator_retry_at = time.monotonic() + self._lookup_backoff_ms / 1000
+            # Java's retry.backoff.ms, doubled per failure up to retry.backoff.max.ms,
+            # with jitter.
+            wait_ms = self._lookup_backoff.wait_ms(self._lookup_failures)
+            self._lookup_failures += 1
+            self.emit("CoordinatorLost", coordinator=None, error=error, retry_in_ms=wait_ms)
+            self._coordinator_retry_at = time.monotonic() + wait_ms / 1000
             return None
-        self._lookup_backoff_ms = RETRY_BACKOFF_MS // 2
+        self._lookup_failures = 0
         self._coordinator_node = found.connection
         self.emit(
             "CoordinatorFound",
@@ -370,6 +385,7 @@ class ConsumerProtocolMember(Member):
                 rtt_ms=rtt,
                 transport=False,
                 member_epoch=hb.member_epoch,
+                retry_in_ms=outcome.retry_after_ms,
             )
         if got.assignment is not None and got.error == "NONE":
             self._target_received()
@@ -768,4 +784,5 @@ def _sent_doc(hb: Heartbeat, m: Membership) -> dict[str, Any]:
         "regex": hb.subscribed_topic_regex,
         "server_assignor": hb.server_assignor,
         "owned": None if hb.owned is None else _doc(m.named(hb.owned)),
+        "rack_id": hb.rack_id,
     }

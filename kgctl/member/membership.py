@@ -20,7 +20,10 @@ Java keeps) and reports it done with `reconciled`. The clock is always passed in
 from __future__ import annotations
 
 import enum
+import math
+import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 Partitions = dict[str, frozenset[int]]  # topic (id or name) -> partitions
@@ -64,6 +67,10 @@ class MemberState(str, enum.Enum):
     STALE = "STALE"
 
 
+# States whose heartbeat Java sends at once, even while a retry backs off
+# (shouldHeartbeatNow): a join, an acknowledgement, a leave.
+_HEARTBEAT_NOW = frozenset({MemberState.JOINING, MemberState.ACKNOWLEDGING, MemberState.LEAVING})
+
 # States in which a heartbeat goes out on the interval (Java: canSendRequest / shouldSkip).
 _HEARTBEATING = frozenset(
     {
@@ -97,6 +104,7 @@ class Heartbeat:
     subscribed_topic_regex: str | None = None
     server_assignor: str | None = None
     owned: Partitions | None = None  # by topic id, as the wire carries it
+    rack_id: str | None = None  # client.rack: sent when joining only, as Java does
 
 
 @dataclass(frozen=True)
@@ -146,6 +154,39 @@ def _union(a: Partitions, b: Partitions) -> Partitions:
     return {t: a.get(t, frozenset()) | b.get(t, frozenset()) for t in set(a) | set(b)}
 
 
+class Backoff:
+    """The wait before retrying a failed request, as Java's clients compute it
+    (`ExponentialBackoff` in their request managers): retry.backoff.ms doubled per failed
+    attempt up to retry.backoff.max.ms, each wait spread by +/-20 % at random so that
+    members failing together do not retry together. `rand` gives a number in [0, 1)."""
+
+    BASE = 2
+    JITTER = 0.2
+
+    def __init__(
+        self,
+        initial_ms: int = 100,
+        max_ms: int = 1000,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self.initial_ms = min(initial_ms, max_ms)
+        self.max_ms = max_ms
+        self._rand = rand
+        # The attempt after which doubling would pass the maximum (a fraction is kept, so
+        # the last doubling reaches the maximum itself, not a power of two below it).
+        self._top = (
+            math.log(max_ms / max(self.initial_ms, 1), self.BASE) if max_ms > self.initial_ms else 0
+        )
+
+    def wait_ms(self, attempts: int) -> int:
+        """The wait after `attempts` earlier failures (0: after the first failure)."""
+        if self._top == 0:
+            return self.initial_ms
+        grown = self.initial_ms * self.BASE ** min(attempts, self._top)
+        spread = 1 - self.JITTER + 2 * self.JITTER * self._rand()
+        return min(int(grown * spread), self.max_ms)
+
+
 class Membership:
     """One member's state in a consumer group (Java's membership + heartbeat state)."""
 
@@ -156,12 +197,22 @@ class Membership:
         instance_id: str | None = None,
         rebalance_timeout_ms: int = 300000,
         retry_backoff_ms: int = 100,
+        retry_backoff_max_ms: int = 1000,
+        rack_id: str | None = None,
+        rand: Callable[[], float] = random.random,
     ) -> None:
         # v1 of the request: the client makes its own member id, kept across rejoins.
+        # v0: "" until the broker gives one in its first answer.
         self.member_id = member_id
         self.instance_id = instance_id
+        self.rack_id = rack_id
         self.rebalance_timeout_ms = rebalance_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
+        # Java's heartbeat request state: failed attempts back off exponentially; a
+        # success, a fencing or a coordinator change starts again from the first wait.
+        self.backoff = Backoff(retry_backoff_ms, retry_backoff_max_ms, rand)
+        self._attempts = 0
+        self._retry_at_ms: int | None = None
         self.state = MemberState.UNSUBSCRIBED
         self.epoch = JOIN_EPOCH
         self.subscription = Subscription()
@@ -223,9 +274,26 @@ class Membership:
     def heartbeat_due(self, now_ms: int) -> bool:
         if self._in_flight or self.state not in _HEARTBEATING:
             return False
+        if self._send_now and self.state in _HEARTBEAT_NOW:
+            return True  # Java: a join, acknowledgement or leave does not wait a backoff
+        if self._retry_at_ms is not None and now_ms < self._retry_at_ms:
+            return False
         if self._send_now or self._timer_ms is None:
             return True
         return now_ms - self._timer_ms >= self.interval_ms
+
+    def _failed_attempt(self, now_ms: int) -> int:
+        """A heartbeat failed in a way Java retries after a backoff: the next one goes
+        out once it has passed (not an interval later). Returns the wait."""
+        wait = self.backoff.wait_ms(self._attempts)
+        self._attempts += 1
+        self._retry_at_ms = now_ms + wait
+        self._send_now = True
+        return wait
+
+    def _reset_backoff(self) -> None:
+        self._attempts = 0
+        self._retry_at_ms = None
 
     def next_heartbeat(self, now_ms: int) -> Heartbeat:
         """The request to send now; only the fields the broker does not know yet."""
@@ -254,6 +322,8 @@ class Membership:
             owned=dict(self.owned_ids)
             if full or self._owned_changed or self.state is MemberState.ACKNOWLEDGING
             else None,
+            # Java sends the rack with a join only (the broker keeps it for the member).
+            rack_id=self.rack_id if self.state is MemberState.JOINING else None,
         )
         self._in_flight = True
         self._send_now = False
@@ -313,8 +383,10 @@ class Membership:
         self._in_flight = False
         self._leave_in_flight = False
         self._sent = None  # Java resets the sent fields: the next heartbeat carries all
-        self._send_now = True  # once the coordinator is found again, not an interval later
-        return Outcome(self.state, find_coordinator=True, retry_after_ms=self.retry_backoff_ms)
+        # Once the coordinator is found again and the backoff has passed, not an interval
+        # later (a join, acknowledgement or leave goes as soon as the coordinator is known).
+        wait = self._failed_attempt(now_ms)
+        return Outcome(self.state, find_coordinator=True, retry_after_ms=wait)
 
     def on_answer(self, answer: Answer, now_ms: int) -> Outcome:
         """An answer to the heartbeat in flight."""
@@ -325,7 +397,8 @@ class Membership:
             self._leave_in_flight = False
             return Outcome(self.state, note="left the group")
         if answer.error != "NONE":
-            return self._on_error(answer)
+            return self._on_error(answer, now_ms)
+        self._reset_backoff()
         if answer.heartbeat_interval_ms > 0:
             self.interval_ms = answer.heartbeat_interval_ms
         if answer.member_id:
@@ -378,7 +451,7 @@ class Membership:
             return self._maybe_reconcile()
         return Outcome(self.state)
 
-    def _on_error(self, answer: Answer) -> Outcome:
+    def _on_error(self, answer: Answer, now_ms: int) -> Outcome:
         error = answer.error
         if error in FATAL_ERRORS:
             lost = self.owned()
@@ -390,13 +463,16 @@ class Membership:
             lost = self.owned()
             self.owned_ids, self.target_ids = {}, None
             self.state = MemberState.FENCED
+            self._reset_backoff()  # the rejoin goes as soon as the partitions are released
             return Outcome(self.state, lost=lost, note=error)
         if error in COORDINATOR_ERRORS:
             self._sent = None
             self._send_now = True
+            self._reset_backoff()  # sent as soon as the coordinator is found again
             return Outcome(self.state, find_coordinator=True, note=error)
         if error in RETRIABLE_ERRORS:
-            return Outcome(self.state, retry_after_ms=self.retry_backoff_ms, note=error)
+            wait = self._failed_attempt(now_ms)
+            return Outcome(self.state, retry_after_ms=wait, note=error)
         # Anything else Java does not retry ends the member.
         lost = self.owned()
         self.owned_ids, self.state = {}, MemberState.FATAL

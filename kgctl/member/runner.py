@@ -83,6 +83,9 @@ class MemberConfig:
     # or consumer (KIP-848, ConsumerGroupHeartbeat, kgctl/member/consumer_member.py).
     group_protocol: str = "classic"
     remote_assignor: str | None = None  # consumer protocol: the broker's assignor
+    # Java's client.rack: Fetch's RackId (both protocols) and, with the consumer
+    # protocol, the heartbeat's RackId, which the broker's rack-aware assignors read.
+    client_rack: str | None = None
 
     def validate(self) -> None:
         if bool(self.topics) == bool(self.pattern):
@@ -315,6 +318,8 @@ class Member:
             "partition_assignment_strategy": [adapter.ASSIGNORS[a] for a in cfg.assignors],
             "fetch_max_bytes": 8 * 1024 * 1024,
         }
+        if cfg.client_rack:
+            consumer_config["client_rack"] = cfg.client_rack
         for key in (
             "session_timeout_ms",
             "heartbeat_interval_ms",
