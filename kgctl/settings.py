@@ -43,13 +43,15 @@ _DIRECT = {
 _JAAS = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-# Accepted and checked, with nothing to pass on to kafka-python (retry.backoff.max.ms: read
-# by the consumer-protocol member, which does its own retries; kafka-python has no such key).
+# Accepted and checked, with nothing to pass on to every kafka-python client: the member
+# reads retry.backoff.max.ms (the consumer-protocol member's own retries; kafka-python has
+# no such key) and auto.commit.interval.ms (a consumer's key only).
 _CHECKED = (
     "ssl.truststore.type",
     "ssl.keystore.type",
     "ssl.truststore.certificates",
     "retry.backoff.max.ms",
+    "auto.commit.interval.ms",
 )
 
 

@@ -589,3 +589,63 @@ def test_client_rack_reaches_the_broker_with_the_join(
     assert all(s["rack_id"] is None for s in sent[1:])  # Java sends it with a join only
     snap = wait_for("the member described", lambda: described(bootstrap, group).members)
     assert [(m.client_id, m.rack) for m in snap] == [("kg-rack", "rack-b")]
+
+
+def test_the_commit_before_a_revocation_is_retried_after_a_stale_member_epoch(
+    bootstrap: str, topic: Any, group: str, members: list[Any]
+) -> None:
+    """Java's auto-commit before a revocation sends a commit refused with
+    STALE_MEMBER_EPOCH again (the member is still in the group), so the partition's next
+    owner starts where this member stopped, not at --from earliest."""
+    t = topic(2, prefix="kip848m")
+    other = topic(1, prefix="kip848m")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka import KafkaProducer
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    proxy = ProxyThread(ClientSettings.from_options(bootstrap, timeout_s=10))
+    proxy.start()
+    try:
+        # No commit on the interval: the one before the revocation is the one that counts.
+        quiet = ("-X", "auto.commit.interval.ms=600000")
+        a = join(proxy.bootstrap, group, "kg-stale-a", t, *quiet, procs=members)
+        b = join(proxy.bootstrap, group, "kg-stale-b", other, *quiet, procs=members)
+        wait_for("a to own the topic", lambda: owns(a) == all_of(t, 2))
+        wait_for("b to own the other topic", lambda: owns(b) == all_of(other, 1))
+        for i in range(20):
+            producer.send(t, f"r{i}".encode(), partition=i % 2)
+        producer.flush()
+        wait_for("a to consume the 20 records", lambda: sum(
+            e["data"]["count"] for e in a.of("RecordsConsumed")
+        ) == 20)  # fmt: skip
+        proxy.run_.add_rule("OffsetCommit:error=STALE_MEMBER_EPOCH:count=1:client=kg-stale-a")
+        b.send({"op": "subscribe", "topics": [t]})
+        revoked = a.wait_event("PartitionsRevoked", timeout=30)
+        moved = pairs(revoked["data"]["partitions"])
+        assert len(moved) == 1
+        ((_, p),) = moved
+        # What a user checks: the new owner goes on from offset 10, nothing read twice.
+        wait_for("b to own the moved partition", lambda: (t, p) in owns(b))
+        for i in range(2):
+            producer.send(t, f"late{i}".encode(), partition=p)
+        producer.flush()
+        batches = b.wait(
+            lambda: [x for e in b.of("RecordsConsumed") for x in e["data"]["batches"]
+                     if x["topic"] == t],
+            30,
+            "b to read the moved partition",
+        )  # fmt: skip
+        assert min(x["first"] for x in batches) == 10
+        before = [e for e in a.events if e["seq"] < revoked["seq"]]
+        failed = [e for e in before if e["type"] == "OffsetCommitFailed"]
+        assert [(e["data"]["error"], e["data"]["kind"]) for e in failed] == [
+            ("STALE_MEMBER_EPOCH", "before_rebalance")
+        ]
+        assert failed[0]["data"]["retry_in_ms"] >= 0
+        committed = [
+            e for e in before if e["type"] == "OffsetsCommitted" and e["seq"] > failed[0]["seq"]
+        ]
+        assert committed and committed[-1]["data"]["offsets"][t][str(p)] == 10
+    finally:
+        proxy.close()
+        producer.close()

@@ -7,9 +7,11 @@ from kgctl.member.membership import (
     LEAVE_EPOCH_STATIC,
     Answer,
     Backoff,
+    CommitKind,
     Membership,
     MemberState,
     Subscription,
+    commit_retried,
 )
 
 ORDERS = "id-orders"  # a topic id, as assignments carry them
@@ -293,3 +295,37 @@ def test_the_rack_goes_with_every_join_and_with_nothing_else() -> None:
     plain = Membership("mid-2")
     plain.subscribe(Subscription(frozenset({"orders"})))
     assert plain.next_heartbeat(0).rack_id is None  # no --client-rack: null, as Java
+
+
+# -- commits: what Java sends again ---------------------------------------------------------
+
+
+def test_a_stale_epoch_is_retried_only_by_the_auto_commit_before_a_rebalance() -> None:
+    before = CommitKind.BEFORE_REBALANCE
+    assert commit_retried(before, "STALE_MEMBER_EPOCH", False, in_group=True)
+    assert not commit_retried(before, "STALE_MEMBER_EPOCH", False, in_group=False)
+    for kind in (CommitKind.INTERVAL, CommitKind.SYNC, CommitKind.ASYNC):
+        assert not commit_retried(kind, "STALE_MEMBER_EPOCH", False, in_group=True)
+
+
+def test_retriable_commit_errors_are_retried_except_by_commit_async() -> None:
+    for kind in (CommitKind.BEFORE_REBALANCE, CommitKind.INTERVAL, CommitKind.SYNC):
+        assert commit_retried(kind, "COORDINATOR_LOAD_IN_PROGRESS", True, in_group=True)
+        assert commit_retried(kind, "KafkaConnectionError", True, in_group=False)
+        assert not commit_retried(kind, "UNKNOWN_MEMBER_ID", False, in_group=True)
+    assert not commit_retried(CommitKind.ASYNC, "COORDINATOR_LOAD_IN_PROGRESS", True, True)
+    # A deleted topic would hold the revocation forever: not retried before a rebalance.
+    before = CommitKind.BEFORE_REBALANCE
+    assert not commit_retried(before, "UNKNOWN_TOPIC_OR_PARTITION", True, in_group=True)
+    assert commit_retried(CommitKind.SYNC, "UNKNOWN_TOPIC_OR_PARTITION", True, in_group=True)
+
+
+def test_a_member_is_in_the_group_while_it_has_an_epoch_and_is_not_leaving() -> None:
+    m = joined()
+    assert m.in_group
+    m.next_heartbeat(6000)
+    m.on_answer(Answer(error="FENCED_MEMBER_EPOCH"), 6010)
+    assert not m.in_group  # fenced: Java's commit manager has no epoch to retry with
+    m = joined()
+    m.leave()
+    assert not m.in_group

@@ -39,8 +39,11 @@ from kgctl.adapters.consumer_group import (
 )
 from kgctl.errors import MemberFailedError, NotFoundError
 from kgctl.member.membership import (
+    COMMIT_COORDINATOR_ERRORS,
+    COMMIT_RETRIABLE_ERRORS,
     Answer,
     Backoff,
+    CommitKind,
     Heartbeat,
     Membership,
     MemberState,
@@ -48,6 +51,7 @@ from kgctl.member.membership import (
     Partitions,
     Reconcile,
     Subscription,
+    commit_retried,
     re2j_problem,
 )
 from kgctl.member.reasons import fatal_error
@@ -90,6 +94,9 @@ class ConsumerProtocolMember(Member):
         props = self.settings.properties
         self.retry_backoff_ms = int(props.get("retry.backoff.ms", RETRY_BACKOFF_MS))
         self.retry_backoff_max_ms = int(props.get("retry.backoff.max.ms", RETRY_BACKOFF_MAX_MS))
+        self.auto_commit_interval_ms = int(
+            props.get("auto.commit.interval.ms", AUTO_COMMIT_INTERVAL_MS)
+        )
         self.membership = Membership(
             # ConsumerGroupHeartbeat v1: the client makes its member id, once per process.
             str(uuid.uuid4()),
@@ -543,8 +550,10 @@ class ConsumerProtocolMember(Member):
         if plan is not None:
             self._reconcile(plan)
         if self.config.commit == "auto" and time.monotonic() >= self._next_auto_commit:
-            self._next_auto_commit = time.monotonic() + AUTO_COMMIT_INTERVAL_MS / 1000
-            self._commit_owned()
+            self._next_auto_commit = time.monotonic() + self.auto_commit_interval_ms / 1000
+            if self._commit_owned(CommitKind.INTERVAL, self.retry_backoff_ms) is not None:
+                # Java: a retriable failure brings the next auto-commit to retry.backoff.ms.
+                self._next_auto_commit = time.monotonic() + self.retry_backoff_ms / 1000
 
     def _lose(self, lost: Partitions) -> None:
         """onPartitionsLost: drop them with no commit (another member may own them now)."""
@@ -561,8 +570,9 @@ class ConsumerProtocolMember(Member):
     def _reconcile(self, plan: Reconcile) -> None:
         """Java's reconciliation: commit, revoke, assign, then acknowledge at once."""
         m = self.membership
-        if self.config.commit in ("auto", "sync", "async") and plan.revoke:
-            self._commit_owned()
+        if plan.revoke:
+            # The rebalance timeout bounds the retries, as Java's reconciliation does.
+            self._commit_before_rebalance(self.max_poll_interval_ms / 1000)
         if plan.revoke:
             self.emit("PartitionsRevoked", partitions=_doc(plan.revoke))
             for pair in _pairs(plan.revoke):
@@ -638,39 +648,72 @@ class ConsumerProtocolMember(Member):
         seek(self._consumer, committed)
 
     # -- offsets ---------------------------------------------------------------------
-    def _commit_owned(self) -> None:
+    def _commit_before_rebalance(self, budget_s: float) -> None:
+        """The commit before a revocation or a leave. With auto-commit it is Java's
+        maybeAutoCommitSyncBeforeRebalance: retried (after the backoff) while Java would,
+        STALE_MEMBER_EPOCH included while the member is in the group, each time with the
+        latest offsets and epoch, until `budget_s` runs out. With --commit sync it is the
+        listener's commitSync; with async one attempt."""
+        kind = {
+            "auto": CommitKind.BEFORE_REBALANCE,
+            "sync": CommitKind.SYNC,
+            "async": CommitKind.ASYNC,
+        }.get(self.config.commit)
+        if kind is not None:
+            self._commit_retrying(kind, budget_s)
+
+    def _commit_retrying(self, kind: CommitKind, budget_s: float) -> None:
+        deadline = time.monotonic() + budget_s
+        backoff = Backoff(self.retry_backoff_ms, self.retry_backoff_max_ms)
+        attempts = 0
+        while True:
+            wait_ms = backoff.wait_ms(attempts)
+            if time.monotonic() + wait_ms / 1000 >= deadline or self._crash is not None:
+                wait_ms = -1  # no time left for another attempt: not retried
+            if self._commit_owned(kind, retry_in_ms=wait_ms) is None:
+                return
+            attempts += 1
+            time.sleep(wait_ms / 1000)  # the backoff between attempts (Java's RequestState)
+            self.flush()
+
+    def _commit_owned(self, kind: CommitKind, retry_in_ms: int = -1) -> str | None:
+        """Commit what the member consumed of what it owns (nothing new: nothing sent).
+        Returns the error when Java would send the commit again (and `retry_in_ms` >= 0
+        allows it), else None."""
         owned = _pairs(self.membership.owned())
         offsets = {
             tp: o
             for tp, o in self._positions.items()
             if tp in owned and self._committed.get(tp) != o
         }
-        if offsets:
-            self._commit_offsets(offsets)
+        if not offsets:
+            return None
+        return self._commit_offsets(offsets, kind, retry_in_ms)
 
-    def _commit_offsets(self, offsets: dict[tuple[str, int], int]) -> None:
+    def _commit_offsets(
+        self, offsets: dict[tuple[str, int], int], kind: CommitKind, retry_in_ms: int
+    ) -> str | None:
         node = self._coordinator_node
         doc: dict[str, dict[str, int]] = {}
         for (t, p), o in sorted(offsets.items()):
             doc.setdefault(t, {})[str(p)] = o
-        if node is None or self._channel is None:
-            self.emit(
-                "OffsetCommitFailed", error="COORDINATOR_NOT_AVAILABLE", retriable=True, offsets=doc
-            )
-            return
         with self._lock:
-            member_id, epoch = self.membership.member_id, self.membership.epoch
+            m = self.membership
+            member_id, epoch, in_group = m.member_id, m.epoch, m.in_group
         started = time.monotonic()
-        try:
-            error = self._channel.commit(
-                node,
-                offsets,
-                member_id=member_id,
-                member_epoch=epoch,
-                instance_id=self.config.instance_id,
-            )
-        except Exception as exc:
-            error = clients.error_name(exc)
+        error, retriable = "COORDINATOR_NOT_AVAILABLE", True
+        if node is not None and self._channel is not None:
+            try:
+                error = self._channel.commit(
+                    node,
+                    offsets,
+                    member_id=member_id,
+                    member_epoch=epoch,
+                    instance_id=self.config.instance_id,
+                )
+                retriable = error in COMMIT_RETRIABLE_ERRORS
+            except Exception as exc:
+                error, retriable = clients.error_name(exc), clients.retriable(exc)
         if error == "NONE":
             self._committed.update(offsets)
             self.emit(
@@ -679,27 +722,30 @@ class ConsumerProtocolMember(Member):
                 duration_ms=round((time.monotonic() - started) * 1000, 1),
                 member_epoch=epoch,
             )
-        else:
-            self.emit(
-                "OffsetCommitFailed",
-                error=error,
-                retriable=error
-                in (
-                    "STALE_MEMBER_EPOCH",
-                    "COORDINATOR_LOAD_IN_PROGRESS",
-                    "NOT_COORDINATOR",
-                    "COORDINATOR_NOT_AVAILABLE",
-                    "REQUEST_TIMED_OUT",
-                ),
-                offsets=doc,
-                member_epoch=epoch,
-            )
+            return None
+        if error in COMMIT_COORDINATOR_ERRORS and node is not None:
+            with self._lock:
+                self._lose_coordinator(error)  # Java looks the coordinator up again
+        retried = retry_in_ms >= 0 and commit_retried(kind, error, retriable, in_group)
+        self.emit(
+            "OffsetCommitFailed",
+            error=error,
+            retriable=retriable or error == "STALE_MEMBER_EPOCH",
+            offsets=doc,
+            member_epoch=epoch,
+            kind=kind.value,
+            **({"retry_in_ms": retry_in_ms} if retried else {}),
+        )
+        return error if retried else None
 
     def _commit(self, mode: str, timeout_s: float | None = None) -> None:
-        # sync and async are the same request here (the poll thread waits either way);
-        # auto commits on its interval in `_poll_events` and before a revocation.
-        if mode in ("sync", "async"):
-            self._commit_owned()
+        # After each batch: --commit sync is Java's commitSync (retried within --timeout),
+        # async one attempt; auto commits on its interval in `_poll_events` and before a
+        # revocation.
+        if mode == "sync":
+            self._commit_retrying(CommitKind.SYNC, timeout_s or self.settings.timeout_s)
+        elif mode == "async":
+            self._commit_owned(CommitKind.ASYNC)
 
     # -- control ---------------------------------------------------------------------
     def _change_subscription(self, topics: list[str], pattern: str | None) -> None:
@@ -733,8 +779,7 @@ class ConsumerProtocolMember(Member):
             # (epoch -1, or -2 for a static member: the broker keeps its partitions for
             # it until its session times out).
             with contextlib.suppress(Exception):
-                if self.config.commit != "none":
-                    self._commit_owned()
+                self._commit_before_rebalance(max(0.0, deadline - time.monotonic()) / 2)
             with self._lock:
                 before = m.state
                 revoke = m.leave()

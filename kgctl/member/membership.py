@@ -52,6 +52,54 @@ COORDINATOR_ERRORS = frozenset({"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE"})
 RETRIABLE_ERRORS = frozenset({"COORDINATOR_LOAD_IN_PROGRESS"})
 
 
+# OffsetCommit errors Java's commit request manager retries (its RetriableException ones;
+# a request with no answer counts too).
+COMMIT_RETRIABLE_ERRORS = frozenset(
+    {
+        "COORDINATOR_NOT_AVAILABLE",
+        "NOT_COORDINATOR",
+        "REQUEST_TIMED_OUT",
+        "COORDINATOR_LOAD_IN_PROGRESS",
+        "UNKNOWN_TOPIC_OR_PARTITION",
+    }
+)
+# After these the coordinator is looked up again (Java: markCoordinatorUnknown).
+COMMIT_COORDINATOR_ERRORS = frozenset(
+    {"COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR", "REQUEST_TIMED_OUT"}
+)
+
+
+class CommitKind(str, enum.Enum):
+    """Why a commit is sent, which decides what Java retries."""
+
+    BEFORE_REBALANCE = "before_rebalance"  # auto-commit before a revocation or a leave
+    INTERVAL = "interval"  # auto-commit on auto.commit.interval.ms
+    SYNC = "sync"  # the application's commitSync
+    ASYNC = "async"  # the application's commitAsync
+
+
+def commit_retried(kind: CommitKind, error: str, retriable: bool, in_group: bool) -> bool:
+    """Whether Java's consumer sends a failed commit again (`retriable`: the error is one
+    Java retries, or the request got no answer).
+
+    - Before a rebalance (auto-commit before revoking or leaving; Java's
+      maybeAutoCommitSyncBeforeRebalance): retriable errors, except UNKNOWN_TOPIC_OR_PARTITION
+      (a deleted topic would hold the revocation), and STALE_MEMBER_EPOCH while the member
+      is still in the group: the retry carries the latest offsets and the epoch the member
+      has by then.
+    - On the interval: retriable errors, after retry.backoff.ms (STALE_MEMBER_EPOCH waits
+      for the next interval).
+    - commitSync: retriable errors (STALE_MEMBER_EPOCH fails the commit).
+    - commitAsync: never."""
+    if kind is CommitKind.ASYNC:
+        return False
+    if kind is CommitKind.BEFORE_REBALANCE:
+        if error == "STALE_MEMBER_EPOCH":
+            return in_group
+        return retriable and error != "UNKNOWN_TOPIC_OR_PARTITION"
+    return retriable and error != "STALE_MEMBER_EPOCH"
+
+
 class MemberState(str, enum.Enum):
     """Java's MemberState, by the same names."""
 
@@ -346,6 +394,17 @@ class Membership:
         self._sent = None
         self._leave_in_flight = True
         return hb
+
+    @property
+    def in_group(self) -> bool:
+        """A member the broker counts in the group now: an epoch it was given, not fenced,
+        failed or leaving (Java's commit manager drops the epoch otherwise)."""
+        return self.epoch > 0 and self.state in (
+            MemberState.JOINING,
+            MemberState.RECONCILING,
+            MemberState.ACKNOWLEDGING,
+            MemberState.STABLE,
+        )
 
     @property
     def leave_pending(self) -> bool:

@@ -320,6 +320,9 @@ class Member:
         }
         if cfg.client_rack:
             consumer_config["client_rack"] = cfg.client_rack
+        interval = self.settings.properties.get("auto.commit.interval.ms")
+        if interval is not None:
+            consumer_config["auto_commit_interval_ms"] = int(interval)
         for key in (
             "session_timeout_ms",
             "heartbeat_interval_ms",
