@@ -216,13 +216,20 @@ def test_verifiable_consumer_output_folds_like_a_kgctl_member() -> None:
     assert all(e.generation == -1 for e in events if e)  # it reports none; none is claimed
     # Its MemberStarted reads like a kgctl member's (`config`, `client`): the diagnosis
     # chaos runs on every step takes it.
-    assert events[0] is not None and events[0].data == {"config": config, "client": {}}
-    folded = [e for e in events[:5] if e]
+    # It says it reports no generation: the fold does not wait for one.
+    assert events[0] is not None
+    assert events[0].data == {"config": config, "client": {}, "reports_generation": False}
+    folded = [e for e in events[:4] if e]
     state = fold_all(GroupState("g"), folded, now_ms=2000)
-    assert dict(state.members["j"].partitions) == {"t": (1,)}
+    assert dict(state.members["j"].partitions) == {"t": (0, 1)}
     # A consumer-protocol member that reports no state of its own is Stable once its
-    # assignment callback ran (chaos settles on that).
+    # assignment callback ran (chaos settles on that), and so is its group.
     assert (state.members["j"].protocol, state.members["j"].phase) == ("consumer", "Stable")
+    assert not state.rebalancing
+    # From a revocation to its next assignment callback it is on its way.
+    state = fold_all(state, [events[4]] if events[4] else [], now_ms=2000)
+    assert dict(state.members["j"].partitions) == {"t": (1,)}
+    assert state.members["j"].phase == "Reconciling"
     assert list(diagnose(state, folded, 2000)) == []  # no generation reported, none judged
 
 

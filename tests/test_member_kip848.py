@@ -4,17 +4,20 @@ its options, the regex check, and how its events are folded and shown."""
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 from helpers import mev
 from rich.console import Console
 
+from kgctl.chaos.java import java_event
 from kgctl.cli.app import main
 from kgctl.cli.common import Env
 from kgctl.errors import ExitStatus
 from kgctl.member.membership import re2j_problem
+from kgctl.model.events import Event
 from kgctl.model.fold import fold_all
-from kgctl.model.state import PHASE_RECONCILING, PHASE_STABLE, GroupState
+from kgctl.model.state import PHASE_JOINING, PHASE_RECONCILING, PHASE_STABLE, GroupState
 from kgctl.render.group_view import render_header, render_members
 from kgctl.render.member_lines import MemberHeader, describe, render_line, target_gap
 
@@ -308,3 +311,95 @@ def test_watch_header_knows_a_consumer_group_from_its_members_alone() -> None:
     assert "protocol consumer (KIP-848)" in text
     assert "group epoch 2 (the members' highest epoch)" in text
     assert "reconciling 1 of 2" in text and "leader" not in text
+
+
+# -- Java members (a chaos fleet's VerifiableConsumer) in the fold ----------------------
+
+
+def java(line: dict, member: str, ts: int, protocol: str = "consumer") -> Event:
+    """A VerifiableConsumer output line, read as chaos reads it."""
+    ev = java_event(
+        json.dumps({**line, "timestamp": ts}),
+        member=member,
+        group="g",
+        client_id=member,
+        pid=1,
+        seq=ts,
+        now_ms=ts,
+        config={"name": member, "group_protocol": protocol, "topics": [T]},
+    )
+    assert ev is not None and ev.generation == -1  # it reports no generation
+    return ev
+
+
+def started(member: str, ts: int, protocol: str = "consumer") -> Event:
+    return java({"name": "startup_complete"}, member, ts, protocol)
+
+
+def assigned(member: str, ts: int, *ps: int, protocol: str = "consumer") -> Event:
+    tps = [{"topic": T, "partition": p} for p in ps]
+    return java({"name": "partitions_assigned", "partitions": tps}, member, ts, protocol)
+
+
+def revoked(member: str, ts: int, *ps: int, protocol: str = "consumer") -> Event:
+    tps = [{"topic": T, "partition": p} for p in ps]
+    return java({"name": "partitions_revoked", "partitions": tps}, member, ts, protocol)
+
+
+def test_a_group_of_kgctl_and_java_members_reads_stable_once_all_are_reconciled() -> None:
+    """Java members report no generation (-1): the round closes on their callbacks and
+    the kgctl members' epoch (it never closed before: -1 never equals the epoch)."""
+    history = consumer_member_history()[:10]  # a: epoch 1, owns 0-3, STABLE
+    s = fold_all(GroupState(group="g"), history, 1030)
+    assert not s.rebalancing
+    s = fold_all(s, [started("j", 3000)], 3000)
+    a_gives = [
+        mev(
+            "GroupHeartbeatAnswered", 3100, "a", 2, error="NONE", member_epoch=2,
+            sent={"member_epoch": 1}, assignment={T: [0, 1]},
+        ),
+        mev("ReconciliationStarted", 3101, "a", 2, member_epoch=2, revoke={T: [2, 3]}),
+        mev("MemberStateChanged", 3101, "a", 2, previous="STABLE", state="RECONCILING"),
+        mev("PartitionsRevoked", 3110, "a", 2, partitions={T: [2, 3]}),
+        mev("ReconciliationCompleted", 3110, "a", 2, member_epoch=2, assignment={T: [0, 1]}),
+        mev("MemberStateChanged", 3111, "a", 2, previous="RECONCILING", state="ACKNOWLEDGING"),
+        mev("MemberStateChanged", 3111, "a", 2, previous="ACKNOWLEDGING", state="STABLE"),
+    ]  # fmt: skip
+    s = fold_all(s, a_gives, 3111)
+    assert s.rebalancing  # 2-3 have no owner yet: j has not taken them
+    s = fold_all(s, [assigned("j", 3500, 2, 3)], 3500)
+    assert not s.rebalancing
+    assert s.current is not None and s.current.generation == 2
+    assert s.current.stable_ms == 3500 and s.current.completed_ms == 3500
+    assert set(s.current.members) == {"a", "j"}
+
+
+def test_a_group_of_java_members_only_reads_stable_and_a_revocation_reopens_it() -> None:
+    s = fold_all(
+        GroupState(group="g"),
+        [started("j1", 1000), started("j2", 1001), assigned("j1", 1100, 0, 1, 2, 3)],
+        1100,
+    )
+    assert s.members["j2"].phase != PHASE_STABLE  # started, nothing from its callback yet
+    s = fold_all(s, [assigned("j2", 1101)], 1101)  # Java calls back even with nothing
+    assert not s.rebalancing
+    s = fold_all(s, [revoked("j1", 2000, 2, 3)], 2000)
+    assert s.rebalancing and s.members["j1"].phase == PHASE_RECONCILING
+    s = fold_all(s, [assigned("j2", 2100, 2, 3)], 2100)
+    assert s.rebalancing  # j1 has not said it is done
+    s = fold_all(s, [assigned("j1", 2101)], 2101)
+    assert not s.rebalancing
+    assert s.owners()[(T, 2)] == ("j2",) and s.owners()[(T, 0)] == ("j1",)
+
+
+def test_a_classic_java_member_is_on_its_way_from_revoke_to_assign() -> None:
+    s = fold_all(
+        GroupState(group="g"),
+        [started("j", 1000, "classic"), assigned("j", 1100, 0, 1, protocol="classic")],
+        1100,
+    )
+    assert not s.rebalancing and s.members["j"].phase == PHASE_STABLE
+    s = fold_all(s, [revoked("j", 2000, 0, 1, protocol="classic")], 2000)
+    assert s.rebalancing and s.members["j"].phase == PHASE_JOINING
+    s = fold_all(s, [assigned("j", 2200, 0, 1, protocol="classic")], 2200)
+    assert not s.rebalancing and s.members["j"].phase == PHASE_STABLE

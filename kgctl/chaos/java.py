@@ -82,7 +82,8 @@ def _data(
     """The kgctl event type and data for one VerifiableConsumer line (None: not a step)."""
     if name == "startup_complete":
         # The fields of a kgctl member's MemberStarted that the launch knows.
-        return "MemberStarted", {"config": dict(config), "client": {}}
+        # `reports_generation`: the fold must not wait for this member's generation.
+        return "MemberStarted", {"config": dict(config), "client": {}, "reports_generation": False}
     if name == "partitions_assigned":
         return "PartitionsAssigned", {"partitions": _partitions(raw.get("partitions"))}
     if name == "partitions_revoked":

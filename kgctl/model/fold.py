@@ -264,34 +264,41 @@ def _open_generation(
 
 
 def _note_completed(s: GroupState, key: str, t: int) -> GroupState:
-    """Remember the latest moment a member of the current generation got its share."""
+    """Remember the latest moment a member of the current generation got its share (a
+    member that reports no generation: of whichever generation is current)."""
     rec = s.current
-    if rec is None or rec.inferred or s.members[key].generation != rec.generation:
+    m = s.members[key]
+    if rec is None or rec.inferred or (m.reports_generation and m.generation != rec.generation):
         return s
     return _replace_current(s, replace(rec, completed_ms=max(t, rec.completed_ms or t)))
 
 
 def _maybe_stable(s: GroupState, t: int) -> GroupState:
-    """Close the rebalance once every traced live member completed the current generation."""
-    if s.generation < 0 or s.generation_inferred:
+    """Close the rebalance once every traced live member completed the current generation.
+
+    A member that reports no generation (Java's VerifiableConsumer) is done when Stable by
+    its own report (its assignment callback ran); the generation is judged on the others,
+    and when every member is such a member there is none to judge."""
+    if s.generation_inferred:
         return s
     # One pass that stops at the first member still on its way: called at every member's
     # completion, a list of all members each time made a rebalance of N members cost N².
     # A consumer-protocol member told of a new target is not done until it owns it, even
     # while its own state still says STABLE (its reconciliation starts on its next poll).
-    traced = consumer = False
+    traced = consumer = numbered = False
     for m in s.members.values():
         if not m.alive or "member" not in m.sources:
             continue
         if (
             m.phase != PHASE_STABLE
-            or m.generation != s.generation
+            or (m.reports_generation and m.generation != s.generation)
             or (m.protocol == "consumer" and m.reconciling)
         ):
             return s
         traced = True
+        numbered = numbered or m.reports_generation
         consumer = consumer or m.protocol == "consumer"
-    if not traced or (consumer and _orphaned(s)):
+    if not traced or (numbered and s.generation < 0) or (consumer and _orphaned(s)):
         return s
     return _mark_stable(s, t)
 
@@ -453,6 +460,12 @@ def _on_revoked(s: GroupState, ev: Event, t: int) -> GroupState:
     m = s.members[key]
     removed = owned_pairs(owned_from(ev.data.get("partitions")))
     s = _begin_rebalance(s, t) if ev.type == "PartitionsRevoked" else s
+    if not m.reports_generation and m.alive:
+        # A member with no steps of its own between its callbacks: Java always calls
+        # onPartitionsAssigned once the rebalance it revoked for is over (the consumer
+        # protocol too, with nothing new), so it is on its way until then.
+        phase = PHASE_RECONCILING if m.protocol == "consumer" else PHASE_JOINING
+        s = _set_phase(s, key, phase)
     return _set_partitions(s, key, owned_of_pairs(owned_pairs(m.partitions) - removed), t)
 
 
@@ -491,7 +504,8 @@ def _on_started(s: GroupState, ev: Event, t: int) -> GroupState:
     config = ev.data.get("config")
     if isinstance(config, Mapping):
         protocol = str(config.get("group_protocol") or "classic")
-        m = replace(m, protocol=protocol, member_state="")
+        reports = ev.data.get("reports_generation") is not False
+        m = replace(m, protocol=protocol, member_state="", reports_generation=reports)
         s = _with_member(s, m)
     if m.alive:
         return s

@@ -72,6 +72,10 @@ class MemberState:
     protocol: str = ""
     member_state: str = ""
     regex: str | None = None  # a consumer-protocol member's broker-side subscription regex
+    # False for a member whose events never carry a generation or epoch (Java's
+    # VerifiableConsumer in a chaos fleet, MemberStarted says so): it is judged by what it
+    # reports (its callbacks ran, it has what it was given), not by a generation.
+    reports_generation: bool = True
 
     @property
     def name(self) -> str:
