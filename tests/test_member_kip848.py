@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import io
 import json
+import uuid
 
 import pytest
 from helpers import mev
 from rich.console import Console
 
+from kgctl.adapters.consumer_group import Unsupported, heartbeat_answer, heartbeat_request
+from kgctl.adapters.wire import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 from kgctl.chaos.java import java_event
 from kgctl.cli.app import main
 from kgctl.cli.common import Env
@@ -403,3 +406,56 @@ def test_a_classic_java_member_is_on_its_way_from_revoke_to_assign() -> None:
     assert s.rebalancing and s.members["j"].phase == PHASE_JOINING
     s = fold_all(s, [assigned("j", 2200, 0, 1, protocol="classic")], 2200)
     assert not s.rebalancing and s.members["j"].phase == PHASE_STABLE
+
+
+# -- ConsumerGroupHeartbeat v0 and v1 on the wire ----------------------------------------
+
+
+def _request(version: int, **over: object) -> object:
+    fields: dict = dict(
+        member_id="", member_epoch=0, instance_id=None, rebalance_timeout_ms=45000,
+        topics=(T,), regex=None, assignor="uniform", owned={}, rack_id="rack-a",
+    )  # fmt: skip
+    fields.update(over)
+    return heartbeat_request("g", version, **fields)
+
+
+def test_a_v0_join_encodes_without_a_member_id_and_decodes_as_the_broker_reads_it() -> None:
+    request = _request(0)
+    sent = ConsumerGroupHeartbeatRequest.decode(request.encode(version=0), version=0)
+    assert (sent.group_id, sent.member_id, sent.member_epoch) == ("g", "", 0)
+    assert (sent.rack_id, sent.rebalance_timeout_ms) == ("rack-a", 45000)
+    assert (sent.subscribed_topic_names, sent.server_assignor) == ([T], "uniform")
+    assert sent.topic_partitions == []
+
+
+def test_v0_cannot_carry_a_regex_and_v1_does() -> None:
+    with pytest.raises(Unsupported, match="v0 has no broker-side regex"):
+        _request(0, topics=(), regex="orders-.*")
+    # Clearing a regex ("") is no regex: a v0 request may go without it.
+    _request(0, regex="")
+    request = _request(1, member_id="mid-1", topics=(), regex="orders-.*")
+    sent = ConsumerGroupHeartbeatRequest.decode(request.encode(version=1), version=1)
+    assert (sent.member_id, sent.subscribed_topic_regex) == ("mid-1", "orders-.*")
+
+
+def test_a_v0_answer_names_the_member() -> None:
+    topic_id = uuid.uuid4()
+    answer = ConsumerGroupHeartbeatResponse(
+        throttle_time_ms=0, error_code=0, error_message=None, member_id="broker-made",
+        member_epoch=4, heartbeat_interval_ms=500,
+        assignment=ConsumerGroupHeartbeatResponse.Assignment(
+            topic_partitions=[
+                ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions(
+                    topic_id=topic_id, partitions=[0, 2]
+                )
+            ]
+        ),
+    )  # fmt: skip
+    got = heartbeat_answer(
+        ConsumerGroupHeartbeatResponse.decode(answer.encode(version=0), version=0), 0
+    )
+    assert (got.error, got.member_id, got.member_epoch, got.api_version) == (
+        "NONE", "broker-made", 4, 0,
+    )  # fmt: skip
+    assert got.assignment == {str(topic_id): frozenset({0, 2})}

@@ -34,7 +34,8 @@ with warnings.catch_warnings():
     from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 
     from kgctl.adapters.admin import GroupAdmin
-    from kgctl.proxy.runner import ProxyThread
+    from kgctl.adapters.wire import CONSUMER_GROUP_HEARTBEAT
+    from kgctl.proxy.runner import ProxyConfig, ProxyThread
 
 SESSION_MS = 3000
 
@@ -649,3 +650,38 @@ def test_the_commit_before_a_revocation_is_retried_after_a_stale_member_epoch(
     finally:
         proxy.close()
         producer.close()
+
+
+def test_a_broker_serving_heartbeat_v0_only_names_the_member_and_gets_no_regex(
+    bootstrap: str, topic: Any, group: str, members: list[Any]
+) -> None:
+    """Through a proxy whose ApiVersions says ConsumerGroupHeartbeat 0-0 (a 3.7-3.9
+    broker): the member speaks v0, joins with no member id and goes on with the one the
+    broker gave; --pattern, which v0 cannot carry, is refused with one line."""
+    t = topic(2, prefix="kip848m")
+    settings = ClientSettings.from_options(bootstrap, timeout_s=10)
+    proxy = ProxyThread(settings, ProxyConfig(version_caps={CONSUMER_GROUP_HEARTBEAT: 0}))
+    proxy.start()
+    try:
+        a = join(proxy.bootstrap, group, "kg-v0", t, procs=members)
+        wait_for("the member to own everything", lambda: owns(a) == all_of(t, 2))
+        beats = [
+            e for e in proxy.snapshot()
+            if e.type == "ConsumerGroupHeartbeatTraced" and e.client_id == "kg-v0"
+        ]  # fmt: skip
+        assert beats and all(e.data["api_version"] == 0 for e in beats)
+        given = beats[0].data["response"]["member_id"]
+        assert beats[0].data["request"]["member_id"] == "" and given
+        assert all(e.data["request"]["member_id"] == given for e in beats[1:])
+        answered = a.of("GroupHeartbeatAnswered")
+        assert answered[0]["data"]["api_version"] == 0 and answered[0]["member_id"] == given
+        assert [m.member_id for m in described(bootstrap, group).members] == [given]
+        b = join(proxy.bootstrap, group, "kg-v0-re", "--pattern", f"{t}.*", procs=members)
+        code = b.proc.wait(timeout=60)
+        stderr = b.stderr
+        b.kill()
+    finally:
+        proxy.close()
+    assert code == 10
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "v0" in lines[0] and "--pattern" in lines[0], lines

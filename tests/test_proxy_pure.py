@@ -10,7 +10,10 @@ from typing import Any
 import pytest
 
 from kgctl.adapters import wire
-from kgctl.proxy.faults import FaultBook, RuleError, parse_control, parse_rule
+from kgctl.errors import UsageError
+from kgctl.proxy.faults import FaultBook, RuleError, parse_control, parse_rule, parse_version_cap
+from kgctl.proxy.server import Proxy
+from kgctl.proxy.trace import WireEmitter
 
 # -- rules ---------------------------------------------------------------------------
 
@@ -305,6 +308,36 @@ def test_api_versions_are_capped_only_where_the_codec_cannot_follow() -> None:
     }
     assert keys == {0: (3, 9), 2: (0, 11), 11: (0, 9)}
     assert lowered == {"Produce": (13, 9), "JoinGroup": (99, 9), "ShareFetch": (2, -1)}
+
+
+def test_a_version_cap_makes_the_broker_look_older() -> None:
+    """--cap-version ConsumerGroupHeartbeat=0: a 3.7-3.9 broker to consumer-protocol
+    members; a cap below a key's minimum removes the key."""
+    from kafka.protocol.metadata.api_versions import ApiVersionsResponse
+
+    assert parse_version_cap("ConsumerGroupHeartbeat=0") == (wire.CONSUMER_GROUP_HEARTBEAT, 0)
+    for bad in ("ConsumerGroupHeartbeat", "Nope=1", "JoinGroup=x", "ApiVersions=0"):
+        with pytest.raises(UsageError, match="--cap-version"):
+            parse_version_cap(bad)
+    proxy = Proxy([("127.0.0.1", 9)], WireEmitter(lambda e: None), version_caps={68: 0, 11: 3})
+    assert proxy.version_caps[68] == 0 and proxy.version_caps[11] == 3
+    assert proxy.version_caps[0] == 9  # the codec's own caps stay
+    V = ApiVersionsResponse.ApiVersion
+    resp = ApiVersionsResponse(
+        error_code=0,
+        api_keys=[
+            V(api_key=68, min_version=0, max_version=1),
+            V(api_key=11, min_version=4, max_version=9),
+        ],
+    )
+    capped, lowered = wire.cap_api_versions(response_frame(resp, 3), 3, proxy.version_caps)
+    assert capped is not None
+    keys = {
+        e.api_key: (e.min_version, e.max_version)
+        for e in wire.decode_response(18, 3, capped).api_keys
+    }
+    assert keys == {68: (0, 0)}
+    assert lowered == {"ConsumerGroupHeartbeat": (1, 0), "JoinGroup": (9, -1)}
 
 
 @pytest.mark.parametrize(

@@ -32,14 +32,17 @@ Owned = dict[str, frozenset[int]]  # topic id (text) -> partitions
 
 # ConsumerGroupHeartbeat v1: the member id is the client's (a UUID), and the
 # subscription may be a broker-side regular expression (KIP-848's SubscribedTopicRegex).
+# v0 (the brokers of Apache Kafka 3.7-3.9 serve only it): the broker makes the member id
+# when the join carries none, and there is no regex.
 HEARTBEAT_MAX_VERSION = 1
+HEARTBEAT_MIN_VERSION = 0
 # OffsetCommit v9 carries the member epoch; v10 names topics by id (not needed here).
 OFFSET_COMMIT_VERSION = 9
 
 
 class Unsupported(Exception):
-    """The broker does not serve ConsumerGroupHeartbeat v1 (Apache Kafka before 4.0, or
-    a broker with the consumer protocol disabled)."""
+    """The broker does not serve ConsumerGroupHeartbeat (Apache Kafka before 3.7, or a
+    broker with the consumer protocol disabled), or not the version a request needs."""
 
 
 class NoCoordinator(Exception):
@@ -103,10 +106,28 @@ class GroupChannel:
         return Coordinator(int(found.node_id), str(found.host), int(found.port), conn)
 
     # -- ConsumerGroupHeartbeat --------------------------------------------------------
+    def heartbeat_version(self) -> int:
+        """The ConsumerGroupHeartbeat version this member and the brokers share (from the
+        brokers' ApiVersions); raises Unsupported when they share none."""
+        data = self._manager.broker_version_data
+        try:
+            if data is None:
+                raise Errors.IncompatibleBrokerVersion("no ApiVersions answer yet")
+            return int(
+                data.api_version(
+                    ConsumerGroupHeartbeatRequest,
+                    min_version=HEARTBEAT_MIN_VERSION,
+                    max_version=HEARTBEAT_MAX_VERSION,
+                )
+            )
+        except Errors.IncompatibleBrokerVersion as exc:
+            raise Unsupported(str(exc)) from None
+
     def heartbeat(
         self,
         node: Any,
         *,
+        version: int = HEARTBEAT_MAX_VERSION,
         member_id: str,
         member_epoch: int,
         instance_id: str | None,
@@ -117,50 +138,26 @@ class GroupChannel:
         owned: Owned | None,
         rack_id: str | None = None,
     ) -> HeartbeatAnswer:
-        """One heartbeat; None fields are not sent (the broker keeps what it has).
-        Raises kafka-python's errors when the request got no answer."""
-        _Topic = ConsumerGroupHeartbeatRequest.TopicPartitions
-        request = ConsumerGroupHeartbeatRequest(
-            group_id=self.group,
+        """One heartbeat at `version`; None fields are not sent (the broker keeps what it
+        has). Raises kafka-python's errors when the request got no answer."""
+        request = heartbeat_request(
+            self.group,
+            version,
             member_id=member_id,
             member_epoch=member_epoch,
             instance_id=instance_id,
+            rebalance_timeout_ms=rebalance_timeout_ms,
+            topics=topics,
+            regex=regex,
+            assignor=assignor,
+            owned=owned,
             rack_id=rack_id,
-            rebalance_timeout_ms=-1 if rebalance_timeout_ms is None else rebalance_timeout_ms,
-            subscribed_topic_names=list(topics) if topics is not None else None,
-            subscribed_topic_regex=regex,
-            server_assignor=assignor,
-            topic_partitions=None
-            if owned is None
-            else [
-                _Topic(topic_id=uuid.UUID(t), partitions=sorted(ps))
-                for t, ps in sorted(owned.items())
-            ],
-            min_version=HEARTBEAT_MAX_VERSION,
-            max_version=HEARTBEAT_MAX_VERSION,
         )
         try:
             response = self._manager.run(self._send, request, node)
         except Errors.IncompatibleBrokerVersion as exc:
             raise Unsupported(str(exc)) from None
-        assignment: Owned | None = None
-        if response.assignment is not None:
-            assignment = {}
-            for tp in response.assignment.topic_partitions or []:
-                key = str(tp.topic_id)
-                assignment[key] = assignment.get(key, frozenset()) | frozenset(
-                    int(p) for p in tp.partitions or []
-                )
-        return HeartbeatAnswer(
-            error=error_name(Errors.for_code(response.error_code)),
-            message=response.error_message,
-            member_id=response.member_id,
-            member_epoch=int(response.member_epoch),
-            heartbeat_interval_ms=int(response.heartbeat_interval_ms),
-            assignment=assignment,
-            throttle_time_ms=int(response.throttle_time_ms or 0),
-            api_version=int(getattr(response, "API_VERSION", HEARTBEAT_MAX_VERSION)),
-        )
+        return heartbeat_answer(response, version)
 
     async def _send(self, request: Any, node: Any) -> Any:
         return await self._manager.wait_for(
@@ -253,6 +250,73 @@ class GroupChannel:
                 if p.error_code:
                     return error_name(Errors.for_code(p.error_code))
         return "NONE"
+
+
+# -- ConsumerGroupHeartbeat at a version (pure) --------------------------------------------
+
+
+def heartbeat_request(
+    group: str,
+    version: int,
+    *,
+    member_id: str,
+    member_epoch: int,
+    instance_id: str | None,
+    rebalance_timeout_ms: int | None,
+    topics: tuple[str, ...] | None,
+    regex: str | None,
+    assignor: str | None,
+    owned: Owned | None,
+    rack_id: str | None = None,
+) -> Any:
+    """The request, pinned to `version`. v0 has no SubscribedTopicRegex: a regex there
+    raises Unsupported (its encoding would drop it without a word), as Java's request
+    builder refuses one."""
+    if version < 1 and regex:
+        raise Unsupported(
+            "ConsumerGroupHeartbeat v0 has no broker-side regex (v1, Apache Kafka 4.0 and later)"
+        )
+    _Topic = ConsumerGroupHeartbeatRequest.TopicPartitions
+    return ConsumerGroupHeartbeatRequest(
+        group_id=group,
+        member_id=member_id,
+        member_epoch=member_epoch,
+        instance_id=instance_id,
+        rack_id=rack_id,
+        rebalance_timeout_ms=-1 if rebalance_timeout_ms is None else rebalance_timeout_ms,
+        subscribed_topic_names=list(topics) if topics is not None else None,
+        subscribed_topic_regex=regex if version >= 1 else None,
+        server_assignor=assignor,
+        topic_partitions=None
+        if owned is None
+        else [
+            _Topic(topic_id=uuid.UUID(t), partitions=sorted(ps)) for t, ps in sorted(owned.items())
+        ],
+        min_version=version,
+        max_version=version,
+    )
+
+
+def heartbeat_answer(response: Any, version: int) -> HeartbeatAnswer:
+    """A decoded ConsumerGroupHeartbeat answer (either version) as the member reads it."""
+    assignment: Owned | None = None
+    if response.assignment is not None:
+        assignment = {}
+        for tp in response.assignment.topic_partitions or []:
+            key = str(tp.topic_id)
+            assignment[key] = assignment.get(key, frozenset()) | frozenset(
+                int(p) for p in tp.partitions or []
+            )
+    return HeartbeatAnswer(
+        error=error_name(Errors.for_code(response.error_code)),
+        message=response.error_message,
+        member_id=response.member_id,
+        member_epoch=int(response.member_epoch),
+        heartbeat_interval_ms=int(response.heartbeat_interval_ms),
+        assignment=assignment,
+        throttle_time_ms=int(response.throttle_time_ms or 0),
+        api_version=int(getattr(response, "API_VERSION", None) or version),
+    )
 
 
 # -- the fetcher's partitions ------------------------------------------------------------

@@ -40,6 +40,15 @@ def proxy_command(
             show_default=False,
         ),
     ] = None,
+    cap_version: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--cap-version",
+            help="API=MAX: advertise no version of API above MAX in ApiVersions, as an older "
+            "broker would (e.g. ConsumerGroupHeartbeat=0); repeatable.",
+            show_default=False,
+        ),
+    ] = None,
     trace_topic: Annotated[
         str | None,
         typer.Option("--trace-topic", help="Also publish the group events to this topic."),
@@ -67,13 +76,15 @@ def proxy_command(
     env = make_env(output, verbose, quiet)
 
     def body() -> ExitStatus:
-        from kgctl.proxy.faults import parse_rule
+        from kgctl.proxy.faults import parse_rule, parse_version_cap
         from kgctl.proxy.runner import ProxyConfig, ProxyRun, parse_listen
         from kgctl.proxy.sinks import RecordSink, TopicSink
         from kgctl.render.proxy_lines import render_line
 
         config = ProxyConfig(
-            listen=parse_listen(listen), rules=[parse_rule(r) for r in fault or []]
+            listen=parse_listen(listen),
+            rules=[parse_rule(r) for r in fault or []],
+            version_caps=dict(parse_version_cap(c) for c in cap_version or []),
         )
         settings = make_settings(bootstrap, command_config, x, timeout)
         closers: list[Callable[[], None]] = []

@@ -30,6 +30,7 @@ from typing import Any
 
 from kgctl.adapters import clients
 from kgctl.adapters.consumer_group import (
+    HEARTBEAT_MAX_VERSION,
     GroupChannel,
     HeartbeatAnswer,
     NoCoordinator,
@@ -128,6 +129,7 @@ class ConsumerProtocolMember(Member):
         self._hb_sent_at = 0.0
         self._next_metadata = 0.0
         self._crash: BaseException | None = None
+        self.heartbeat_version = HEARTBEAT_MAX_VERSION  # from ApiVersions at start
 
     # -- identity: the envelope's generation is the member epoch ------------------------
     def _identity(self) -> tuple[str, int]:
@@ -150,6 +152,7 @@ class ConsumerProtocolMember(Member):
             overrides["max_poll_records"] = max(1, min(500, cfg.max_records))
         self._consumer = clients.consumer(self.settings, self.client_id, **overrides)
         self._channel = GroupChannel(self._consumer, cfg.group, int(self.settings.timeout_s * 1000))
+        self._negotiate_version()
         self.emitter.identity = self._identity
         names = self._channel.topic_names()
         self.membership.names.update(names)
@@ -167,6 +170,35 @@ class ConsumerProtocolMember(Member):
             target=self._heartbeat_loop, name="kgctl-consumer-heartbeat", daemon=True
         )
         self._hb_thread.start()
+
+    def _negotiate_version(self) -> None:
+        """ConsumerGroupHeartbeat's version, from the brokers' ApiVersions: v1 where served
+        (Apache Kafka 4.0+), else v0 (3.7-3.9), on which the broker makes the member id (the
+        join carries "") and no regex can be sent."""
+        assert self._channel is not None
+        cfg = self.config
+        try:
+            self.heartbeat_version = self._channel.heartbeat_version()
+        except Unsupported:
+            raise fatal_error(
+                "UNSUPPORTED_VERSION",
+                cfg.group,
+                "the brokers do not serve ConsumerGroupHeartbeat: --group-protocol consumer "
+                "needs Apache Kafka 3.7 or later with the consumer protocol enabled (or use "
+                "--group-protocol classic)",
+            ) from None
+        if self.heartbeat_version >= 1:
+            return
+        if cfg.pattern is not None:
+            raise fatal_error(
+                "UNSUPPORTED_VERSION",
+                cfg.group,
+                "the brokers serve ConsumerGroupHeartbeat v0 only, which has no broker-side "
+                "regex: --pattern needs v1 (Apache Kafka 4.0 or later); subscribe by topic "
+                "names",
+            )
+        with self._lock:
+            self.membership.member_id = ""  # v0: the broker's answer names the member
 
     def _subscribe(self, topics: list[str], pattern: str | None, *, first: bool = False) -> None:
         sub = Subscription(
@@ -237,8 +269,9 @@ class ConsumerProtocolMember(Member):
             with self._lock:
                 self._fatal = (
                     "UNSUPPORTED_VERSION",
-                    "the broker does not serve ConsumerGroupHeartbeat v1; --group-protocol "
-                    "consumer needs Apache Kafka 4.0 or later (use --group-protocol classic)",
+                    f"the coordinator does not serve ConsumerGroupHeartbeat v"
+                    f"{self.heartbeat_version}, which the brokers announced; --group-protocol "
+                    "consumer needs Apache Kafka 3.7 or later (or use --group-protocol classic)",
                 )
             return
         except Exception as exc:
@@ -293,6 +326,7 @@ class ConsumerProtocolMember(Member):
         assert self._channel is not None
         return self._channel.heartbeat(
             node,
+            version=self.heartbeat_version,
             member_id=hb.member_id,
             member_epoch=hb.member_epoch,
             instance_id=hb.instance_id,
@@ -750,6 +784,8 @@ class ConsumerProtocolMember(Member):
     # -- control ---------------------------------------------------------------------
     def _change_subscription(self, topics: list[str], pattern: str | None) -> None:
         problem = re2j_problem(pattern) if pattern else None
+        if pattern and self.heartbeat_version < 1:
+            problem = "the brokers serve ConsumerGroupHeartbeat v0 only: no broker-side regex"
         if problem is not None:
             raise ValueError(problem)
         self._subscribe(topics, pattern)

@@ -23,6 +23,21 @@ _UNFAULTABLE = frozenset({wire.API_VERSIONS, wire.SASL_HANDSHAKE, wire.SASL_AUTH
 TRACED_NAMES = tuple(wire.api_name(k) for k in sorted(wire.TRACED))
 
 
+def parse_version_cap(text: str) -> tuple[int, int]:
+    """`API=MAX` (`--cap-version`): the highest version of API the proxy lets clients
+    see in ApiVersions, as a broker that serves no more would say."""
+    api, sep, value = text.strip().partition("=")
+    key = wire.API_KEYS.get(api.strip())
+    if not sep or key is None or not value.strip().isdigit():
+        raise UsageError(
+            f"--cap-version {text!r}: expected API=MAX with a Kafka API name, for example "
+            "ConsumerGroupHeartbeat=0"
+        )
+    if key in _UNFAULTABLE:
+        raise UsageError(f"--cap-version {text!r}: {api.strip()} cannot be capped")
+    return key, int(value)
+
+
 class RuleError(UsageError):
     """A fault rule that cannot be parsed or cannot apply."""
 

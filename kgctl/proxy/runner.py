@@ -34,6 +34,9 @@ class ProxyConfig:
     listen: tuple[str, int] = ("127.0.0.1", 0)
     rules: list[Rule] = field(default_factory=list)
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    # API key -> the highest version ApiVersions may advertise (an older broker as the
+    # clients see it; `--cap-version`).
+    version_caps: dict[int, int] = field(default_factory=dict)
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -209,6 +212,7 @@ class ProxyRun:
             upstream_ssl=upstream_ssl(self.settings),
             max_frame_bytes=self.config.max_frame_bytes,
             connect_timeout_s=self.settings.timeout_s,
+            version_caps=self.config.version_caps,
         )
         if self.handle_signals:
             for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):

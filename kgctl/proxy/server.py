@@ -109,9 +109,15 @@ class Proxy:
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         connect_timeout_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
+        version_caps: dict[int, int] | None = None,
     ) -> None:
         if not upstream:
             raise ValueError("no upstream address")
+        # What ApiVersions may advertise: what this codec follows, lowered further on
+        # request (a cap below a key's minimum removes the key, as a broker without it).
+        self.version_caps = wire.max_versions()
+        for key, cap in (version_caps or {}).items():
+            self.version_caps[key] = min(cap, self.version_caps.get(key, cap))
         self.upstream = upstream
         self.emit = emitter
         self.listen_host, self.listen_port = listen
@@ -417,7 +423,7 @@ class _Session:
 
     def _cap_versions(self, frame: bytes, version: int) -> bytes:
         try:
-            capped, lowered = wire.cap_api_versions(frame, version, wire.max_versions())
+            capped, lowered = wire.cap_api_versions(frame, version, self.proxy.version_caps)
         except wire.WireError as exc:
             log.warning("%s: ApiVersions answer not capped: %s", self.conn, exc)
             return frame
