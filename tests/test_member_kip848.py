@@ -61,6 +61,24 @@ def test_remote_assignor_is_only_for_the_consumer_protocol() -> None:
     assert "--group-protocol consumer" in err and err.count("\n") == 1
 
 
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--client-pattern", "t.*"], "--client-pattern is for --group-protocol consumer"),
+        (["--client-pattern", "t.*", "--group-protocol", "consumer", "t"], "exactly one"),
+        (["--client-pattern", "t.*", "--pattern", "t.*", "--group-protocol", "consumer"],
+         "exactly one"),
+        (["--client-pattern", "t(", "--group-protocol", "consumer"], "not a regex"),
+    ],
+)  # fmt: skip
+def test_a_client_side_pattern_is_one_subscription_of_a_consumer_protocol_member(
+    args: list[str], says: str
+) -> None:
+    status, out, err = kgctl("join", "-b", "127.0.0.1:1", "-g", "g", *args)
+    assert status == int(ExitStatus.USAGE)
+    assert out == "" and err.count("\n") == 1 and says in err, err
+
+
 def test_a_regex_re2j_cannot_read_is_refused_before_joining() -> None:
     status, _out, err = kgctl(
         "join", "-b", "127.0.0.1:1", "-g", "g", "--pattern", "orders-(?!test).*",

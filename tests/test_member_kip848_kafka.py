@@ -685,3 +685,35 @@ def test_a_broker_serving_heartbeat_v0_only_names_the_member_and_gets_no_regex(
     assert code == 10
     lines = [line for line in stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "v0" in lines[0] and "--pattern" in lines[0], lines
+
+
+def test_a_client_side_pattern_sends_the_topic_names_it_matches(
+    bootstrap: str, topic: Any, group: str, admin: Any, members: list[Any]
+) -> None:
+    """--client-pattern is Java's subscribe(Pattern) on the consumer protocol: the member
+    matches names in its metadata (whole names) and sends them, no regex; a topic
+    created later that matches joins the subscription when metadata is refreshed
+    (metadata.max.age.ms, 1 s in these tests)."""
+    prefix = f"kip848cp{uuid.uuid4().hex[:6]}"
+    first = topic.adopt(f"{prefix}-one")
+    elsewhere = topic.adopt(f"x{prefix}-one")  # found by a search, not by a whole match
+    admin.create_topics([NewTopic(first, 2, 1), NewTopic(elsewhere, 1, 1)])
+    a = join(bootstrap, group, "kg-cpat", "--client-pattern", f"{prefix}-.*", procs=members)
+    wait_for("the first topic's partitions", lambda: owns(a) == all_of(first, 2))
+    sent = a.of("GroupHeartbeatAnswered")[0]["data"]["sent"]
+    assert sent["subscription"] == [first] and sent["regex"] is None
+    second = topic.adopt(f"{prefix}-two")
+    admin.create_topics([NewTopic(second, 2, 1)])
+    wait_for(
+        "the topic created later",
+        lambda: owns(a) == all_of(first, 2) | all_of(second, 2),
+        timeout=60,
+    )
+    sent = [e["data"]["sent"] for e in a.of("GroupHeartbeatAnswered")]
+    assert [first, second] in [s["subscription"] for s in sent]
+    assert all(s["regex"] is None for s in sent)
+    changed = a.of("RejoinRequested")[-1]["data"]
+    assert changed["reason"] == "subscription_changed" and changed["subscription"] == [
+        first,
+        second,
+    ]

@@ -83,6 +83,9 @@ class GroupChannel:
         self._manager = consumer._manager
         self.group = group
         self.request_timeout_ms = request_timeout_ms
+        # Internal topics seen in metadata (a client-side pattern leaves them out, as
+        # Java's exclude.internal.topics does).
+        self.internal: set[str] = set()
 
     # -- the coordinator -------------------------------------------------------------
     def find_coordinator(self) -> Coordinator:
@@ -182,6 +185,8 @@ class GroupChannel:
         for topic in response.topics:
             if topic.error_code == 0 and topic.name and topic.topic_id is not None:
                 out[str(topic.topic_id)] = str(topic.name)
+                if topic.is_internal:
+                    self.internal.add(str(topic.name))
         return out
 
     # -- offsets -----------------------------------------------------------------------

@@ -139,6 +139,16 @@ def join_command(
     pattern: Annotated[
         str | None, typer.Option("--pattern", help="Subscribe to topics matching this regex.")
     ] = None,
+    client_pattern: Annotated[
+        str | None,
+        typer.Option(
+            "--client-pattern",
+            help="With --group-protocol consumer: match this regex against topic names in "
+            "the member (Java's subscribe(Pattern)) and send the names; --pattern is the "
+            "broker-side regex.",
+            show_default=False,
+        ),
+    ] = None,
     assignor: Annotated[
         list[Assignor] | None,
         typer.Option("--assignor", help="Partition assignor, repeatable, in preference order."),
@@ -260,13 +270,16 @@ def join_command(
 
         if not group:
             raise UsageError("--group/-g is required")
-        if bool(topics) == bool(pattern):
-            raise UsageError("give TOPICS... or --pattern REGEX (exactly one of them)")
+        if [bool(topics), bool(pattern), bool(client_pattern)].count(True) != 1:
+            raise UsageError(
+                "give TOPICS..., --pattern REGEX or --client-pattern REGEX (exactly one of them)"
+            )
         settings = make_settings(bootstrap, command_config, x, timeout)
         config = MemberConfig(
             group=group,
             topics=list(topics or []),
             pattern=pattern,
+            client_pattern=client_pattern,
             assignors=[a.value for a in (assignor or [Assignor.range])],
             instance_id=instance_id,
             session_timeout_ms=session_timeout,

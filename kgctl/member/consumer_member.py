@@ -23,6 +23,7 @@ OffsetCommit v9 with the member epoch) through `kgctl/adapters/consumer_group.py
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 import time
 import uuid
@@ -130,6 +131,12 @@ class ConsumerProtocolMember(Member):
         self._next_metadata = 0.0
         self._crash: BaseException | None = None
         self.heartbeat_version = HEARTBEAT_MAX_VERSION  # from ApiVersions at start
+        # --client-pattern (Java's subscribe(Pattern)): matched here against metadata
+        # every metadata.max.age.ms (Java refreshes its metadata on that age too); a
+        # `subscribe` control line replaces it.
+        self._client_pattern = cfg.client_pattern
+        self._pattern_every_s = int(props.get("metadata.max.age.ms", 300000)) / 1000
+        self._next_pattern_check = 0.0
 
     # -- identity: the envelope's generation is the member epoch ------------------------
     def _identity(self) -> tuple[str, int]:
@@ -165,7 +172,9 @@ class ConsumerProtocolMember(Member):
                         f"topic {', '.join(missing)} {verb} (drop --fail-on-missing to wait for it)"
                     )
                 self.emit("TopicMissing", topics=missing)
-        self._subscribe(cfg.topics, cfg.pattern, first=True)
+        topics = self._matching(names) if self._client_pattern else cfg.topics
+        self._next_pattern_check = time.monotonic() + self._pattern_every_s
+        self._subscribe(topics, cfg.pattern, first=True)
         self._hb_thread = threading.Thread(
             target=self._heartbeat_loop, name="kgctl-consumer-heartbeat", daemon=True
         )
@@ -235,9 +244,41 @@ class ConsumerProtocolMember(Member):
             self._wake.wait(TICK_S)
             self._wake.clear()
 
+    def _matching(self, names: dict[str, str]) -> list[str]:
+        """The topics --client-pattern matches, whole names as Java's Pattern.matches,
+        internal topics left out."""
+        assert self._client_pattern is not None and self._channel is not None
+        regex = re.compile(self._client_pattern)
+        internal = self._channel.internal
+        return sorted(
+            {n for n in names.values() if n not in internal and regex.fullmatch(n) is not None}
+        )
+
+    def _rematch_pattern(self, now: float) -> None:
+        """Java's client-side pattern: on fresh metadata, the matching names; a change
+        is a new subscription, sent with the next heartbeat."""
+        assert self._channel is not None
+        self._next_pattern_check = now + self._pattern_every_s
+        try:
+            names = self._channel.topic_names()
+        except Exception as exc:
+            self.emit(
+                "HeartbeatFailed", error=clients.error_name(exc), transport=True, metadata=True
+            )
+            return
+        with self._lock:
+            self.membership.names.update(names)
+            if self._client_pattern is None:
+                return
+            matched = self._matching(names)
+            if frozenset(matched) != self.membership.subscription.topics:
+                self._subscribe(matched, None)
+
     def _heartbeat_tick(self) -> None:
         m = self.membership
         now = time.monotonic()
+        if self._client_pattern is not None and now >= self._next_pattern_check:
+            self._rematch_pattern(now)
         with self._lock:
             self._check_poll_timer(now)
             unknown = [t for t in (m.target_ids or {}) if t not in m.names]
@@ -788,6 +829,8 @@ class ConsumerProtocolMember(Member):
             problem = "the brokers serve ConsumerGroupHeartbeat v0 only: no broker-side regex"
         if problem is not None:
             raise ValueError(problem)
+        with self._lock:
+            self._client_pattern = None  # the control line's subscription replaces it
         self._subscribe(topics, pattern)
 
     def _rejoin(self) -> None:

@@ -59,6 +59,9 @@ class MemberConfig:
     group: str
     topics: list[str] = field(default_factory=list)
     pattern: str | None = None
+    # Consumer protocol only: a regex the member matches against topic names itself (Java's
+    # subscribe(java.util.regex.Pattern)); it sends the names. `pattern` is the broker's.
+    client_pattern: str | None = None
     assignors: list[str] = field(default_factory=lambda: ["range"])
     instance_id: str | None = None
     session_timeout_ms: int | None = None
@@ -88,8 +91,10 @@ class MemberConfig:
     client_rack: str | None = None
 
     def validate(self) -> None:
-        if bool(self.topics) == bool(self.pattern):
-            raise UsageError("give TOPICS... or --pattern REGEX (exactly one of them)")
+        if [bool(self.topics), bool(self.pattern), bool(self.client_pattern)].count(True) != 1:
+            raise UsageError(
+                "give TOPICS..., --pattern REGEX or --client-pattern REGEX (exactly one of them)"
+            )
         if not self.group:
             raise UsageError("--group is required")
 
@@ -103,11 +108,15 @@ class MemberConfig:
                 check_topic_name(name, option)
         if self.commit not in COMMIT_MODES:
             raise UsageError(f"--commit {self.commit!r}: expected one of {COMMIT_MODES}")
-        if self.pattern is not None:
-            try:
-                re.compile(self.pattern)
-            except re.error as exc:
-                raise UsageError(f"--pattern {self.pattern!r}: not a regex ({exc})") from None
+        for option, regex in (
+            ("--pattern", self.pattern),
+            ("--client-pattern", self.client_pattern),
+        ):
+            if regex is not None:
+                try:
+                    re.compile(regex)
+                except re.error as exc:
+                    raise UsageError(f"{option} {regex!r}: not a regex ({exc})") from None
         if self.group_protocol not in GROUP_PROTOCOLS:
             raise UsageError(
                 f"--group-protocol {self.group_protocol!r}: expected one of {GROUP_PROTOCOLS}"
@@ -123,6 +132,11 @@ class MemberConfig:
             raise UsageError(
                 "--remote-assignor is for --group-protocol consumer "
                 "(a classic group's members assign: use --assignor)"
+            )
+        elif self.client_pattern is not None:
+            raise UsageError(
+                "--client-pattern is for --group-protocol consumer (with the classic "
+                "protocol --pattern is already matched by the member)"
             )
 
     def _validate_consumer_protocol(self) -> None:
