@@ -723,7 +723,7 @@ class ConsumerProtocolMember(Member):
         seek(self._consumer, committed)
 
     # -- offsets ---------------------------------------------------------------------
-    def _commit_before_rebalance(self, budget_s: float) -> None:
+    def _commit_before_rebalance(self, budget_s: float, *, closing: bool = False) -> None:
         """The commit before a revocation or a leave. With auto-commit it is Java's
         maybeAutoCommitSyncBeforeRebalance: retried (after the backoff) while Java would,
         STALE_MEMBER_EPOCH included while the member is in the group, each time with the
@@ -735,16 +735,18 @@ class ConsumerProtocolMember(Member):
             "async": CommitKind.ASYNC,
         }.get(self.config.commit)
         if kind is not None:
-            self._commit_retrying(kind, budget_s)
+            self._commit_retrying(kind, budget_s, closing=closing)
 
-    def _commit_retrying(self, kind: CommitKind, budget_s: float) -> None:
+    def _commit_retrying(self, kind: CommitKind, budget_s: float, *, closing: bool = False) -> None:
         deadline = time.monotonic() + budget_s
         backoff = Backoff(self.retry_backoff_ms, self.retry_backoff_max_ms)
         attempts = 0
         while True:
             wait_ms = backoff.wait_ms(attempts)
-            if time.monotonic() + wait_ms / 1000 >= deadline or self._crash is not None:
-                wait_ms = -1  # no time left for another attempt: not retried
+            # No time left, or the member is asked to stop (its close commits again).
+            stopping = self._crash is not None or (self._stop is not None and not closing)
+            if stopping or time.monotonic() + wait_ms / 1000 >= deadline:
+                wait_ms = -1  # not retried
             if self._commit_owned(kind, retry_in_ms=wait_ms) is None:
                 return
             attempts += 1
@@ -858,7 +860,9 @@ class ConsumerProtocolMember(Member):
             # (epoch -1, or -2 for a static member: the broker keeps its partitions for
             # it until its session times out).
             with contextlib.suppress(Exception):
-                self._commit_before_rebalance(max(0.0, deadline - time.monotonic()) / 2)
+                self._commit_before_rebalance(
+                    max(0.0, deadline - time.monotonic()) / 2, closing=True
+                )
             with self._lock:
                 before = m.state
                 revoke = m.leave()
