@@ -717,3 +717,48 @@ def test_a_client_side_pattern_sends_the_topic_names_it_matches(
         first,
         second,
     ]
+
+
+def test_a_heartbeat_refused_as_retriable_is_retried_after_a_growing_jittered_backoff(
+    bootstrap: str, topic: Any, group: str, members: list[Any]
+) -> None:
+    """COORDINATOR_LOAD_IN_PROGRESS four times in a row: Java waits retry.backoff.ms
+    (100 ms) doubled per failure, each ±20 %, not the heartbeat interval."""
+    t = topic(1, prefix="kip848m")
+    proxy = ProxyThread(ClientSettings.from_options(bootstrap, timeout_s=10))
+    proxy.start()
+    try:
+        a = join(proxy.bootstrap, group, "kg-backoff", t, procs=members)
+        wait_for("the member to own everything", lambda: owns(a) == all_of(t, 1))
+        rule = proxy.run_.add_rule(
+            "ConsumerGroupHeartbeat:error=COORDINATOR_LOAD_IN_PROGRESS:count=4:client=kg-backoff"
+        )
+        failed = a.wait(
+            lambda: [e for e in a.of("HeartbeatFailed") if not e["data"]["transport"]][3:],
+            30,
+            "four refused heartbeats",
+        )
+        beats = [
+            e for e in proxy.snapshot()
+            if e.type == "ConsumerGroupHeartbeatTraced" and e.client_id == "kg-backoff"
+            and e.data.get("fault") == rule.id
+        ]  # fmt: skip
+        after = a.wait(
+            lambda: [e for e in a.of("GroupHeartbeatAnswered") + a.of("HeartbeatSucceeded")
+                     if e["seq"] > failed[-1]["seq"]],
+            30,
+            "a heartbeat after the last refusal",
+        )  # fmt: skip
+    finally:
+        proxy.close()
+    waits = [e["data"]["retry_in_ms"] for e in a.of("HeartbeatFailed")[-4:]]
+    for n, wait in enumerate(waits):
+        base = 100 * 2**n
+        assert int(base * 0.8) <= wait <= min(int(base * 1.2), 1000), waits
+    # On the wire: each retry went out no sooner than the wait said (the clock can only
+    # add to it on a busy machine).
+    sent = sorted(e.ts_ms for e in beats)
+    assert len(sent) == 4
+    gaps = [b - a_ for a_, b in zip(sent, sent[1:], strict=False)]
+    assert all(gap >= wait - 5 for gap, wait in zip(gaps, waits, strict=False)), (gaps, waits)
+    assert after[0]["ts_ms"] - failed[-1]["ts_ms"] >= waits[-1] - 5
