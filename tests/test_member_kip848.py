@@ -284,6 +284,20 @@ def test_member_lines_say_what_a_heartbeat_carried_and_what_reconciling_does() -
         sent={"member_epoch": 0, "rebalance_timeout_ms": 300000, "subscription": [T]},
     )  # fmt: skip
     assert describe(join) == "epoch 0 [full topics=orders] -> UNRELEASED_INSTANCE_ID"
+    racked = mev(
+        "GroupHeartbeatAnswered", 1, "a", 1, error="NONE", member_epoch=1,
+        sent={"member_epoch": 0, "rebalance_timeout_ms": 300000, "subscription": [T],
+              "rack_id": "rack-b"},
+    )  # fmt: skip
+    assert describe(racked) == "epoch 0 [full topics=orders rack=rack-b] -> epoch 1"
+    started = mev(
+        "MemberStarted", 1, "a",
+        config={"group_protocol": "consumer", "client_pattern": "ord.*", "client_rack": "r1"},
+    )  # fmt: skip
+    assert describe(started) == (
+        "group=orders-app protocol=consumer subscribe=ord.* (matched by the member) "
+        "assignor=broker default rack=r1"
+    )
     start = mev(
         "ReconciliationStarted", 1, "a", 3, member_epoch=3, revoke={T: [2]}, assign={T: [4]}
     )

@@ -91,7 +91,13 @@ def _started(event: Event, d: dict[str, Any]) -> str:
     static = f" instance={cfg['instance_id']}" if cfg.get("instance_id") else ""
     if cfg.get("group_protocol") == "consumer":
         assignor = cfg.get("remote_assignor") or "broker default"
-        return f"group={event.group} protocol=consumer subscribe={what} assignor={assignor}{static}"
+        if cfg.get("client_pattern"):
+            what = f"{cfg['client_pattern']} (matched by the member)"
+        rack = f" rack={cfg['client_rack']}" if cfg.get("client_rack") else ""
+        return (
+            f"group={event.group} protocol=consumer subscribe={what} "
+            f"assignor={assignor}{static}{rack}"
+        )
     assignors = ",".join(cfg.get("assignors") or [])
     return f"group={event.group} subscribe={what} assignors={assignors}{static}"
 
@@ -108,6 +114,8 @@ def _heartbeat_answered(d: dict[str, Any]) -> str:
         carried.append(f"regex={sent['regex']!r}")
     if sent.get("server_assignor") is not None:
         carried.append(f"assignor={sent['server_assignor']}")
+    if sent.get("rack_id") is not None:
+        carried.append(f"rack={sent['rack_id']}")
     if sent.get("owned") is not None:
         carried.append(f"owned {fmt_partitions(sent['owned'])}")
     out = f"epoch {sent.get('member_epoch')}"
