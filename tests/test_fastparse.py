@@ -1,9 +1,13 @@
-"""`kgctl join`'s own parse (kgctl/cli/fastparse.py) gives the command what typer gives it,
-and leaves to typer every command line it does not fully understand."""
+"""`kgctl join`'s own parse (kgctl/cli/fastparse.py, from the table generated from join's
+typer declarations) gives the command what typer gives it, option by option, and leaves to
+typer every command line it does not fully understand."""
 
 from __future__ import annotations
 
+import enum
 import functools
+import typing
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,7 +15,16 @@ import typer
 from typer.testing import CliRunner
 
 from kgctl.cli import fastparse
+from kgctl.cli.app import JOIN_OPTIONS
 from kgctl.cli.join import join_command
+
+# What `kgctl join` parses with at run time: the generated table, read as the CLI reads it
+# (tests/test_docs.py fails when it is stale against the declarations).
+TABLE = fastparse.load(JOIN_OPTIONS)
+
+
+def fast(argv: list[str]) -> dict[str, Any] | None:
+    return fastparse.parse(TABLE, argv)
 
 
 def typer_kwargs(argv: list[str]) -> dict[str, Any] | None:
@@ -47,7 +60,7 @@ UNDERSTOOD = [
 def test_fast_parse_gives_what_typer_gives(argv: list[str]) -> None:
     expected = typer_kwargs(argv)
     assert expected is not None
-    assert fastparse.parse(join_command, argv) == expected
+    assert fast(argv) == expected
 
 
 LEFT_TO_TYPER = [
@@ -59,21 +72,23 @@ LEFT_TO_TYPER = [
     ["-g"],  # a value missing
     ["-vq", "-g", "g", "t"],  # bundled short flags
     ["-g", "g", "t", "--quiet=yes"],
+    ["-g=g", "t"],  # click reads the value "=g"
+    ["-o=json", "-g", "g", "t"],  # "=json": typer refuses it
 ]
 
 
 @pytest.mark.parametrize("argv", LEFT_TO_TYPER, ids=" ".join)
 def test_what_it_does_not_understand_is_left_to_typer(argv: list[str]) -> None:
-    assert fastparse.parse(join_command, argv) is None
+    assert fast(argv) is None
 
 
 def test_environment_variable_as_typer_reads_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KGCTL_BOOTSTRAP_SERVER", "from-env:9092")
     argv = ["-g", "g", "t"]
-    parsed = fastparse.parse(join_command, argv)
+    parsed = fast(argv)
     assert parsed is not None and parsed["bootstrap"] == "from-env:9092"
     assert parsed == typer_kwargs(argv)
-    explicit = fastparse.parse(join_command, ["-b", "cli:1", *argv])
+    explicit = fast(["-b", "cli:1", *argv])
     assert explicit is not None and explicit["bootstrap"] == "cli:1"
 
 
@@ -88,8 +103,85 @@ def test_environment_variable_as_typer_reads_it(monkeypatch: pytest.MonkeyPatch)
 def test_density_options_as_typer_reads_them(argv: list[str]) -> None:
     expected = typer_kwargs(argv)
     assert expected is not None
-    assert fastparse.parse(join_command, argv) == expected
+    assert fast(argv) == expected
 
 
 def test_members_below_one_is_left_to_typer() -> None:
-    assert fastparse.parse(join_command, ["-g", "g", "t", "--members", "0"]) is None
+    assert fast(["-g", "g", "t", "--members", "0"]) is None
+
+
+def join_click_command() -> Any:
+    """`kgctl join` as typer hands it to click: the parameters typer would parse."""
+    import typer.main
+
+    from kgctl.cli.app import build_app
+
+    return typer.main.get_command(build_app("join")).commands["join"]  # type: ignore[attr-defined]
+
+
+def sample_values(param: Any) -> list[str]:
+    """Values typer accepts for one option: every choice, a bound itself, a plain value."""
+    kind = param.type_descriptor.annotation
+    if typing.get_origin(kind) is list:
+        (kind,) = typing.get_args(kind)
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):
+        return [str(member.value) for member in kind]
+    if kind is int:
+        return [str(param.min if param.min is not None else 7), "12"]
+    if kind is float:
+        return [str(param.min if param.min is not None else 0.5), "2.5"]
+    return ["/tmp/kgctl-x.properties" if kind is Path else "some-value"]
+
+
+def every_option_line() -> list[list[str]]:
+    lines = []
+    for param in join_click_command().params:
+        if param.param_type_name != "option":
+            continue
+        for spelling in [*param.opts, *param.secondary_opts]:
+            if param.is_flag:
+                lines.append(["-g", "g", "t", spelling])
+                continue
+            for value in sample_values(param):
+                lines.append(["-g", "g", "t", spelling, value])
+                if spelling.startswith("--"):
+                    lines.append(["-g", "g", "t", f"{spelling}={value}"])
+    return lines
+
+
+def test_the_table_has_every_spelling_typer_has() -> None:
+    assert TABLE is not None, "the generated table says typer parses every join line"
+    typer_spellings = {
+        s
+        for p in join_click_command().params
+        if p.param_type_name == "option"
+        for s in [*p.opts, *p.secondary_opts]
+    }
+    table_spellings = {s for spec in TABLE for s in spec.names}
+    assert table_spellings == typer_spellings - {"--help", "-h"}
+    assert [spec.name for spec in TABLE] == [
+        p.name for p in join_click_command().params if p.name != "help"
+    ]
+
+
+@pytest.mark.parametrize("argv", every_option_line(), ids=" ".join)
+def test_every_option_as_typer_reads_it(argv: list[str]) -> None:
+    expected = typer_kwargs(argv)
+    assert expected is not None, "typer refused a value the sample meant to be good"
+    assert fast(argv) == expected
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["-g", "g", "t", option, str(spec.low - 1)]
+        for spec in (TABLE or [])
+        if spec.low is not None
+        for option in spec.names
+    ],
+    ids=" ".join,
+)
+def test_below_a_bound_both_refuse(argv: list[str]) -> None:
+    # typer says what is wrong; the fast parse must not accept what typer refuses.
+    assert typer_kwargs(argv) is None
+    assert fast(argv) is None

@@ -1,11 +1,12 @@
 """`kgctl join --output json` imports what a member uses and nothing else.
 
 Every process a chaos fleet or a user's script starts pays its imports in CPU before it
-joins (docs/benchmarks.md, "Start-up"): typer's parser through pydantic, rich, and the
-broker, chaos, watch and render packages cost a member more than kafka-python's own
-start. The interpreter's own import log (`python -X importtime`) of a real `kgctl join`
-run says what was imported; the run fails at once on a closed port, after it has built
-its consumer (kafka-python is imported: the test sees the member's whole path).
+joins (docs/benchmarks.md, "Start-up"): typer and its click, rich, and the broker, chaos,
+watch and render packages cost a member more than kafka-python's own start; a plain join
+command line is parsed from the generated option table (kgctl/cli/fastparse.py). The
+interpreter's own import log (`python -X importtime`) of a real `kgctl join` run says
+what was imported; the run fails at once on a closed port, after it has built its
+consumer (kafka-python is imported: the test sees the member's whole path).
 """
 
 from __future__ import annotations
@@ -24,8 +25,12 @@ NOT_FOR_A_MEMBER = (
     "rich",
     "pydantic",
     "markdown_it",
-    "typer.rich_utils",
-    "typer._adapters",
+    "typer",
+    "click",
+    "shellingham",
+    # the KIP-848 state machine: a classic member has no use for it
+    "kgctl.member.membership",
+    "kgctl.member.consumer_member",
     "yaml",
     "kgctl.broker",
     "kgctl.chaos",
@@ -74,6 +79,23 @@ def test_join_json_imports_only_what_a_member_uses() -> None:
     assert "kafka" in modules and "kgctl.member.runner" in modules
     extra = sorted(m for m in modules if m.startswith(NOT_FOR_A_MEMBER))
     assert extra == [], f"kgctl join --output json imported {extra[:12]}"
+
+
+def test_a_join_error_is_one_line_without_typer() -> None:
+    # The member's own usage error (no --group) comes from the typer-free path too: one
+    # line, exit 2, and still no typer.
+    status, errors, modules = imported_modules(["join", "t", "--output", "json"])
+    assert status == int(ExitStatus.USAGE)
+    assert errors.splitlines() == ["kgctl: error: --group/-g is required"]
+    assert not any(m.startswith(("typer", "click", "rich")) for m in modules)
+
+
+def test_a_bad_value_is_still_typer_s_one_line() -> None:
+    # What the fast parse does not understand goes to typer, which words it as before.
+    status, errors, modules = imported_modules(["join", "-g", "g", "t", "--commit", "often"])
+    assert status == int(ExitStatus.USAGE) and "typer" in modules
+    (line,) = errors.splitlines()
+    assert line.startswith("kgctl: error: Invalid value for '--commit'") and "-h'" in line
 
 
 def test_join_help_still_comes_from_typer() -> None:

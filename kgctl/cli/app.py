@@ -1,27 +1,30 @@
-"""The typer application: one thin module per command, registered here.
+"""The typer application: one thin module per command, registered here; and `main`, the
+console script's entry point.
 
 Command modules define their commands and know nothing of `app`; this module registers
 each one, in the order `--help` and docs/cli.md list them. A command line that names one
 command builds an app with that command only, so `kgctl join` does not import the
 broker's, chaos's, watch's or report's modules (and what they import) to start a member;
-`app` (for --help, completion, docs and tests) has them all. `kgctl join` also tries a
-parse of its own first (`kgctl.cli.fastparse`) that needs neither typer's parser nor
-pydantic, and hands anything it does not fully understand to typer.
+`app` (for --help, completion, docs and tests) has them all. `kgctl join` is first parsed
+without typer at all (`kgctl.cli.fastparse`, from a table generated from join's typer
+declarations) and run by `kgctl.cli.join_run`; a command line that parse does not fully
+understand (help, a bad value, ...) goes to typer, as every other command does. Nothing at
+this module's top imports typer.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
-from typing import Any
-
-import typer
-
-# typer carries its own click; pinned in pyproject.toml with typer.
-from typer._click import exceptions as click_errors
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from kgctl import __version__
-from kgctl.cli.common import Env, given_env
+from kgctl.cli.base import Env, given_env
+
+if TYPE_CHECKING:
+    import typer
+    from typer._click import exceptions as click_errors
 
 # name -> (module, attribute, is a group of subcommands), in the order of --help.
 COMMANDS: dict[str, tuple[str, str, bool]] = {
@@ -35,24 +38,30 @@ COMMANDS: dict[str, tuple[str, str, bool]] = {
     "watch": ("kgctl.cli.watch", "watch_command", False),
 }
 HELP = "Diagnose and provoke Apache Kafka consumer-group rebalances with real members."
-
-
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"kgctl {__version__}")
-        raise typer.Exit()
-
-
-def _root(
-    version: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
-    ),
-) -> None:
-    """Diagnose and provoke Apache Kafka consumer-group rebalances with real members."""
+# `kgctl join`'s options as a table, generated from its typer declarations (`make docs`).
+JOIN_OPTIONS = Path(__file__).with_name("join_options.json")
 
 
 def build_app(only: str | None = None) -> typer.Typer:
     """The app with every command, or with the one named `only`."""
+    import typer
+
+    def version_callback(value: bool) -> None:
+        if value:
+            typer.echo(f"kgctl {__version__}")
+            raise typer.Exit()
+
+    def root(
+        version: bool = typer.Option(
+            False,
+            "--version",
+            callback=version_callback,
+            is_eager=True,
+            help="Print the version and exit.",
+        ),
+    ) -> None:
+        """Diagnose and provoke Apache Kafka consumer-group rebalances with real members."""
+
     built = typer.Typer(
         name="kgctl",
         help=HELP,
@@ -61,7 +70,7 @@ def build_app(only: str | None = None) -> typer.Typer:
         pretty_exceptions_enable=False,
         context_settings={"help_option_names": ["-h", "--help"]},
     )
-    built.callback()(_root)
+    built.callback()(root)
     for name, (module, attribute, group) in COMMANDS.items():
         if only is not None and name != only:
             continue
@@ -98,29 +107,9 @@ def main(argv: list[str] | None = None, env: Env | None = None) -> int:
     command = _command_of(args)
     with given_env(env):
         try:
-            kwargs = None
-            if command == "join":
-                from kgctl.cli import fastparse, join
-
-                kwargs = fastparse.parse(join.join_command, args[1:])
-            if kwargs is not None:
-                join.join_command(**kwargs)
-                code = 0
-            else:
-                # Not standalone: click would print a usage error as a box of several
-                # lines; kgctl says every bad input in one line (docs/cli.md, exit 2).
-                returned = build_app(command)(args=argv, prog_name="kgctl", standalone_mode=False)
-                code = returned if isinstance(returned, int) else 0
-        except typer.Exit as exc:  # the fast path's command ended with a status
-            code = exc.exit_code
-        except click_errors.NoArgsIsHelpError as exc:
-            # `kgctl chaos` alone: typer has printed the help already, the answer.
-            code = exc.exit_code
-        except click_errors.ClickException as exc:
-            typer.echo(f"kgctl: error: {_one_line(exc)}", err=True)
-            code = exc.exit_code
-        except typer.Abort:
-            code = 130
+            code = _join_without_typer(args[1:]) if command == "join" else None
+            if code is None:
+                code = _with_typer(command, argv)
         except SystemExit as exc:
             if env is None:
                 raise
@@ -131,8 +120,47 @@ def main(argv: list[str] | None = None, env: Env | None = None) -> int:
     return int(code)
 
 
+def _join_without_typer(argv: list[str]) -> int | None:
+    """`kgctl join`'s exit status, or None when its command line is typer's to parse."""
+    from kgctl.cli import fastparse
+
+    kwargs = fastparse.parse(fastparse.load(JOIN_OPTIONS), argv)
+    if kwargs is None:
+        return None
+    from kgctl.cli.base import CommandExit
+    from kgctl.cli.join_run import run_join
+
+    try:
+        return run_join(**kwargs)
+    except CommandExit as exc:
+        return exc.status
+
+
+def _with_typer(command: str | None, argv: list[str] | None) -> int:
+    import typer
+
+    # typer carries its own click; pinned in pyproject.toml with typer.
+    from typer._click import exceptions as click_errors
+
+    try:
+        # Not standalone: click would print a usage error as a box of several lines;
+        # kgctl says every bad input in one line (docs/cli.md, exit 2).
+        returned = build_app(command)(args=argv, prog_name="kgctl", standalone_mode=False)
+        return returned if isinstance(returned, int) else 0
+    except click_errors.NoArgsIsHelpError as exc:
+        # `kgctl chaos` alone: typer has printed the help already, the answer.
+        return exc.exit_code
+    except click_errors.ClickException as exc:
+        typer.echo(f"kgctl: error: {_one_line(exc)}", err=True)
+        return exc.exit_code
+    except typer.Abort:
+        return 130
+
+
 def _one_line(exc: click_errors.ClickException) -> str:
     """Click's message on one line, with where to read the command's options."""
+    from typer._click import exceptions as click_errors
+
     message = " ".join(exc.format_message().split()).rstrip(".")
     ctx = getattr(exc, "ctx", None)
     if isinstance(exc, click_errors.UsageError) and ctx is not None:

@@ -1,4 +1,5 @@
-"""Generated files: docs/cli.md and completions/ from the typer app, and their checks.
+"""Generated files: docs/cli.md, completions/ and `kgctl join`'s option table (for its
+parse without typer, `kgctl.cli.fastparse`) from the typer app, and their checks.
 
 `python -m kgctl.cli.docgen` (what `make docs` runs) rewrites them; `--check` exits 1
 naming the stale ones. Tests call `generated()` and compare in memory.
@@ -19,7 +20,9 @@ from typing import Any
 import typer
 import typer.main
 
-from kgctl.cli.app import app
+from kgctl.cli import fastparse
+from kgctl.cli.app import JOIN_OPTIONS, app
+from kgctl.cli.join import join_command
 from kgctl.errors import ExitStatus
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -211,7 +214,10 @@ def completion_script(shell: str) -> str:
 
 def generated() -> dict[Path, str]:
     """Every generated file, relative to the repository root, with its content."""
-    files = {Path("docs/cli.md"): cli_markdown()}
+    files = {
+        Path("docs/cli.md"): cli_markdown(),
+        JOIN_OPTIONS.resolve().relative_to(ROOT): fastparse.table_json(join_command),
+    }
     for shell, name in SHELLS.items():
         files[Path("completions") / name] = completion_script(shell)
     return files

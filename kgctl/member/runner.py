@@ -27,7 +27,6 @@ from kgctl.adapters.trace import TracePublisher
 from kgctl.errors import ExitStatus, KgctlError, NotFoundError, UsageError
 from kgctl.member.control import Command, ControlQueue
 from kgctl.member.emitter import Emitter
-from kgctl.member.membership import re2j_problem
 from kgctl.member.reasons import fatal_error
 from kgctl.member.stats import ConsumeStats
 from kgctl.model.events import Event
@@ -161,6 +160,10 @@ class MemberConfig:
                 f"--remote-assignor {self.remote_assignor!r}: expected one of {REMOTE_ASSIGNORS}"
             )
         if self.pattern is not None:
+            # Here, not at the top: the KIP-848 state machine is no part of a classic
+            # member, whose start-up pays for every module it imports (docs/benchmarks.md).
+            from kgctl.member.membership import re2j_problem  # noqa: PLC0415
+
             problem = re2j_problem(self.pattern)
             if problem is not None:
                 raise UsageError(
@@ -207,7 +210,14 @@ class Member:
         self.paused = False
         # Set by anything the idle loop of a member that does not fetch must act on.
         self._idle_wake = threading.Event()
-        self.emitter.on_emit = self._idle_wake.set
+        # Events are written by the writer thread as soon as they are emitted, and by the
+        # main thread at each flush; the lock keeps them one at a time and in order.
+        self._write_lock = threading.RLock()
+        self._events_waiting = threading.Event()
+        self._writer: threading.Thread | None = None
+        self._writer_error: BaseException | None = None
+        self._trace_urgent = False
+        self.emitter.on_emit = self._on_emit
         self._stop: str | None = None
         self._exit = ExitStatus.OK
         self._started = time.monotonic()
@@ -221,25 +231,66 @@ class Member:
     def emit(self, type_: str, **data: Any) -> None:
         self.emitter.emit(type_, **data)
 
+    def _on_emit(self) -> None:
+        self._events_waiting.set()
+        self._idle_wake.set()
+
+    def _write_pending(self) -> None:
+        """Every queued event to the sinks, the totals and the trace topic's queue."""
+        with self._write_lock:
+            for event in self.emitter.drain():
+                if event.type == "OffsetsCommitted":
+                    self.stats.add_commit(
+                        {
+                            (t, int(p)): o
+                            for t, ps in event.data.get("offsets", {}).items()
+                            for p, o in ps.items()
+                        }
+                    )
+                for sink in self.sinks:
+                    sink(event)
+                if self._trace is not None:
+                    self._trace.publish(event.group, event.to_json())
+                    self._trace_urgent = self._trace_urgent or event.type not in ROUTINE_EVENTS
+
+    def _write_loop(self) -> None:
+        # The main thread flushes only between polls, up to a poll (200 ms) after a step
+        # happened on kafka-python's I/O thread: a reader of the events (kgctl chaos, a
+        # script waiting for JoinCompleted) would learn of it that much later. This thread
+        # writes each event when it is emitted; a sink that blocks (a full pipe) blocks
+        # it, not the I/O thread's heartbeats.
+        while self._writer is not None:
+            self._events_waiting.wait()
+            self._events_waiting.clear()
+            try:
+                self._write_pending()
+            except BaseException as exc:  # raised again on the main thread, by flush
+                self._writer_error = exc
+                return
+
+    def _start_writer(self) -> None:
+        self._writer = threading.Thread(
+            target=self._write_loop, name=f"kgctl-events-{self.config.label}", daemon=True
+        )
+        self._writer.start()
+
+    def _stop_writer(self) -> None:
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            self._events_waiting.set()
+            writer.join()
+
     def flush(self) -> None:
-        urgent = False
-        for event in self.emitter.drain():
-            if event.type == "OffsetsCommitted":
-                self.stats.add_commit(
-                    {
-                        (t, int(p)): o
-                        for t, ps in event.data.get("offsets", {}).items()
-                        for p, o in ps.items()
-                    }
-                )
-            for sink in self.sinks:
-                sink(event)
-            if self._trace is not None:
-                self._trace.publish(event.group, event.to_json())
-                urgent = urgent or event.type not in ROUTINE_EVENTS
+        """Write what is queued (the writer thread may have written most of it)."""
+        if self._writer_error is not None:
+            error, self._writer_error = self._writer_error, None
+            raise error
+        self._write_pending()
         if self._trace is not None:
-            with contextlib.suppress(Exception):
-                self._trace.send_due(urgent=urgent)
+            with self._write_lock:
+                urgent, self._trace_urgent = self._trace_urgent, False
+                with contextlib.suppress(Exception):
+                    self._trace.send_due(urgent=urgent)
 
     # -- stopping -------------------------------------------------------------------------
     def request_stop(self, reason: str, status: ExitStatus = ExitStatus.OK) -> None:
@@ -268,6 +319,13 @@ class Member:
         """Join, consume until told to stop, leave; return the exit status."""
         previous = self._install_signals()
         _set_parent_death_signal()
+        self._start_writer()
+        try:
+            return self._run(previous)
+        finally:
+            self._stop_writer()  # every path out has flushed MemberStopped (`_stopped`)
+
+    def _run(self, previous: dict[int, Any]) -> ExitStatus:
         cfg = self.config
         self.emit(
             "MemberStarted",
@@ -528,16 +586,18 @@ class Member:
 
     def _stopped(self, reason: str) -> None:
         self.flush()  # the totals include commits made while closing
-        self.emit(
-            "MemberStopped", reason=reason, exit_status=int(self._exit), **self.stats.totals()
-        )
+        with self._write_lock:
+            totals = self.stats.totals()
+        self.emit("MemberStopped", reason=reason, exit_status=int(self._exit), **totals)
         self.flush()
-        if self._trace is not None:
-            with contextlib.suppress(Exception):
-                # A reachable broker takes the last events in milliseconds; an unreachable
-                # one would only add its wait to the budget the close already spent.
-                self._trace.close(timeout_s=TRACE_CLOSE_S)
-            self._trace = None
+        with self._write_lock:
+            if self._trace is not None:
+                with contextlib.suppress(Exception):
+                    # A reachable broker takes the last events in milliseconds; an
+                    # unreachable one would only add its wait to the budget the close
+                    # already spent.
+                    self._trace.close(timeout_s=TRACE_CLOSE_S)
+                self._trace = None
 
 
 def _is_kafka_error(exc: BaseException) -> bool:
