@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -13,7 +15,7 @@ from kgctl.errors import ExitStatus, FencedError, NotAuthorizedError, UsageError
 from kgctl.member.control import ControlQueue, parse_command
 from kgctl.member.emitter import Emitter
 from kgctl.member.reasons import fatal_error
-from kgctl.member.runner import MemberConfig
+from kgctl.member.runner import Member, MemberConfig
 from kgctl.member.stats import ConsumeStats
 from kgctl.model.events import EVENT_TYPES, Event
 from kgctl.model.reasons import RejoinReason, rejoin_reason
@@ -21,6 +23,7 @@ from kgctl.render.chaos_view import event_line
 from kgctl.render.group_view import describe_event
 from kgctl.render.member_lines import MemberHeader, describe, render_line, summary_lines
 from kgctl.render.proxy_lines import describe_wire
+from kgctl.settings import ClientSettings
 
 
 def reason(**kw: object) -> RejoinReason:
@@ -128,6 +131,60 @@ def test_emitter_stamps_identity_and_sequence() -> None:
     assert Event.from_json(events[1].to_json()) == events[1]
     with pytest.raises(ValueError):
         emitter.emit("NoSuchEvent")
+
+
+class _PollThatWaits:
+    """A consumer whose poll lasts until the test lets it return (a long fetch wait)."""
+
+    def __init__(self) -> None:
+        self.polling = threading.Event()
+        self.release = threading.Event()
+
+    def poll(self, timeout_ms: int = 0, max_records: int | None = None) -> dict[Any, Any]:
+        self.polling.set()
+        self.release.wait(30)
+        return {}
+
+    def assignment(self) -> set[Any]:
+        return set()
+
+    def pause(self, *partitions: Any) -> None:
+        pass
+
+    def close(self, **kwargs: Any) -> None:
+        pass
+
+
+def test_an_event_from_the_io_thread_is_written_while_the_loop_is_in_a_poll() -> None:
+    # kafka-python completes a join on its I/O thread while the member's loop waits in
+    # poll (up to 200 ms, more with a fetch wait): a reader of the member's lines must not
+    # learn of the join only when that poll returns.
+    consumer = _PollThatWaits()
+
+    class StubbedMember(Member):
+        def _start(self) -> None:
+            self._consumer = consumer
+
+    written = threading.Event()
+
+    def sink(event: Event) -> None:
+        if event.type == "JoinCompleted":
+            written.set()
+
+    config = MemberConfig(group="g", topics=["t"], read_stdin=False)
+    member = StubbedMember(config, ClientSettings(bootstrap="127.0.0.1:9092"), [sink])
+    loop = threading.Thread(target=member.run, daemon=True)
+    loop.start()
+    try:
+        assert consumer.polling.wait(10)
+        member.emitter.emit("JoinCompleted", generation=1)  # as the I/O thread does
+        assert written.wait(10), "the event was written only after the poll returned"
+        assert not consumer.release.is_set()
+    finally:
+        member.request_stop("test")
+        consumer.release.set()
+        loop.join(10)
+    assert not loop.is_alive()
 
 
 def test_member_config_rejects_topics_and_pattern_together() -> None:

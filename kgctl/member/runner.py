@@ -217,6 +217,8 @@ class Member:
         self._writer: threading.Thread | None = None
         self._writer_error: BaseException | None = None
         self._trace_urgent = False
+        # Events written before the trace topic's publisher exists (MemberStarted).
+        self._trace_backlog: list[Event] = []
         self.emitter.on_emit = self._on_emit
         self._stop: str | None = None
         self._exit = ExitStatus.OK
@@ -250,8 +252,13 @@ class Member:
                 for sink in self.sinks:
                     sink(event)
                 if self._trace is not None:
-                    self._trace.publish(event.group, event.to_json())
-                    self._trace_urgent = self._trace_urgent or event.type not in ROUTINE_EVENTS
+                    self._publish(event)
+                elif self.config.trace_topic:
+                    self._trace_backlog.append(event)
+
+    def _publish(self, event: Event) -> None:
+        self._trace.publish(event.group, event.to_json())
+        self._trace_urgent = self._trace_urgent or event.type not in ROUTINE_EVENTS
 
     def _write_loop(self) -> None:
         # The main thread flushes only between polls, up to a poll (200 ms) after a step
@@ -335,7 +342,12 @@ class Member:
         )
         try:
             if cfg.trace_topic:
-                self._trace = TracePublisher(self.settings, cfg.trace_topic)
+                trace = TracePublisher(self.settings, cfg.trace_topic)
+                with self._write_lock:  # what was written before it existed goes first
+                    self._trace = trace
+                    for event in self._trace_backlog:
+                        self._publish(event)
+                    self._trace_backlog.clear()
             self._start()
             self.control.on_put = self._idle_wake.set
             if cfg.read_stdin:
