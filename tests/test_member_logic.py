@@ -590,3 +590,37 @@ def test_trace_records_hold_events_as_json_lines_and_stay_under_the_size_limit()
     # A line longer than the limit is sent alone rather than cut.
     long = "y" * 900
     assert list(json_line_chunks(["a", long, "b"], 500)) == [b"a", long.encode(), b"b"]
+
+
+class _TopicsAnswering:
+    """A consumer whose all-topics metadata request fails with `failures` first."""
+
+    config = {"retry_backoff_ms": 1}
+
+    def __init__(self, *failures: BaseException) -> None:
+        self.failures = list(failures)
+        self.asked = 0
+
+    def topics(self) -> set[str]:
+        self.asked += 1
+        if self.failures:
+            raise self.failures.pop(0)
+        return {"t"}
+
+
+def test_the_missing_topic_check_sends_a_timed_out_request_again() -> None:
+    import kafka.errors as Errors
+
+    from kgctl.adapters.consumer import existing_topics
+
+    consumer = _TopicsAnswering(Errors.RequestTimedOutError(), Errors.KafkaConnectionError())
+    assert existing_topics(consumer) == {"t"}  # type: ignore[arg-type]
+    assert consumer.asked == 3
+    # Stopping while it retries: no answer, and no error either.
+    stopping = _TopicsAnswering(Errors.RequestTimedOutError())
+    assert existing_topics(stopping, lambda: False) is None  # type: ignore[arg-type]
+    # What another attempt cannot fix is raised, once.
+    refused = _TopicsAnswering(Errors.TopicAuthorizationFailedError())
+    with pytest.raises(Errors.TopicAuthorizationFailedError):
+        existing_topics(refused)  # type: ignore[arg-type]
+    assert refused.asked == 1

@@ -1173,8 +1173,28 @@ def subscribe(
         consumer.subscribe(topics=list(topics or []), listener=listener)
 
 
-def existing_topics(consumer: KafkaConsumer) -> set[str]:
-    return set(consumer.topics())
+def existing_topics(
+    consumer: KafkaConsumer, keep_trying: Callable[[], bool] = lambda: True
+) -> set[str] | None:
+    """Every topic the member may see (the check for missing subscribed topics), or None
+    when `keep_trying` says to stop while retrying.
+
+    Java's consumer has no such check; its metadata requests are retried, never fatal. A
+    request that failed retriably (timed out on a loaded broker, a connection lost) is
+    sent again after the client's retry.backoff.ms, as Java's client does; it used to end
+    the member with exit 10 (1,500 members on one machine, docs/benchmarks.md). Any other
+    error is raised.
+    """
+    backoff_s = consumer.config["retry_backoff_ms"] / 1000
+    while True:
+        try:
+            return set(consumer.topics())
+        except Errors.KafkaError as exc:
+            if not clients.retriable(exc):
+                raise
+        if not keep_trying():
+            return None
+        time.sleep(backoff_s)
 
 
 # The reason the coordinator is marked unknown when a whole session passed without an

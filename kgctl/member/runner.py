@@ -423,7 +423,10 @@ class Member:
         self._consumer, self._coordinator = consumer, coordinator
         self.emitter.identity = coordinator.kg_identity
         if cfg.topics:
-            missing = sorted(set(cfg.topics) - adapter.existing_topics(consumer))
+            existing = adapter.existing_topics(consumer, lambda: not self._should_stop())
+            if existing is None:
+                return  # asked to stop while the check was retrying: the loop stops
+            missing = sorted(set(cfg.topics) - existing)
             if missing:
                 if cfg.fail_on_missing:
                     verb = "does not exist" if len(missing) == 1 else "do not exist"
