@@ -188,8 +188,7 @@ def cli_markdown() -> str:
     out += [
         "## Exit status",
         "",
-        "`kgctl.errors.ExitStatus`; one place (`kgctl/cli/base.py`, `run()`) maps errors "
-        "to them.",
+        "`kgctl.errors.ExitStatus`; one place (`kgctl/cli/base.py`, `run()`) maps errors to them.",
         "",
         "| code | name | meaning |",
         "|---|---|---|",
