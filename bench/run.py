@@ -205,7 +205,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 out["latency"] = summarize(results, args.max_load)
             if "startup" in sections:
                 say("bench: start-up, kgctl join vs plain kafka-python")
-                out["startup"] = run_startup(env, plan["startup"], say=say)
+                reps = args.startup_reps or plan["startup"]
+                out["startup"] = run_startup(env, reps, say=say)
             if "idle" in sections:
                 n, hold = plan["idle"]
                 say(f"bench: idle members, {n} in one process, by setting")
@@ -287,6 +288,9 @@ def main(argv: list[str] | None = None) -> int:
         "--density-budget",
         type=float,
         help="density: minutes after which no new step starts (the triggers still run)",
+    )
+    ap.add_argument(
+        "--startup-reps", type=int, help="start-up: repetitions of each kind (default 7)"
     )
     ap.add_argument("--out", type=Path, help="JSON results file")
     ap.add_argument("--quiet", action="store_true")
