@@ -206,7 +206,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if "startup" in sections:
                 say("bench: start-up, kgctl join vs plain kafka-python")
                 reps = args.startup_reps or plan["startup"]
-                out["startup"] = run_startup(env, reps, say=say)
+                out["startup"] = run_startup(env, reps, say=say, baseline=args.startup_baseline)
             if "idle" in sections:
                 n, hold = plan["idle"]
                 say(f"bench: idle members, {n} in one process, by setting")
@@ -291,6 +291,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--startup-reps", type=int, help="start-up: repetitions of each kind (default 7)"
+    )
+    ap.add_argument(
+        "--startup-baseline",
+        type=Path,
+        help="start-up: also run the kgctl of this source tree (e.g. `git archive main`), "
+        "side by side, as kind kgctl-baseline",
     )
     ap.add_argument("--out", type=Path, help="JSON results file")
     ap.add_argument("--quiet", action="store_true")

@@ -1,8 +1,9 @@
 """Start-up cost of one member: CPU seconds from exec to its first completed join.
 
-Side by side in one run, alternating (the order flipped every repetition): a `kgctl join
---output json` process and a plain kafka-python consumer (bench/kp_member.py), each the
-only member of its own fresh group on one shared topic. The clock starts at exec; a
+Side by side in one run, the order rotated every repetition: a `kgctl join --output json`
+process and a plain kafka-python consumer (bench/kp_member.py), and with
+`--startup-baseline DIR` the kgctl of another source tree (an older commit, unpacked with
+`git archive`), each the only member of its own fresh group on one shared topic. The clock starts at exec; a
 member has started when it reports its first assignment (kgctl: `JoinCompleted`; kp:
 `partitions_assigned`). At that line the bench kills the process (SIGKILL) and reads its
 utime + stime from the kernel's accounting of the reaped child (`wait4`: every thread, live
@@ -31,19 +32,28 @@ from bench.latency import Env
 from bench.members import ROOT, MemberConfig, _die_with_parent, command
 
 # The line that says a member holds its first assignment, per kind.
-_READY = {"kgctl": b'"type":"JoinCompleted"', "kp": b'"partitions_assigned"'}
+_READY = {
+    "kgctl": b'"type":"JoinCompleted"',
+    "kgctl-baseline": b'"type":"JoinCompleted"',
+    "kp": b'"partitions_assigned"',
+}
 
 
-def _one(env: Env, kind: str, topic: str, cfg: MemberConfig) -> dict[str, Any]:
+def _one(
+    env: Env, kind: str, topic: str, cfg: MemberConfig, baseline: Path | None = None
+) -> dict[str, Any]:
     group = f"bench-startup-{kind}-{uuid.uuid4().hex[:6]}"
-    cmd = command(kind, env.bootstrap, group, [topic], "s0", cfg, env.workdir)
+    # The baseline is another kgctl source tree (an older commit, `git archive`): run from
+    # there, `python -m kgctl` imports its kgctl before the installed one.
+    base = kind == "kgctl-baseline"
+    cmd = command("kgctl" if base else kind, env.bootstrap, group, [topic], "s0", cfg, env.workdir)
     t0 = time.monotonic()
     proc = subprocess.Popen(
         cmd,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
-        cwd=str(ROOT),
+        cwd=str(baseline if base and baseline is not None else ROOT),
         env=dict(os.environ, PYTHONUNBUFFERED="1"),
         preexec_fn=_die_with_parent,  # noqa: PLW1509
     )
@@ -97,16 +107,22 @@ def _spread(values: list[float]) -> dict[str, float] | None:
     }
 
 
-def run_startup(env: Env, reps: int, say: Any = print) -> dict[str, Any]:
-    """`reps` starts of each kind, alternating; medians and the kgctl / kp ratio."""
+def run_startup(
+    env: Env, reps: int, say: Any = print, baseline: Path | None = None
+) -> dict[str, Any]:
+    """`reps` starts of each kind, the order rotated every repetition; medians and the
+    kgctl / kp ratio (and kgctl-baseline / kp with `baseline`, another kgctl tree)."""
     topic = env.topic(2)
     cfg = MemberConfig()
-    compiled = compileall.compile_dir(str(ROOT / "kgctl"), quiet=1)
+    trees = [ROOT / "kgctl", *([baseline / "kgctl"] if baseline is not None else [])]
+    compiled = all(compileall.compile_dir(str(tree), quiet=1) for tree in trees)
+    kinds = ["kgctl", "kp", *(["kgctl-baseline"] if baseline is not None else [])]
     runs: list[dict[str, Any]] = []
     load = [_load()]
     for rep in range(reps):
-        for kind in ("kgctl", "kp") if rep % 2 == 0 else ("kp", "kgctl"):
-            r = _one(env, kind, topic, cfg)
+        shift = rep % len(kinds)
+        for kind in kinds[shift:] + kinds[:shift]:
+            r = _one(env, kind, topic, cfg, baseline)
             r["rep"] = rep
             runs.append(r)
             say(f"bench: start-up {kind} rep {rep}: {r}")
@@ -119,7 +135,9 @@ def run_startup(env: Env, reps: int, say: Any = print) -> dict[str, Any]:
         "kgctl_bytecode": "compiled before the run" if compiled else "compileall failed",
         "runs": runs,
     }
-    for kind in ("kgctl", "kp"):
+    if baseline is not None:
+        out["baseline_tree"] = str(baseline)
+    for kind in kinds:
         ok = [r for r in runs if r["kind"] == kind and r["ok"]]
         out[kind] = {
             "ok": len(ok),
@@ -128,11 +146,12 @@ def run_startup(env: Env, reps: int, say: Any = print) -> dict[str, Any]:
             "cpu_s_spread": _spread([r["cpu_s"] for r in ok]),
             "wall_s_median": statistics.median(r["wall_s"] for r in ok) if ok else None,
         }
-    if out["kgctl"]["cpu_s_median"] and out["kp"]["cpu_s_median"]:
-        out["cpu_ratio_kgctl_kp"] = round(
-            out["kgctl"]["cpu_s_median"] / out["kp"]["cpu_s_median"], 2
-        )
-        out["wall_ratio_kgctl_kp"] = round(
-            out["kgctl"]["wall_s_median"] / out["kp"]["wall_s_median"], 2
-        )
+    for kind, key in (("kgctl", "kgctl_kp"), ("kgctl-baseline", "baseline_kp")):
+        if kind in out and out[kind]["cpu_s_median"] and out["kp"]["cpu_s_median"]:
+            out[f"cpu_ratio_{key}"] = round(
+                out[kind]["cpu_s_median"] / out["kp"]["cpu_s_median"], 2
+            )
+            out[f"wall_ratio_{key}"] = round(
+                out[kind]["wall_s_median"] / out["kp"]["wall_s_median"], 2
+            )
     return out
