@@ -43,8 +43,8 @@ class Emitter:
         self._seq = 0
         self._lock = threading.Lock()
         self._queue: queue.SimpleQueue[Event] = queue.SimpleQueue()
-        # Called after each event is queued (the member's loop wakes to write it).
-        self.on_emit: Callable[[], None] | None = None
+        # Called with each event after it is queued (the member's writer wakes to write it).
+        self.on_emit: Callable[[Event], None] | None = None
 
     def emit(self, type_: str, **data: Any) -> Event:
         if type_ not in EVENT_TYPES:
@@ -73,7 +73,7 @@ class Emitter:
             )
             self._queue.put(event)
         if self.on_emit is not None:
-            self.on_emit()
+            self.on_emit(event)
         return event
 
     def drain(self) -> list[Event]:

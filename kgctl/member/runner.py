@@ -233,9 +233,13 @@ class Member:
     def emit(self, type_: str, **data: Any) -> None:
         self.emitter.emit(type_, **data)
 
-    def _on_emit(self) -> None:
+    def _on_emit(self, event: Event) -> None:
         self._events_waiting.set()
-        self._idle_wake.set()
+        if event.type not in ROUTINE_EVENTS:
+            # A step (an assignment to pause, a failure) is the idle loop's business; a
+            # heartbeat's or a commit's answer is only written, by the writer: an idle
+            # member's heartbeat wakes the I/O thread and the writer, not a third.
+            self._idle_wake.set()
 
     def _write_pending(self) -> None:
         """Every queued event to the sinks, the totals and the trace topic's queue."""
