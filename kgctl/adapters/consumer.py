@@ -258,10 +258,9 @@ class TracedCoordinator(ConsumerCoordinator):
 
     # -- departure (y): the poll thread wakes when a rejoin is asked for ----------------
     def kg_poll_wake(self) -> Any:
-        """The future the poll thread's fetch wait also ends on (called on it)."""
-        wake = self._kg_wake
-        if wake is None or wake.is_done:
-            wake = self._kg_wake = Future()
+        """A new future for the poll thread's next fetch wait to also end on (called on
+        it); new each time, so no callbacks pile up on one while nothing happens."""
+        wake = self._kg_wake = Future()
         return wake
 
     def kg_wake_poll(self) -> None:
