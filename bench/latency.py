@@ -17,6 +17,7 @@ member's time without partitions (revoked/lost -> assigned, as the member report
 
 from __future__ import annotations
 
+import random
 import statistics
 import time
 import uuid
@@ -55,6 +56,7 @@ class CaseResult:
     error: str = ""
     loadavg_1m: float | None = None  # the machine's load average when triggered
     loadavg_end_1m: float | None = None  # ... and when the case ended
+    trigger_delay_ms: int = 0  # --trigger-jitter: the random wait before t0
     # --through-proxy, growth: the phases read from the trace (bench/growth_phases.py)
     # and the trace itself, compact, from 3 s before t0 to the end.
     wire_phases: dict[str, Any] | None = None
@@ -70,7 +72,9 @@ class Env:
         java_libs: Path | None,
         member_logs: Path | None = None,
         proxy: Any = None,
+        trigger_jitter_ms: int = 0,
     ) -> None:
+        self.trigger_jitter_ms = trigger_jitter_ms
         self.bootstrap = bootstrap
         # With a proxy (`--through-proxy`, a ProxyThread tracing Metadata too) the members
         # connect through it; the bench's own admin and observer do not.
@@ -186,6 +190,12 @@ def run_case(
             res.error = "setup: group not complete after settling"
             return res
         res.setup_ms = now_ms() - t_setup
+        if env.trigger_jitter_ms:
+            # The trigger otherwise comes a fixed ~1 s after the group was complete, so at
+            # the same point of every member's heartbeat and metadata periods (they start
+            # at the join): a random wait makes t0 fall anywhere in them, as in real life.
+            res.trigger_delay_ms = random.randrange(env.trigger_jitter_ms)
+            time.sleep(res.trigger_delay_ms / 1000)
         res.loadavg_1m = float(Path("/proc/loadavg").read_text().split()[0])
         existing = list(members)
         log_offset = env.log.size()

@@ -179,7 +179,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             )
             proxy.start()
             out["through_proxy"] = proxy.bootstrap
-        env = Env(bootstrap, log_path, work, java_libs, member_logs=args.member_logs, proxy=proxy)
+        env = Env(
+            bootstrap,
+            log_path,
+            work,
+            java_libs,
+            member_logs=args.member_logs,
+            proxy=proxy,
+            trigger_jitter_ms=args.trigger_jitter or 0,
+        )
         try:
             if "micro" in sections:
                 m, p, rounds = plan["fold"]
@@ -309,6 +317,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="latency: members connect through an in-process kgctl proxy tracing their "
         "group requests and Metadata; growth cases get their phases from that trace",
+    )
+    ap.add_argument(
+        "--trigger-jitter",
+        type=int,
+        help="latency: wait a random 0..MS ms before each trigger, so it falls anywhere in "
+        "the members' heartbeat and metadata periods (recorded per case)",
     )
     ap.add_argument("--out", type=Path, help="JSON results file")
     ap.add_argument("--quiet", action="store_true")
