@@ -60,6 +60,7 @@ def main() -> None:
     ap.add_argument("--session-timeout", type=int, default=6000)
     ap.add_argument("--heartbeat-interval", type=int, default=1000)
     ap.add_argument("--metadata-max-age", type=int, default=1000)
+    ap.add_argument("--client-id", help="client.id (default: kafka-python's)")
     args = ap.parse_args()
     if os.environ.get("KP_MEMBER_DEBUG"):
         logging.basicConfig(level=logging.DEBUG, format="%(asctime)s %(name)s %(message)s")
@@ -71,6 +72,7 @@ def main() -> None:
         heartbeat_interval_ms=args.heartbeat_interval,
         metadata_max_age_ms=args.metadata_max_age,
         auto_offset_reset="earliest",
+        **({"client_id": args.client_id} if args.client_id else {}),
     )
     listener = Listener()
     consumer.subscribe(args.topic, listener=listener)

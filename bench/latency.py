@@ -17,6 +17,7 @@ member's time without partitions (revoked/lost -> assigned, as the member report
 
 from __future__ import annotations
 
+import random
 import statistics
 import time
 import uuid
@@ -26,7 +27,8 @@ from typing import Any
 
 from kafka.admin import KafkaAdminClient, NewPartitions, NewTopic
 
-from bench.members import Member, MemberConfig, spawn
+from bench import growth_phases
+from bench.members import Member, MemberConfig, client_id, spawn
 from bench.observe import BrokerLog, Observer, now_ms
 
 SCENARIOS = ("scale-out", "kill", "growth", "subscription")
@@ -53,6 +55,12 @@ class CaseResult:
     broker_log: list[tuple[int, str, int]] = field(default_factory=list)  # (ms after t0, ...)
     error: str = ""
     loadavg_1m: float | None = None  # the machine's load average when triggered
+    loadavg_end_1m: float | None = None  # ... and when the case ended
+    trigger_delay_ms: int = 0  # --trigger-jitter: the random wait before t0
+    # --through-proxy, growth: the phases read from the trace (bench/growth_phases.py)
+    # and the trace itself, compact, from 3 s before t0 to the end.
+    wire_phases: dict[str, Any] | None = None
+    wire_timeline: list[list[Any]] = field(default_factory=list)
 
 
 class Env:
@@ -63,8 +71,15 @@ class Env:
         workdir: Path,
         java_libs: Path | None,
         member_logs: Path | None = None,
+        proxy: Any = None,
+        trigger_jitter_ms: int = 0,
     ) -> None:
+        self.trigger_jitter_ms = trigger_jitter_ms
         self.bootstrap = bootstrap
+        # With a proxy (`--through-proxy`, a ProxyThread tracing Metadata too) the members
+        # connect through it; the bench's own admin and observer do not.
+        self.proxy = proxy
+        self.member_bootstrap = proxy.bootstrap if proxy is not None else bootstrap
         self.member_logs = member_logs
         self.log = BrokerLog(log_path)
         self.workdir = workdir
@@ -139,7 +154,7 @@ def run_case(
             members.append(
                 spawn(
                     kind,
-                    env.bootstrap,
+                    env.member_bootstrap,
                     group,
                     [t1],
                     name,
@@ -156,6 +171,7 @@ def run_case(
         logs.mkdir(parents=True, exist_ok=True)
 
     expected = {(t1, p) for p in range(parts)}
+    seen = len(env.proxy.snapshot()) if env.proxy is not None else 0
     try:
         t_setup = now_ms()
         setup_offset = env.log.size()
@@ -174,6 +190,12 @@ def run_case(
             res.error = "setup: group not complete after settling"
             return res
         res.setup_ms = now_ms() - t_setup
+        if env.trigger_jitter_ms:
+            # The trigger otherwise comes a fixed ~1 s after the group was complete, so at
+            # the same point of every member's heartbeat and metadata periods (they start
+            # at the join): a random wait makes t0 fall anywhere in them, as in real life.
+            res.trigger_delay_ms = random.randrange(env.trigger_jitter_ms)
+            time.sleep(res.trigger_delay_ms / 1000)
         res.loadavg_1m = float(Path("/proc/loadavg").read_text().split()[0])
         existing = list(members)
         log_offset = env.log.size()
@@ -222,6 +244,9 @@ def run_case(
             if before:
                 res.last_rebalance_ms = t_stable - before[-1]
         res.unassigned_ms = [_unassigned(m, t0, t_end) for m in existing]
+        res.loadavg_end_1m = float(Path("/proc/loadavg").read_text().split()[0])
+        if env.proxy is not None and scenario == "growth":
+            _read_wire(env, res, seen, members, t0, t_stable, t_end, t1, parts + parts // 2)
         if kind == "kgctl" and preps:
             t_prep = preps[0].ts_ms
             for m in existing:
@@ -235,6 +260,29 @@ def run_case(
             m.kill()
         for m in members:
             m.reap()
+
+
+def _read_wire(
+    env: Env,
+    res: CaseResult,
+    seen: int,
+    members: list[Member],
+    t0: int,
+    t_stable: int,
+    t_end: int,
+    topic: str,
+    new_count: int,
+) -> None:
+    """The case's own wire events (its group's requests, its members' Metadata) read as
+    the growth's phases."""
+    ids = {client_id(m.kind, m.name) for m in members}
+    events = [
+        e.to_dict()
+        for e in env.proxy.snapshot()[seen:]
+        if e.group == res.group or (e.type == "MetadataTraced" and e.client_id in ids)
+    ]
+    res.wire_phases = growth_phases.phases(events, t0, t_stable, topic, new_count)
+    res.wire_timeline = growth_phases.timeline(events, t0, -3000, t_end - t0)
 
 
 def median(xs: list[float] | list[int]) -> float | None:
@@ -286,6 +334,14 @@ def summarize(results: list[CaseResult], max_load: float | None = None) -> list[
                 ),
             }
         )
+        traced = [r.wire_phases for r in ok if r.wire_phases is not None]
+        if traced:
+            # --through-proxy: each phase's median and every value, in run order.
+            names = list(traced[0]["phases"])
+            rows[-1]["phases_all_ms"] = {k: [t["phases"][k] for t in traced] for k in names}
+            rows[-1]["phases_ms"] = {
+                k: median([v for v in rows[-1]["phases_all_ms"][k] if v is not None]) for k in names
+            }
     by = {(r["scenario"], r["n"], r["kind"]): r for r in rows}
     for row in rows:
         java = by.get((row["scenario"], row["n"], "java"))

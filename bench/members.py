@@ -126,15 +126,27 @@ class Member:
                     pass
 
 
-def java_props(cfg: MemberConfig, workdir: Path) -> Path:
-    path = workdir / f"java-{cfg.session_timeout_ms}-{cfg.heartbeat_interval_ms}.properties"
+def java_props(cfg: MemberConfig, workdir: Path, client_id: str) -> Path:
+    """The member's --command-config: the shared settings and its own client.id (each
+    JVM would otherwise call itself consumer-GROUP-1, and a proxy's trace could not tell
+    the members' Metadata requests apart)."""
+    path = (
+        workdir / f"java-{cfg.session_timeout_ms}-{cfg.heartbeat_interval_ms}-"
+        f"{cfg.metadata_max_age_ms}-{client_id}.properties"
+    )
     if not path.exists():
         path.write_text(
             f"session.timeout.ms={cfg.session_timeout_ms}\n"
             f"heartbeat.interval.ms={cfg.heartbeat_interval_ms}\n"
             f"metadata.max.age.ms={cfg.metadata_max_age_ms}\n"
+            f"client.id={client_id}\n"
         )
     return path
+
+
+def client_id(kind: str, name: str) -> str:
+    """The client id a member of this kind and name sends (kgctl join's default)."""
+    return f"kgctl-{name}" if kind == "kgctl" else name
 
 
 def command(
@@ -186,6 +198,8 @@ def command(
             str(cfg.heartbeat_interval_ms),
             "--metadata-max-age",
             str(cfg.metadata_max_age_ms),
+            "--client-id",
+            client_id(kind, name),
         ]
     if kind == "java":
         assert java_libs is not None and len(topics) == 1
@@ -205,7 +219,7 @@ def command(
             "--close-timeout",
             "2000",
             "--command-config",
-            str(java_props(cfg, workdir)),
+            str(java_props(cfg, workdir, client_id(kind, name))),
         ]
     raise ValueError(kind)
 

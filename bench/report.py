@@ -73,6 +73,21 @@ def density_table(res: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def phases_table(rows: list[dict[str, Any]]) -> str:
+    """`--through-proxy`: each phase of trigger -> complete (bench/growth_phases.py)."""
+    names = list(rows[0]["phases_ms"])
+    out = [
+        "| scenario | N | members | trigger → complete | " + " | ".join(names) + " |",
+        "|---|---|---|---|" + "---|" * len(names),
+    ]
+    for r in rows:
+        phases = " | ".join(_ms(r["phases_ms"][k]) for k in names)
+        out.append(
+            f"| {r['scenario']} | {r['n']} | {r['kind']} | {_ms(r['latency_ms'])} | {phases} |"
+        )
+    return "\n".join(out)
+
+
 def main(argv: list[str]) -> int:
     res = json.loads(Path(argv[0]).read_text())
     print("## machine\n")
@@ -91,6 +106,10 @@ def main(argv: list[str]) -> int:
                 f"median {delays[len(delays) // 2]} ms, max {delays[-1]} ms, "
                 f"all: {delays}\n"
             )
+        phased = [r for r in res["latency"] if r.get("phases_ms")]
+        if phased:
+            print("### growth through the proxy: phases, medians (ms)\n")
+            print(phases_table(phased) + "\n")
     if "density" in res and "steps" in res["density"]:
         print("## density\n\n" + density_table(res["density"]) + "\n")
     for key in ("fold", "view", "watch", "trace", "startup", "density"):

@@ -168,7 +168,26 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             from bench.tools import tools_libs
 
             java_libs = tools_libs(say=say)
-        env = Env(bootstrap, log_path, work, java_libs, member_logs=args.member_logs)
+        proxy = None
+        if args.through_proxy:
+            from kgctl.proxy.runner import ProxyConfig, ProxyThread
+            from kgctl.settings import ClientSettings
+
+            # The members' wire, group APIs and Metadata, for the growth's phases.
+            proxy = ProxyThread(
+                ClientSettings(bootstrap=bootstrap), ProxyConfig(trace_metadata=True)
+            )
+            proxy.start()
+            out["through_proxy"] = proxy.bootstrap
+        env = Env(
+            bootstrap,
+            log_path,
+            work,
+            java_libs,
+            member_logs=args.member_logs,
+            proxy=proxy,
+            trigger_jitter_ms=args.trigger_jitter or 0,
+        )
         try:
             if "micro" in sections:
                 m, p, rounds = plan["fold"]
@@ -194,9 +213,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                             if scenario == "subscription" and kind == "java":
                                 continue  # VerifiableConsumer has one fixed --topic
                             r = run_case(env, kind, scenario, n, rep, cfg)
+                            phases = ""
+                            if r.wire_phases is not None:
+                                phases = f" phases {r.wire_phases['phases']}"
                             say(
                                 f"bench: {scenario} n={n} {kind} rep {rep}: "
-                                f"{r.latency_ms} ms {r.error}"
+                                f"{r.latency_ms} ms load {r.loadavg_1m}{phases} {r.error}"
                             )
                             results.append(r)
                 out["latency_config"] = cfg.__dict__
@@ -240,6 +262,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 )
         finally:
             env.close()
+            if proxy is not None:
+                proxy.close()
     finally:
         if broker is not None:
             broker.down()
@@ -297,6 +321,18 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="start-up: also run the kgctl of this source tree (e.g. `git archive main`), "
         "side by side, as kind kgctl-baseline",
+    )
+    ap.add_argument(
+        "--through-proxy",
+        action="store_true",
+        help="latency: members connect through an in-process kgctl proxy tracing their "
+        "group requests and Metadata; growth cases get their phases from that trace",
+    )
+    ap.add_argument(
+        "--trigger-jitter",
+        type=int,
+        help="latency: wait a random 0..MS ms before each trigger, so it falls anywhere in "
+        "the members' heartbeat and metadata periods (recorded per case)",
     )
     ap.add_argument("--out", type=Path, help="JSON results file")
     ap.add_argument("--quiet", action="store_true")

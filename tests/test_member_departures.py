@@ -26,6 +26,7 @@ from kgctl.settings import ClientSettings
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka import KafkaConsumer
+    from kafka.structs import MemberState
 
 pytestmark = [
     pytest.mark.kafka,
@@ -421,3 +422,108 @@ def test_a_leader_refreshes_metadata_only_when_due_not_at_every_assignment(
         assert a.wait_event("JoinCompleted", timeout=30)
     finally:
         leader.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_new_subscription_s_metadata_is_asked_for_at_once(
+    kind: str, bootstrap: str, topic: str
+) -> None:
+    """Departure (x): Java's subscribe asks for the new topics' metadata at once
+    (requestUpdateForNewTopics lifts the refresh backoff); kafka-python waits
+    retry.backoff.ms after its previous refresh. A member that has just refreshed (its
+    topic check, as kgctl join does) subscribes and joins alone: kgctl's Metadata for the
+    topic goes out before its JoinGroup, so the leader assigns with metadata it already
+    has; kafka-python's goes out after the JoinGroup answer (the backoff is 5 s here, so
+    the order cannot depend on the machine's speed)."""
+    config: dict[str, Any] = {
+        "group_id": f"departure-x-{uuid.uuid4().hex[:8]}",
+        "client_id": f"departure-x-{kind}",
+        "session_timeout_ms": 10_000,
+        "heartbeat_interval_ms": 500,
+        "enable_auto_commit": False,
+        "retry_backoff_ms": 5000,
+    }
+    events: list[tuple[str, dict[str, Any]]] = []
+    if kind == "kgctl":
+        from kgctl.adapters.consumer import build_consumer
+
+        consumer, _ = build_consumer(
+            ClientSettings(bootstrap=bootstrap), lambda t, **d: events.append((t, d)), **config
+        )
+    else:
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, **config)
+    sent: list[tuple[str, Any]] = []
+    manager = consumer._coordinator._manager
+    send = manager.send
+
+    def recording_send(request: Any, *args: Any, **kwargs: Any) -> Any:
+        name = type(request).__name__.split("_")[0].removesuffix("Request")
+        topics = getattr(request, "topics", None) if name == "Metadata" else None
+        sent.append((name, [t.name for t in topics] if topics else None))
+        return send(request, *args, **kwargs)
+
+    manager.send = recording_send
+    try:
+        assert topic in consumer.topics()  # a refresh just done: the backoff runs
+        if kind == "kgctl":
+            from kgctl.adapters.consumer import subscribe
+
+            subscribe(consumer, lambda t, **d: events.append((t, d)), [topic], None)
+        else:
+            consumer.subscribe([topic])
+        deadline = time.monotonic() + 30
+        while len(consumer.assignment()) < 4:
+            assert time.monotonic() < deadline, "the member never got its 4 partitions"
+            consumer.poll(timeout_ms=50)
+        names = [n for n, _ in sent]
+        joined = names.index("JoinGroup")
+        asked_first = any(n == "Metadata" and ts == [topic] for n, ts in sent[:joined])
+        # kafka-python: the topic's own Metadata waits out the backoff, after the join
+        # (the leader assigned from the topic check's answer and asked for an update).
+        assert asked_first is (kind == "kgctl"), sent
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_member_waiting_for_fetches_wakes_when_told_to_rejoin(
+    kind: str, bootstrap: str, topic: str, others: Callable[..., MemberProc]
+) -> None:
+    """Departure (y): Java's poll returns from the network on every answer and checks
+    rejoinNeededOrPending at once; kafka-python's poll thread went on waiting for a fetch
+    answer (or its timeout) after a heartbeat answered REBALANCE_IN_PROGRESS. A follower's
+    poll thread waits for a long fetch (8 s long poll, nothing to read) when a third
+    member joins: kgctl's wait ends with the heartbeat's answer (interval 500 ms);
+    plain kafka-python's is still waiting 4 s later."""
+    group = f"departure-y-{uuid.uuid4().hex[:8]}"
+    leader = others(group, topic, "lead")
+    assert leader.wait_event("JoinCompleted", timeout=30)
+    member = InProcessMember(kind, bootstrap, group, topic)
+    member.consumer.config["fetch_max_wait_ms"] = 8000
+    member.consumer._fetcher.config["fetch_max_wait_ms"] = 8000
+    try:
+        member.poll_until(
+            lambda: (
+                len(member.consumer.assignment()) == 2
+                and member.consumer._fetcher.in_flight_fetches()
+                and member.coordinator.state is MemberState.STABLE
+            ),
+            30,
+            "a follower of 2 partitions, fetching",
+        )
+        waiting = threading.Thread(
+            target=member.consumer._fetcher.fetch_records,
+            kwargs={"timeout_ms": 30_000},
+            daemon=True,
+        )
+        waiting.start()
+        others(group, topic, "c")
+        waiting.join(4.0)
+        if kind == "kgctl":
+            assert not waiting.is_alive(), "the poll thread slept through the rebalance"
+        else:
+            assert waiting.is_alive()  # the departure: it waits for the fetch answer
+            waiting.join(30)
+        assert member.coordinator.need_rejoin()
+    finally:
+        member.close()

@@ -476,6 +476,17 @@ PROXY_LINES: dict[str, tuple[dict[str, object], str]] = {
         },
         "ConsumerGroupHeartbeat v0 group=g member=m1-0123 epoch=3 → NONE epoch 4",
     ),  # fmt: skip
+    "MetadataTraced": (
+        {
+            "api_version": 12,
+            "error": "NONE",
+            "request": {"topics": ["t"]},
+            "response": {"partitions": {"t": 6}},
+            "latency_ms": 1,
+            "connection": 3,
+        },
+        "m1-client Metadata v12 group=g member=m1-0123 topics=t → NONE partitions t=6 (1 ms, 3)",
+    ),  # fmt: skip
     "ProxyStopped": (
         {"why": "SIGTERM", "connections": 4, "requests": 120},
         "proxy stopped (SIGTERM): 4 connections, 120 requests",

@@ -794,3 +794,46 @@ def test_each_broker_gets_its_own_listener_and_clients_never_see_the_cluster_s_a
         assert p.run_.proxy is not None and p.run_.proxy.connections >= 3
     finally:
         p.close()
+
+
+# -- Metadata, when asked ---------------------------------------------------------------
+
+
+def test_trace_metadata_shows_when_a_client_sees_a_grown_topic(
+    bootstrap: str, proxy: ProxyThread, topic: Callable[[int], str]
+) -> None:
+    """With --trace-metadata a client's Metadata answers are events carrying each
+    topic's partition count, before and after the topic grew; without it (the module's
+    proxy) the same requests give none."""
+    from kafka.admin import NewPartitions
+
+    name = topic(2)
+    settings = ClientSettings.from_options(bootstrap, timeout_s=10)
+    meta = ProxyThread(settings, ProxyConfig(trace_metadata=True))
+    meta.start()
+    direct = KafkaAdminClient(bootstrap_servers=bootstrap)
+    through = KafkaAdminClient(bootstrap_servers=meta.bootstrap, client_id="meta-watch")
+    plain = KafkaAdminClient(bootstrap_servers=proxy.bootstrap, client_id="meta-plain")
+    try:
+        through.describe_topics([name])
+        plain.describe_topics([name])
+        direct.create_partitions({name: NewPartitions(5)})
+
+        def counts_seen() -> list[int] | None:
+            through.describe_topics([name])  # one more Metadata request through the proxy
+            counts = [
+                e.data["response"]["partitions"].get(name)
+                for e in traced(meta, "MetadataTraced", "meta-watch")
+                if e.data["request"]["topics"] == [name]
+            ]
+            return counts if counts and counts[-1] == 5 else None
+
+        counts = wait_for("a Metadata answer with 5 partitions", counts_seen)
+        assert counts[0] == 2 and counts[-1] == 5
+        sees = traced(meta, "MetadataTraced", "meta-watch")
+        assert all(e.group == "" and e.data["error"] == "NONE" for e in sees)
+        assert traced(proxy, "MetadataTraced", "meta-plain") == []
+    finally:
+        for admin in (through, plain, direct):
+            admin.close()
+        meta.close()

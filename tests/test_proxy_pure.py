@@ -372,7 +372,7 @@ def test_every_proxy_event_type_is_documented() -> None:
     section = text[text.index("## Proxy events") :]
     names = list(EVENT_TYPES)
     proxy_types = names[names.index("ProxyStarted") : names.index("ProxyStopped") + 1]
-    assert len(proxy_types) == 16
+    assert len(proxy_types) == 17
     for name in proxy_types:
         assert f"| `{name}` |" in section, name
 
@@ -463,3 +463,103 @@ def test_a_proxy_recording_alone_gives_report_its_members_and_rebalances() -> No
     steps = member_steps([speaking, *[e for e in events if isinstance(e, Event)]])
     assert not [e for e in steps if e.client_id == "a" and e.type == "JoinCompleted"]
     assert [e for e in steps if e.client_id == "b" and e.type == "JoinCompleted"]
+
+
+# -- Metadata (kgctl proxy --trace-metadata) --------------------------------------------
+
+
+@pytest.mark.parametrize("version", [0, 1, 4, 9, 10, 12, 13])
+def test_a_metadata_request_says_which_topics_it_asks_for(version: int) -> None:
+    from kafka.protocol.metadata.metadata import MetadataRequest
+
+    Topic = MetadataRequest.MetadataRequestTopic
+    req = MetadataRequest(
+        topics=[Topic(name="orders"), Topic(name="audit")], allow_auto_topic_creation=False
+    )
+    frame = request_frame(req, version, client_id="kgctl-m0")
+    header = wire.parse_request_header(frame)
+    assert (header.api_key, header.client_id) == (wire.METADATA, "kgctl-m0")
+    decoded = wire.decode_request(header, frame)
+    assert wire.request_fields(wire.METADATA, version, decoded) == {"topics": ["audit", "orders"]}
+    assert wire.request_group(wire.METADATA, version, decoded) == ""
+    # Every topic: an empty list in v0, null from v1.
+    every = MetadataRequest(topics=[] if version == 0 else None, allow_auto_topic_creation=False)
+    frame = request_frame(every, version)
+    decoded = wire.decode_request(wire.parse_request_header(frame), frame)
+    assert wire.request_fields(wire.METADATA, version, decoded) == {"topics": None}
+
+
+def _metadata_answer(orders_partitions: int) -> Any:
+    from kafka.protocol.metadata.metadata import MetadataResponse
+
+    Topic = MetadataResponse.MetadataResponseTopic
+    Partition = Topic.MetadataResponsePartition
+    Broker = MetadataResponse.MetadataResponseBroker
+
+    def partitions(n: int) -> list[Any]:
+        return [
+            Partition(
+                error_code=0, partition_index=i, leader_id=1, replica_nodes=[1], isr_nodes=[1]
+            )
+            for i in range(n)
+        ]
+
+    return MetadataResponse(
+        brokers=[Broker(node_id=1, host="kafka-1", port=9092)],
+        cluster_id="c",
+        controller_id=1,
+        topics=[
+            Topic(error_code=0, name="orders", partitions=partitions(orders_partitions)),
+            Topic(error_code=0, name="audit", partitions=partitions(2)),
+            Topic(error_code=3, name="gone", partitions=[]),
+        ],
+    )
+
+
+@pytest.mark.parametrize("version", [1, 4, 9, 12, 13])
+def test_a_metadata_answer_gives_each_topic_s_partition_count(version: int) -> None:
+    """What the growth benchmark reads: the count the answer lists for a topic, before
+    and after the topic grew; a topic answered with an error has no count."""
+    before = response_frame(_metadata_answer(12), version)
+    after = response_frame(_metadata_answer(18), version)
+    for frame, count in ((before, 12), (after, 18)):
+        fields = wire.response_fields(
+            wire.METADATA, version, wire.decode_response(wire.METADATA, version, frame)
+        )
+        assert fields == {
+            "error": "UNKNOWN_TOPIC_OR_PARTITION",
+            "brokers": 1,
+            "partitions": {"audit": 2, "orders": count},
+            "errors": {"gone": "UNKNOWN_TOPIC_OR_PARTITION"},
+        }
+
+
+def test_metadata_is_traced_only_when_asked() -> None:
+    from kgctl.proxy.server import Proxy
+    from kgctl.proxy.trace import WireEmitter
+
+    plain = Proxy([("127.0.0.1", 9092)], WireEmitter(lambda e: None))
+    asked = Proxy([("127.0.0.1", 9092)], WireEmitter(lambda e: None), trace_metadata=True)
+    assert wire.METADATA not in plain.traced
+    assert plain.traced == wire.TRACED
+    assert asked.traced == wire.TRACED | {wire.METADATA}
+
+
+def test_a_metadata_line_names_the_topics_and_their_counts() -> None:
+    from kgctl.proxy.trace import WireEmitter
+    from kgctl.render.proxy_lines import describe_wire
+
+    seen: list[Any] = []
+    WireEmitter(seen.append).emit(
+        "MetadataTraced",
+        _envelope={"client_id": "kgctl-m0"},
+        api_version=12,
+        connection="c3",
+        latency_ms=1.1,
+        request={"topics": ["orders"]},
+        error="NONE",
+        response={"error": "NONE", "brokers": 1, "partitions": {"orders": 18}, "errors": {}},
+    )
+    assert describe_wire(seen[0]) == (
+        "kgctl-m0 Metadata v12 topics=orders → NONE partitions orders=18 (1.1 ms, c3)"
+    )

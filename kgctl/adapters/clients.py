@@ -51,14 +51,20 @@ def admin(settings: ClientSettings, name: str, **overrides: Any) -> Any:
 
 
 def consumer(
-    settings: ClientSettings, name: str, *, coordinator: type | None = None, **overrides: Any
+    settings: ClientSettings,
+    name: str,
+    *,
+    coordinator: type | None = None,
+    fetcher: type | None = None,
+    **overrides: Any,
 ) -> Any:
     """A KafkaConsumer, bootstrapped (or a kgctl error); `overrides` are kafka-python's
     consumer settings (group_id=None for a reader that joins no group). `coordinator`
-    replaces kafka-python's ConsumerCoordinator (the member's TracedCoordinator)."""
-    if coordinator is None:
+    replaces kafka-python's ConsumerCoordinator (the member's TracedCoordinator),
+    `fetcher` its Fetcher (the member's WakingFetcher)."""
+    if coordinator is None and fetcher is None:
         return _build(KafkaConsumer, settings, name, overrides)
-    with _coordinator_class(coordinator):
+    with _consumer_classes(coordinator, fetcher):
         return _build(KafkaConsumer, settings, name, overrides)
 
 
@@ -84,16 +90,20 @@ _CONSTRUCT_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
-def _coordinator_class(cls: type) -> Iterator[None]:
-    """Make KafkaConsumer's constructor build `cls` instead of ConsumerCoordinator: it
-    has no setting for that, and looks the name up in its module when it builds one."""
+def _consumer_classes(coordinator: type | None, fetcher: type | None) -> Iterator[None]:
+    """Make KafkaConsumer's constructor build these instead of ConsumerCoordinator and
+    Fetcher: it has no setting for that, and looks the names up in its module when it
+    builds them."""
     with _CONSTRUCT_LOCK:
-        original = _group_module.ConsumerCoordinator
-        _group_module.ConsumerCoordinator = cls
+        originals = (_group_module.ConsumerCoordinator, _group_module.Fetcher)
+        if coordinator is not None:
+            _group_module.ConsumerCoordinator = coordinator
+        if fetcher is not None:
+            _group_module.Fetcher = fetcher
         try:
             yield
         finally:
-            _group_module.ConsumerCoordinator = original
+            _group_module.ConsumerCoordinator, _group_module.Fetcher = originals
 
 
 # -- what an error means -----------------------------------------------------------------

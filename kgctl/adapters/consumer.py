@@ -4,7 +4,7 @@ Pinned to kafka-python 3.0.12. `TracedCoordinator` subclasses its ConsumerCoordi
 (the documented seam, private API) and `build_consumer` makes KafkaConsumer use it by
 swapping the `ConsumerCoordinator` name that `kafka/consumer/group.py` looks up, only for
 the duration of the constructor and under a lock. The subclass also fixes the departures
-from the Java client listed in docs/member.md, (a) to (w); each fix says its letter. Its
+from the Java client listed in docs/member.md, (a) to (y); each fix says its letter. Its
 hooks run on kafka-python's I/O thread: they only read state and call `emit`, which
 queues.
 
@@ -20,6 +20,7 @@ from typing import Any
 
 import kafka.errors as Errors
 from kafka import KafkaConsumer
+from kafka.consumer.fetcher import Fetcher
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.coordinator.assignors.abstract import RebalanceProtocol
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
@@ -27,6 +28,7 @@ from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
 from kafka.coordinator.consumer import ConsumerCoordinator
+from kafka.future import Future
 from kafka.protocol.consumer import (
     DEFAULT_GENERATION_ID,
     UNKNOWN_MEMBER_ID,
@@ -168,6 +170,8 @@ class TracedCoordinator(ConsumerCoordinator):
         self._kg_in_prepare = False
         # What the member owned when this rebalance's first onJoinPrepare ran.
         self._kg_owned_before: dict[str, list[int]] | None = None
+        # Departure (y): what the poll thread's fetch wait also ends on.
+        self._kg_wake: Any = None
         super().__init__(client, subscription, **configs)
         eager = self._rebalance_protocol == RebalanceProtocol.EAGER
         for assignor in self._assignors.values():
@@ -239,10 +243,31 @@ class TracedCoordinator(ConsumerCoordinator):
         denied = set(cluster.unauthorized_topics) & set(self._subscription.subscription or ())
         if denied and self._kg_fatal is None:
             self._kg_fatal = Errors.TopicAuthorizationFailedError(denied)
+        before = self._metadata_snapshot
         try:
             return super()._handle_metadata_update(cluster)
         except Errors.TopicAuthorizationFailedError:
             return None
+        finally:
+            if (
+                self._metadata_snapshot != before
+                and self._assignment_snapshot is not None
+                and self._assignment_snapshot != self._metadata_snapshot
+            ):
+                self.kg_wake_poll()  # the leader must rejoin: Java's poll sees it now
+
+    # -- departure (y): the poll thread wakes when a rejoin is asked for ----------------
+    def kg_poll_wake(self) -> Any:
+        """A new future for the poll thread's next fetch wait to also end on (called on
+        it); new each time, so no callbacks pile up on one while nothing happens."""
+        wake = self._kg_wake = Future()
+        return wake
+
+    def kg_wake_poll(self) -> None:
+        """End the poll thread's fetch wait (any thread): a rejoin was asked for."""
+        wake = self._kg_wake
+        if wake is not None and not wake.is_done:
+            wake.success(None)
 
     # -- rejoinNeededOrPending, with its reason (departure (h)) ----------------------
     def need_rejoin(self) -> bool:
@@ -308,6 +333,7 @@ class TracedCoordinator(ConsumerCoordinator):
         if wire is not None:
             self._kg_wire_reason = wire
         super().request_rejoin()
+        self.kg_wake_poll()
 
     def reset_generation(self, member_id: str = UNKNOWN_MEMBER_ID) -> None:
         old = self._generation
@@ -1123,6 +1149,44 @@ def _tps(tps: Any) -> dict[str, list[int]]:
     return partitions_of((tp.topic, tp.partition) for tp in tps)
 
 
+class WakingFetcher(Fetcher):
+    """Departure (y): the poll's wait for fetch answers also ends when the coordinator
+    asks for a rejoin (a metadata answer the leader must rebalance for, a heartbeat
+    answered REBALANCE_IN_PROGRESS). Java's poll returns from the network on every
+    answer and checks rejoinNeededOrPending at once; kafka-python's waited for a fetch
+    answer or the poll's timeout (up to 200 ms in kgctl join), so a leader saw a grown
+    topic that much later than Java's, and a told follower rejoined that much later."""
+
+    _kg_wake: Callable[[], Any] | None = None  # the coordinator's kg_poll_wake
+
+    def fetch_records(
+        self, max_records: Any = None, update_offsets: bool = True, timeout_ms: Any = None
+    ) -> Any:
+        wake = self._kg_wake
+        if wake is None or timeout_ms == 0:
+            return super().fetch_records(max_records, update_offsets, timeout_ms=timeout_ms)
+        ended = wake()
+        # Drain what is buffered and send the next fetches without waiting, then wait
+        # here for whichever comes first: a fetch answer or the wake.
+        records, idle = super().fetch_records(max_records, update_offsets, timeout_ms=0)
+        if records or idle:
+            return records, idle
+        done = Future()
+
+        def fire(_: Any) -> None:
+            if not done.is_done:
+                done.success(None)
+
+        for future in [*list(self._fetch_futures), ended]:
+            future.add_both(fire)
+        try:
+            self._net.run(self._manager.wait_for, done, timeout_ms)
+        except Errors.KafkaTimeoutError:
+            pass
+        records, _ = self.fetched_records(max_records, update_offsets=update_offsets)
+        return records, False
+
+
 def build_consumer(
     settings: ClientSettings | Mapping[str, Any], emit: Emit, **consumer_config: Any
 ) -> tuple[KafkaConsumer, TracedCoordinator]:
@@ -1137,10 +1201,44 @@ def build_consumer(
         consumer_config = {**settings, **consumer_config}
         settings = ClientSettings(bootstrap=",".join(servers))
     bound = type("BoundTracedCoordinator", (TracedCoordinator,), {"_kg_emit": staticmethod(emit)})
-    consumer = clients.consumer(settings, "kgctl-member", coordinator=bound, **consumer_config)
+    consumer = clients.consumer(
+        settings, "kgctl-member", coordinator=bound, fetcher=WakingFetcher, **consumer_config
+    )
     coordinator = consumer._coordinator
     assert isinstance(coordinator, TracedCoordinator)
+    assert isinstance(consumer._fetcher, WakingFetcher)
+    consumer._fetcher._kg_wake = coordinator.kg_poll_wake
+    _new_topics_at_once(consumer._cluster)
     return consumer, coordinator
+
+
+def _ask_at_once(cluster: Any) -> None:
+    """Java's requestUpdateForNewTopics: forget when the last refresh was tried, so the
+    update goes out now instead of retry.backoff.ms after it."""
+    with cluster._lock:
+        cluster._last_refresh_ms = 0
+    cluster.request_update()
+
+
+def _new_topics_at_once(cluster: Any) -> None:
+    """Departure (x): metadata for newly watched topics is asked for at once. Java's
+    subscribe and the leader's updateGroupSubscription call requestUpdateForNewTopics,
+    which lifts the refresh backoff; kafka-python's set_topics only flags an update,
+    which then waits retry.backoff.ms after the previous refresh (its bootstrap's, or
+    the member's topic check). So the subscription's first metadata went out after the
+    first JoinGroup answer, the leader waited for it before assigning ((j), as Java
+    waits for a pending update), and its metadata.max.age.ms period restarted at the
+    JoinGroup answer, next to its followers' heartbeats: a topic that grew was seen just
+    after their heartbeats had gone out, a whole heartbeat interval late."""
+    plain = cluster.set_topics
+
+    def set_topics(topics: Any) -> Any:
+        if set(topics) - set(cluster._topics):
+            with cluster._lock:
+                cluster._last_refresh_ms = 0
+        return plain(topics)
+
+    cluster.set_topics = set_topics
 
 
 def subscribe(
@@ -1157,6 +1255,7 @@ def subscribe(
     listener = EventListener(emit)
     if pattern:
         consumer.subscribe(pattern=pattern, listener=listener)
+        _ask_at_once(consumer._cluster)  # departure (x): Java's subscribe(Pattern) does
         # Departure (k): kafka-python leaves the subscription empty until the next metadata
         # response matches the pattern, so a join in that window (a retry of a JoinGroup already
         # in flight) advertised no topics. Java's subscribe(Pattern) matches the topics

@@ -3,7 +3,7 @@
 `kgctl proxy` forwards frames byte for byte and decodes only what it must: the request
 header of every frame (api key, version, correlation id, client id), the group APIs it
 traces (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
-ConsumerGroupHeartbeat), the answers that carry broker addresses (Metadata,
+ConsumerGroupHeartbeat; Metadata when asked), the answers that carry broker addresses (Metadata,
 FindCoordinator, DescribeCluster), which it re-encodes with the proxy's own addresses,
 and ApiVersions, whose advertised ranges it caps where this codec cannot follow.
 
@@ -111,6 +111,8 @@ TRACED: frozenset[int] = frozenset(
         CONSUMER_GROUP_HEARTBEAT,
     }
 )
+# Traced only when asked (`kgctl proxy --trace-metadata`): every client sends it, often.
+TRACED_ON_REQUEST: frozenset[int] = frozenset({METADATA})
 # Answers that carry broker addresses the proxy must replace with its own.
 REWRITTEN: frozenset[int] = frozenset({METADATA, FIND_COORDINATOR, DESCRIBE_CLUSTER})
 # Never decoded or logged: they carry credentials.
@@ -607,10 +609,48 @@ def request_fields(api_key: int, version: int, req: Any) -> dict[str, Any]:
             "server_assignor": req.server_assignor,
             "owned": owned,
         }
+    if api_key == METADATA:
+        return metadata_request_fields(version, req)
     raise ValueError(f"{api_name(api_key)} is not traced")
 
 
+def metadata_request_fields(version: int, req: Any) -> dict[str, Any]:
+    """The topics a Metadata request asks for, by name, sorted; None for every topic
+    (a null list from v1, an empty one in v0). Topics asked by id only (v10+) are
+    named by their id."""
+    topics = req.topics
+    if topics is None or (version == 0 and not topics):
+        return {"topics": None}
+    names = [str(t.name) if t.name is not None else str(t.topic_id) for t in topics]
+    return {"topics": sorted(names)}
+
+
+def metadata_response_fields(version: int, resp: Any) -> dict[str, Any]:
+    """What a Metadata answer says about the topics: `partitions` {topic: how many
+    partitions it lists} (a topic answered with an error is left out), `errors`
+    {topic: error} for those, `brokers` (how many); `error` is the answer's top-level
+    error (v13+), else the first topic error."""
+    partitions: dict[str, int] = {}
+    errors: dict[str, str] = {}
+    for t in resp.topics or []:
+        name = str(t.name) if t.name is not None else str(t.topic_id)
+        if t.error_code:
+            errors[name] = error_name(t.error_code)
+        else:
+            partitions[name] = len(t.partitions or [])
+    top = int(getattr(resp, "error_code", 0) or 0) if version >= 13 else 0
+    first = error_name(top) if top else next(iter(errors.values()), "NONE")
+    return {
+        "error": first,
+        "brokers": len(resp.brokers or []),
+        "partitions": dict(sorted(partitions.items())),
+        "errors": dict(sorted(errors.items())),
+    }
+
+
 def request_group(api_key: int, version: int, req: Any) -> str:
+    if api_key == METADATA:
+        return ""  # about topics, not a group
     if api_key == FIND_COORDINATOR:
         if int(getattr(req, "key_type", 0) or 0) != 0:
             return ""
@@ -672,4 +712,6 @@ def response_fields(api_key: int, version: int, resp: Any) -> dict[str, Any]:
             "heartbeat_interval_ms": resp.heartbeat_interval_ms,
             "assignment": assignment,
         }
+    if api_key == METADATA:
+        return metadata_response_fields(version, resp)
     raise ValueError(f"{api_name(api_key)} is not traced")

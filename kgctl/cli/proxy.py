@@ -49,6 +49,14 @@ def proxy_command(
             show_default=False,
         ),
     ] = None,
+    trace_metadata: Annotated[
+        bool,
+        typer.Option(
+            "--trace-metadata",
+            help="Also trace Metadata requests and answers (the partition count of each "
+            "topic an answer lists): when each client learns of new partitions.",
+        ),
+    ] = False,
     trace_topic: Annotated[
         str | None,
         typer.Option("--trace-topic", help="Also publish the group events to this topic."),
@@ -85,6 +93,7 @@ def proxy_command(
             listen=parse_listen(listen),
             rules=[parse_rule(r) for r in fault or []],
             version_caps=dict(parse_version_cap(c) for c in cap_version or []),
+            trace_metadata=trace_metadata,
         )
         settings = make_settings(bootstrap, command_config, x, timeout)
         closers: list[Callable[[], None]] = []

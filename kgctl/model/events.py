@@ -93,6 +93,7 @@ EVENT_TYPES: dict[str, str] = {
     "LeaveGroupTraced": "a LeaveGroup request and its answer, seen on the wire",
     "OffsetCommitTraced": "an OffsetCommit request and its answer, seen on the wire",
     "ConsumerGroupHeartbeatTraced": "a ConsumerGroupHeartbeat and its answer, seen on the wire",
+    "MetadataTraced": "a Metadata request and its answer, seen on the wire (--trace-metadata)",
     "ProxyStopped": "the proxy stopped; its totals",
 }
 

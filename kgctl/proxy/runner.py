@@ -37,6 +37,7 @@ class ProxyConfig:
     # API key -> the highest version ApiVersions may advertise (an older broker as the
     # clients see it; `--cap-version`).
     version_caps: dict[int, int] = field(default_factory=dict)
+    trace_metadata: bool = False  # MetadataTraced events too (--trace-metadata)
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -213,6 +214,7 @@ class ProxyRun:
             max_frame_bytes=self.config.max_frame_bytes,
             connect_timeout_s=self.settings.timeout_s,
             version_caps=self.config.version_caps,
+            trace_metadata=self.config.trace_metadata,
         )
         if self.handle_signals:
             for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):

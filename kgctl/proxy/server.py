@@ -3,9 +3,9 @@
 Each client connection gets its own upstream connection to the broker its listener
 stands for. Three coroutines serve it: requests (client -> broker: header parsed, fault
 decided, frame forwarded, delayed, answered or held back), answers (broker -> proxy:
-addresses rewritten, group APIs traced) and the writer, which sends answers to the
-client strictly in request order, as Kafka clients require, whether an answer came from
-the broker or from a fault rule.
+addresses rewritten, group APIs traced, Metadata too if asked) and the writer, which
+sends answers to the client strictly in request order, as Kafka clients require,
+whether an answer came from the broker or from a fault rule.
 
 A frame is forwarded only when all of it has arrived, so neither side ever sees half a
 frame; a frame larger than `max_frame_bytes`, a request whose header is not Kafka's, or
@@ -110,6 +110,7 @@ class Proxy:
         connect_timeout_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
         version_caps: dict[int, int] | None = None,
+        trace_metadata: bool = False,
     ) -> None:
         if not upstream:
             raise ValueError("no upstream address")
@@ -126,6 +127,9 @@ class Proxy:
         self.max_frame_bytes = max_frame_bytes
         self.connect_timeout_s = connect_timeout_s
         self.clock = clock
+        # The APIs whose exchanges become events: the group APIs, and Metadata when asked
+        # (every client sends it, and decoding each answer twice more costs).
+        self.traced = wire.TRACED | (wire.TRACED_ON_REQUEST if trace_metadata else frozenset())
         self.bootstrap: Listener | None = None
         self._by_upstream: dict[tuple[str, int], Listener] = {}
         self._conn_ids = itertools.count(1)
@@ -325,7 +329,7 @@ class _Session:
                 pending.answer.set_result(wire.unsupported_api_versions(header))
                 self.order.put_nowait(pending)
                 continue
-            if header.api_key in wire.TRACED:
+            if header.api_key in proxy.traced:
                 self._decode(pending, frame)
             rule = None
             if header.api_key not in wire.SASL:
@@ -416,7 +420,7 @@ class _Session:
                 out = self._cap_versions(frame, version)
             elif key in wire.REWRITTEN:
                 out = await self._rewrite(key, version, frame)
-            if key in wire.TRACED:
+            if key in proxy.traced:
                 self._trace(pending, frame)
             if not pending.answer.done():
                 pending.answer.set_result(out)
@@ -543,5 +547,5 @@ class _Session:
         while not self.order.empty():
             pending_all.append(self.order.get_nowait())
         for pending in pending_all:
-            if pending.header.api_key in wire.TRACED:
+            if pending.header.api_key in self.proxy.traced:
                 self._trace(pending, None)

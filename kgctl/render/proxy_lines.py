@@ -15,6 +15,7 @@ WIRE_TRACED = (
     "LeaveGroupTraced",
     "OffsetCommitTraced",
     "ConsumerGroupHeartbeatTraced",
+    "MetadataTraced",
 )
 
 
@@ -51,6 +52,9 @@ def _request_parts(ev: Event, api: str, req: dict[str, Any]) -> list[str]:
             parts.append(f"reason={reasons[0]!r}")
     if api == "ConsumerGroupHeartbeat":
         parts.append(f"epoch={req.get('member_epoch')}")
+    if api == "Metadata":
+        topics = req.get("topics")
+        parts.append("topics=" + ("all" if topics is None else ",".join(topics)))
     return parts
 
 
@@ -67,6 +71,9 @@ def _answer_text(api: str, answer: str, req: dict[str, Any], resp: dict[str, Any
         return answer + f" epoch {resp.get('member_epoch')}"
     if api == "FindCoordinator":
         return answer + f" node {resp.get('coordinator')}"
+    if api == "Metadata":
+        counts = ", ".join(f"{t}={n}" for t, n in sorted((resp.get("partitions") or {}).items()))
+        return answer + f" partitions {counts or 'none'}"
     return answer
 
 
