@@ -25,6 +25,19 @@ a JoinGroup sent until its SyncGroup is answered. So a `revoked_or_lost` call is
 when, by the answers the member had received before the call, its generation was
 reset or (after the test stopped it) a join was under way, and `revoked` otherwise
 (`settle_lost`).
+
+The consumer protocol (KIP-848, ConsumerGroupHeartbeat) has no JoinGroup: a member is
+fenced by a heartbeat answered FENCED_MEMBER_EPOCH or UNKNOWN_MEMBER_ID (Java's
+transitionToFenced calls onPartitionsLost, which VerifiableConsumer prints as revoked),
+and a fatal answer (FENCED_INSTANCE_ID, UNRELEASED_INSTANCE_ID) drops the assignment the
+same way; the next heartbeat answered NONE makes it a member again. Each heartbeat is a
+step naming its member epoch relative to the one the coordinator last gave (`join` 0,
+`current`, `stale`, `leave` -1, `leave-static` -2), the optional fields it carried (the
+rest were null: "unchanged"), and the partitions it says it owns relative to the
+assignment last given (`target`); a heartbeat with no optional field, of the current
+epoch, answered NONE is timing, not a step (how many there are is the clock's), as an
+answered classic heartbeat is. The gap between such steady heartbeats, against the
+interval the broker gave, is compared as a delay (`steady heartbeat interval`).
 """
 
 from __future__ import annotations
@@ -37,6 +50,12 @@ from typing import Any
 # The answers after which a Java member has no generation (AbstractCoordinator
 # resetGenerationOnResponseError / resetStateAndGeneration).
 RESET_ERRORS = frozenset({"UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION", "FENCED_INSTANCE_ID"})
+# ConsumerGroupHeartbeat answers after which a consumer-protocol member has lost its
+# partitions (Java: fenced, or fatal), until a heartbeat of its is answered NONE again.
+CGH = "ConsumerGroupHeartbeat"
+CGH_LOSING_ERRORS = frozenset(
+    {"FENCED_MEMBER_EPOCH", "UNKNOWN_MEMBER_ID", "FENCED_INSTANCE_ID", "UNRELEASED_INSTANCE_ID"}
+)
 
 # How far apart two clients' retry delays may be before they count as a difference.
 # Both clients run with retry.backoff.ms=100 and heartbeat.interval.ms=500. A retry
@@ -64,8 +83,13 @@ class Request:
     owned: tuple[str, ...] | None = None  # JoinGroup: the partitions it claims (labels)
     dropped: bool = False  # the proxy closed the connection instead of answering
     version: int = -1  # the API version on the wire
-    answer_member_id: str = ""  # JoinGroup's answer
-    answer_generation: int = -1  # JoinGroup's answer
+    answer_member_id: str = ""  # JoinGroup's (and ConsumerGroupHeartbeat's) answer
+    answer_generation: int = -1  # JoinGroup's answer; ConsumerGroupHeartbeat's member epoch
+    # ConsumerGroupHeartbeat only (`generation` is the member epoch the request carried,
+    # `owned` the partitions it says it owns, None when not sent):
+    fields: tuple[str, ...] = ()  # the optional fields it carried (not null)
+    assignment: tuple[str, ...] | None = None  # the answer's assignment; None: unchanged
+    interval_ms: int = 0  # the heartbeat interval the answer gave
 
 
 @dataclass(frozen=True)
@@ -153,9 +177,17 @@ def _state_at(requests: list[Request], at_ms: float) -> tuple[bool, bool]:
     """(generation reset, join under way) for a member at `at_ms`, by what it had sent
     and what answers it had received by then."""
     timeline = [(r.answered_ms, 1, r) for r in requests if r.answered_ms <= at_ms]
+    # (a ConsumerGroupHeartbeat counts by its answer: a fenced member's lost call comes
+    # before the join heartbeat it sends next)
     timeline += [(r.sent_ms, 0, r) for r in requests if r.api == "JoinGroup" and r.sent_ms <= at_ms]
     reset = joining = False
     for _, answered, r in sorted(timeline, key=lambda x: (x[0], x[1])):
+        if r.api == CGH:
+            if r.error in CGH_LOSING_ERRORS:
+                reset = True
+            elif r.error == "NONE":
+                reset = False
+            continue
         if not answered:
             joining = True
         elif r.error in RESET_ERRORS:
@@ -192,6 +224,7 @@ class _Walk:
         self.join_answered_ms: float | None = None  # the last JoinGroup answered NONE
         self.commit_failed = False  # the last commit answered an error
         self.refused_heartbeats: set[str] = set()  # since the last JoinGroup
+        self.assignment: tuple[str, ...] = ()  # the last one a ConsumerGroupHeartbeat gave
 
     def member(self, member_id: str) -> str:
         if not member_id:
@@ -203,7 +236,29 @@ class _Walk:
             return "-1"
         return "current" if generation == self.generation else "stale"
 
+    def epoch(self, epoch: int) -> str:
+        """A consumer-protocol member epoch, relative to the one last given."""
+        named = {0: "join", -1: "leave", -2: "leave-static"}
+        if epoch in named:
+            return named[epoch]
+        return "current" if epoch == self.generation else "stale"
+
+    def owned(self, owned: tuple[str, ...]) -> str:
+        """Owned partitions as sent: `[]`, `target` (the assignment last given), or
+        the partitions themselves."""
+        if owned and sorted(owned) == sorted(self.assignment):
+            return "target"
+        return partitions(list(owned))
+
     def learn(self, r: Request) -> None:
+        if r.api == CGH:
+            # The member epoch is the consumer protocol's generation (commits carry it).
+            if r.error == "NONE" and r.generation >= 0 and r.answer_generation >= 0:
+                self.generation = r.answer_generation
+                self.member_id = r.answer_member_id or self.member_id
+                if r.assignment is not None:
+                    self.assignment = r.assignment
+            return
         if r.api == "OffsetCommit":
             self.commit_failed = r.error != "NONE"
         elif r.api == "JoinGroup":
@@ -227,12 +282,28 @@ def _request_step(r: Request, walk: _Walk) -> str | None:
     return step
 
 
+def _heartbeat_text(r: Request, walk: _Walk) -> str | None:
+    """A ConsumerGroupHeartbeat as a step: `ConsumerGroupHeartbeat(epoch=E[, FIELD...][,
+    owned=target|[..]]) -> ERROR`; None for a steady one (current epoch, nothing but the
+    epoch sent, answered NONE)."""
+    epoch = walk.epoch(r.generation)
+    if epoch == "current" and not r.fields and r.error == "NONE":
+        return None
+    parts = [f"epoch={epoch}"] + [f for f in r.fields if f != "owned"]
+    if r.owned is not None:
+        parts.append(f"owned={walk.owned(r.owned)}")
+    error = f"{r.error}, connection closed" if r.dropped else r.error
+    return f"{CGH}({', '.join(parts)}) -> {error}"
+
+
 def _request_text(r: Request, walk: _Walk) -> str | None:
     """The step a request shows as, or None for one that is timing, not behaviour: an
     answered heartbeat (how many there are depends on the clock), a refused heartbeat of
     the generation being replaced, and an answered commit
     (when a member commits is its program's choice, VerifiableConsumer's or kgctl
     join's), unless it retries a commit that failed."""
+    if r.api == CGH:
+        return _heartbeat_text(r, walk)
     if r.api == "Heartbeat" and r.error == "NONE":
         return None
     if (
@@ -328,7 +399,7 @@ def normalise(
             step = f"<{item.what}>" if item.what == "stop" else item.what
         if step is not None:
             _add(trace.steps, step)
-    trace.delays = retry_delays(requests, since_ms)
+    trace.delays = retry_delays(requests, since_ms) + steady_interval(requests, since_ms)
     return trace
 
 
@@ -359,11 +430,11 @@ def _ran_before(cb: Any, r: Any) -> bool:
         # onJoinPrepare and onLeavePrepare only): a revoke stamped then is that
         # JoinGroup's prepare, stamped late on a loaded machine (seen in CI: over 2 ms).
         return True
-    if r.api not in ("JoinGroup", "LeaveGroup") or at - r.sent_ms > LISTENER_SLACK_MS:
+    if r.api not in ("JoinGroup", "LeaveGroup", CGH) or at - r.sent_ms > LISTENER_SLACK_MS:
         return False
     # An answer that resets the generation is followed by the lost call it causes: one
     # stamped in the answer's millisecond is that reaction, not a prepare before it.
-    if r.error in RESET_ERRORS:
+    if r.error in RESET_ERRORS or (r.api == CGH and r.error in CGH_LOSING_ERRORS):
         return at < r.answered_ms
     return at <= r.answered_ms
 
@@ -385,6 +456,33 @@ def retry_delays(requests: list[Request], since_ms: float) -> list[tuple[str, fl
         if nxt is not None:
             out.append((f"after {r.api} {r.error}", round(nxt.sent_ms - r.answered_ms, 1)))
     return out
+
+
+# Steady heartbeats needed before their interval is compared (a median of fewer is one
+# heartbeat's luck).
+STEADY_SAMPLES = 3
+
+
+def steady_interval(requests: list[Request], since_ms: float) -> list[tuple[str, float]]:
+    """The median wait between a steady ConsumerGroupHeartbeat's answer (nothing but a
+    member epoch sent, answered NONE) and the next heartbeat, when it is followed by
+    another steady one: what the member made of the interval the broker gave. Labelled
+    `steady heartbeat interval (given N ms)`; nothing when fewer than STEADY_SAMPLES."""
+    beats = sorted((r for r in requests if r.api == CGH), key=lambda r: r.sent_ms)
+
+    def steady(r: Request) -> bool:
+        return r.error == "NONE" and not r.fields and r.generation > 0
+
+    gaps = [
+        b.sent_ms - a.answered_ms
+        for a, b in zip(beats, beats[1:], strict=False)
+        if a.sent_ms >= since_ms and steady(a) and steady(b)
+    ]
+    if len(gaps) < STEADY_SAMPLES:
+        return []
+    given = next((r.interval_ms for r in reversed(beats) if r.interval_ms > 0), 0)
+    gaps.sort()
+    return [(f"steady heartbeat interval (given {given} ms)", round(gaps[len(gaps) // 2], 1))]
 
 
 def delays_differ(a_ms: float, b_ms: float) -> bool:

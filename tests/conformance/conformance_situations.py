@@ -35,7 +35,8 @@ class Situation:
     static: bool = False  # group.instance.id set
     commit: str = "sync"  # sync or auto
     trigger: str = ""  # "grow": the topic gets a 3rd partition; "produce": 10 records;
-    # "subscribe": the member subscribes to the topic and a new one of one partition
+    # "subscribe": the member subscribes to the topic and a new one of one partition;
+    # "peer-joins": a second (kgctl, consumer-protocol) member joins the group
     peer: bool = False  # a kgctl member joins first (the leader), through the proxy too
     peer_rules: tuple[str, ...] = ()  # rules on the peer, armed with stage 0
     peer_session_ms: int = 6000
@@ -46,6 +47,11 @@ class Situation:
     java: str = "java"  # java-resubscribing: ResubscribingMember.java, for "subscribe"
     ready: str = "joined"  # "committed": also wait for the member's first commit (its
     # consumed positions exist, so the pre-rebalance auto-commit has offsets to send)
+    protocol: str = "classic"  # or "consumer" (KIP-848): Java's VerifiableConsumer with
+    # --group-protocol CONSUMER, `kgctl join --group-protocol consumer`
+    group_config: tuple[tuple[str, str], ...] = ()  # the group's own configs, set before
+    # the member starts (consumer protocol: the broker's session and heartbeat interval)
+    steady: int = 0  # once settled, also wait for this many steady heartbeats (consumer)
 
 
 def _errors(api: str, errors: tuple[str, ...], *, rejoin: bool, **kw: object) -> list[Situation]:
@@ -258,6 +264,74 @@ SITUATIONS: list[Situation] = [
         ((REJOIN, "SyncGroup:delay=8000:count=1"),),
     ),
 ]
+
+
+# -- the consumer protocol (KIP-848) ---------------------------------------------------------
+# Same settings, less those the protocol takes from the broker: no session timeout,
+# heartbeat interval or assignor is set (Java refuses them with group.protocol=consumer);
+# the broker's (the session broker's 10 s and 500 ms, docs/testing.md) apply unless the
+# situation gives its group configs of its own. Java: VerifiableConsumer
+# --group-protocol CONSUMER; kgctl: `kgctl join --group-protocol consumer`.
+CGH = "ConsumerGroupHeartbeat"
+
+
+def _k848(name: str, covers: tuple[str, ...], rules: tuple[str, ...], **kw: object) -> Situation:
+    return Situation(f"k848-{name}", ("consumer protocol", *covers), (rules,) if rules else (),
+                     protocol="consumer", **kw)  # type: ignore[arg-type]  # fmt: skip
+
+
+K848_SITUATIONS: list[Situation] = [
+    # The join (epoch 0, every field), the acknowledgement, steady heartbeats on the
+    # interval the group gives (2 s, so a client that ignored it would show), the leave
+    # (-1) when stopped.
+    _k848(
+        "first-join",
+        ("join with epoch 0", "heartbeat interval from the broker", "fields sent when changed"),
+        (),
+        window="start",
+        group_config=(("consumer.heartbeat.interval.ms", "2000"),),
+        steady=4,
+    ),
+    # A static member: its instance id on the join; its leave is -2.
+    _k848("first-join-static", ("static", "leave with -2"), (), window="start", static=True),
+    *[
+        _k848(
+            f"heartbeat-{e.lower().replace('_', '-')}",
+            (f"{CGH} {e}",),
+            (f"{CGH}:error={e}:count=1",),
+        )
+        for e in (
+            "FENCED_MEMBER_EPOCH",  # fenced: partitions lost, join again with epoch 0
+            "UNKNOWN_MEMBER_ID",
+            "NOT_COORDINATOR",  # find the coordinator again, full heartbeat
+            "COORDINATOR_NOT_AVAILABLE",
+            "COORDINATOR_LOAD_IN_PROGRESS",  # retried after a backoff
+        )
+    ],
+    *[
+        _k848(
+            f"heartbeat-{e.lower().replace('_', '-')}-static",
+            (f"{CGH} {e}", "static", "fatal"),
+            (f"{CGH}:error={e}:count=1",),
+            static=True,
+            until="exited",
+        )
+        for e in ("FENCED_INSTANCE_ID", "UNRELEASED_INSTANCE_ID")
+    ],
+    # The answer lost with its connection: the next heartbeat carries every field.
+    _k848("heartbeat-dropped", ("a heartbeat's answer lost",), (f"{CGH}:drop:count=1",)),
+    # A heartbeat held past the session (3 s here): the broker fences the member meanwhile.
+    _k848(
+        "heartbeat-delayed-past-session",
+        ("a heartbeat held past the session timeout",),
+        (f"{CGH}:delay=5000:count=1",),
+        group_config=(("consumer.session.timeout.ms", "3000"),),
+    ),
+    # A second member joins: the member revokes one partition (commit, revoke callback,
+    # assign callback, acknowledging heartbeat).
+    _k848("second-member-joins", ("reconciliation: revoke",), (), trigger="peer-joins"),
+]
+SITUATIONS += K848_SITUATIONS
 
 AUDIT_ROWS_NOT_PROVOKED = {
     "audit 8": (

@@ -59,7 +59,13 @@ pytestmark = pytest.mark.kafka
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka import KafkaProducer
-    from kafka.admin import KafkaAdminClient, NewPartitions, NewTopic
+    from kafka.admin import (
+        ConfigResource,
+        ConfigResourceType,
+        KafkaAdminClient,
+        NewPartitions,
+        NewTopic,
+    )
 
 ROOT = Path(__file__).resolve().parents[2]
 MEMBER_DOC = ROOT / "docs" / "member.md"
@@ -77,6 +83,7 @@ SETTINGS = {
     "retry.backoff.ms": "100",
     "metadata.max.age.ms": "1000",
 }
+CLASSIC_ONLY = ("session.timeout.ms", "heartbeat.interval.ms")
 KCAT = shutil.which("kcat")
 # kcat prints no time: its rebalance lines are stamped when read from its stderr pipe,
 # which on two busy cores was seen more than 10 ms after the call (librdkafka sends the
@@ -168,9 +175,11 @@ class JavaMember(Member):
     def __init__(self, bootstrap: str, group: str, topic: str, s: Situation, cid: str) -> None:
         self.client_id, self.topic, self.commits = cid, topic, s.commit == "sync"
         self.lines: list[dict[str, Any]] = []
-        props = {"client.id": cid, **SETTINGS}
+        props = {"client.id": cid, **_settings(s)}
         self.props = _properties(props)
-        extra = ["--assignment-strategy", JAVA_ASSIGNORS[s.assignor]]
+        extra = ["--group-protocol", s.protocol.upper()]
+        if s.protocol == "classic":
+            extra += ["--assignment-strategy", JAVA_ASSIGNORS[s.assignor]]
         if s.commit == "auto":
             extra.append("--enable-autocommit")
         if s.static:
@@ -178,8 +187,8 @@ class JavaMember(Member):
         self.proc = subprocess.Popen(
             [java_executable(), "-cp", f"{resolve_kafka_tools()}/*",
              "org.apache.kafka.tools.VerifiableConsumer", "--bootstrap-server", bootstrap,
-             "--group-id", group, "--topic", topic, "--group-protocol", "CLASSIC",
-             *extra, "--command-config", str(self.props)],
+             "--group-id", group, "--topic", topic, *extra,
+             "--command-config", str(self.props)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             text=True, preexec_fn=die_with_parent,  # noqa: PLW1509 - a pool thread lives as long
         )  # fmt: skip
@@ -203,6 +212,14 @@ class JavaMember(Member):
     def kill(self) -> None:
         super().kill()
         self.props.unlink(missing_ok=True)
+
+
+def _settings(s: Situation) -> dict[str, str]:
+    """The client settings of a run: a consumer-protocol member takes its session and
+    heartbeat interval from the broker (Java refuses them with group.protocol=consumer)."""
+    if s.protocol == "consumer":
+        return {k: v for k, v in SETTINGS.items() if k not in CLASSIC_ONLY}
+    return dict(SETTINGS)
 
 
 def _properties(props: dict[str, str]) -> Path:
@@ -246,11 +263,13 @@ class ResubscribingJavaMember(JavaMember):
 class KgctlMember(Member):
     def __init__(self, bootstrap: str, group: str, topic: str, s: Situation, cid: str) -> None:
         self.client_id, self.topic, self.commits = cid, topic, s.commit == "sync"
-        args = ["--client-id", cid, "--assignor", s.assignor, "--commit", s.commit]
+        args = ["--client-id", cid, "--commit", s.commit]
+        if s.protocol == "classic":
+            args += ["--assignor", s.assignor]
         args += ["--from", "earliest", "-X", f"retry.backoff.ms={SETTINGS['retry.backoff.ms']}"]
         if s.static:
             args += ["--instance-id", f"{cid}-instance"]
-        self.m = MemberProc(bootstrap, group, topic, *args, name=cid)
+        self.m = MemberProc(bootstrap, group, topic, *args, name=cid, protocol=s.protocol)
         self.proc = self.m.proc
 
     def callbacks(self) -> list[Callback]:
@@ -344,18 +363,71 @@ MEMBERS: dict[str, type[Member]] = {
 # -- the proxy's trace ---------------------------------------------------------------------
 
 
+# A ConsumerGroupHeartbeat request's optional fields as the proxy traces them, each with
+# the value that means "not sent" (null, or -1 for the rebalance timeout), by the name a
+# step shows.
+CGH_FIELDS = (
+    ("instance_id", "instance_id", None),
+    ("rebalance_timeout", "rebalance_timeout_ms", -1),
+    ("topics", "subscription", None),
+    ("regex", "regex", None),
+    ("assignor", "server_assignor", None),
+    ("owned", "owned", None),
+)
+
+
+def _heartbeat_request(
+    e: Event, label: Callable[[str, int], str], names: dict[str, str]
+) -> Request:
+    """A ConsumerGroupHeartbeat from its traced event: the member epoch sent (as
+    `generation`), the optional fields it carried, owned partitions and the answer's
+    assignment as labels (topic ids named by `names`)."""
+    d = e.data
+    req, resp = d.get("request") or {}, d.get("response") or {}
+
+    def labels(by_id: dict[str, list[int]] | None) -> tuple[str, ...] | None:
+        if by_id is None:
+            return None
+        return tuple(label(names.get(t, t), int(p)) for t, ps in by_id.items() for p in ps)
+
+    return Request(
+        api="ConsumerGroupHeartbeat",
+        sent_ms=e.ts_ms - float(d.get("latency_ms", 0.0)),
+        answered_ms=float(e.ts_ms),
+        error=str(d.get("error", "NONE")),
+        member_id=str(req.get("member_id") or ""),
+        generation=int(req.get("member_epoch", -1)),
+        injected=bool(d.get("injected")),
+        owned=labels(req.get("owned")),
+        dropped=bool(d.get("dropped")),
+        version=int(d.get("api_version", -1)),
+        answer_member_id=str(resp.get("member_id") or ""),
+        answer_generation=int(resp.get("member_epoch", -1)) if resp else -1,
+        fields=tuple(name for name, key, unset in CGH_FIELDS if req.get(key, unset) != unset),
+        assignment=labels(resp.get("assignment")),
+        interval_ms=int(resp.get("heartbeat_interval_ms", 0) or 0),
+    )
+
+
 def requests_of(
-    events: list[Event], client_id: str, label: Callable[[str, int], str]
+    events: list[Event],
+    client_id: str,
+    label: Callable[[str, int], str],
+    names: dict[str, str] | None = None,
 ) -> list[Request]:
-    """The member's group requests from the proxy's events. A request a `delay` rule held
-    while the member closed its connection is never traced (it was never forwarded): its
-    FaultInjected stands for it, unanswered."""
+    """The member's group requests from the proxy's events (`names`: topic id -> name, for
+    the consumer protocol's partitions). A request a `delay` rule held while the member
+    closed its connection is never traced (it was never forwarded): its FaultInjected
+    stands for it, unanswered."""
     out, traced = [], set()
     for e in events:
         if e.client_id != client_id or not e.type.endswith("Traced"):
             continue
         d = e.data
         traced.add((d.get("connection"), d.get("correlation_id")))
+        if e.type == "ConsumerGroupHeartbeatTraced":
+            out.append(_heartbeat_request(e, label, names or {}))
+            continue
         req, resp = d.get("request") or {}, d.get("response") or {}
         owned = req.get("owned")
         reason = req.get("reason")
@@ -448,12 +520,16 @@ class Runner:
         self.producer = KafkaProducer(bootstrap_servers=bootstrap)
         self.jvms = threading.Semaphore(JVM_SLOTS)
         self.topics: list[str] = []
+        self.names: dict[str, str] = {}  # topic id -> name (consumer-protocol partitions)
+        self.configured: list[str] = []  # groups given configs of their own
 
     def close(self) -> None:
         self.producer.close()
         with self.admin_lock:
             if self.topics:
                 self.admin.delete_topics(self.topics)
+            for group in self.configured:
+                self._group_config(group, {}, unset=True)
             self.admin.close()
 
     def topic(self) -> str:
@@ -461,8 +537,24 @@ class Runner:
         with self.admin_lock:
             self.admin.create_topics([NewTopic(name, 2, 1)])
             self.topics.append(name)
+            for t in self.admin.describe_topics([name]):
+                self.names[str(t["topic_id"])] = str(t["name"])
         self.produce(name)
         return name
+
+    def configure(self, group: str, configs: dict[str, str]) -> None:
+        """The group's own configs (consumer protocol: session, heartbeat interval)."""
+        with self.admin_lock:
+            self._group_config(group, configs)
+            self.configured.append(group)
+
+    def _group_config(self, group: str, configs: dict[str, str], unset: bool = False) -> None:
+        if unset:
+            keys = ("consumer.session.timeout.ms", "consumer.heartbeat.interval.ms")
+            configs = {k: ("DELETE", None) for k in keys}  # type: ignore[misc]
+        resource = ConfigResource(ConfigResourceType.GROUP, group, configs=configs)
+        result = self.admin.alter_configs([resource])
+        assert result == {"group": {group: "OK"}}, result
 
     def produce(self, topic: str) -> None:
         for i in range(10):
@@ -498,6 +590,8 @@ class Runner:
 
         peer: MemberProc | None = None
         member: Member | None = None
+        if s.group_config:
+            self.configure(group, dict(s.group_config))
         try:
             if s.peer:
                 pid = f"peer-{uuid.uuid4().hex[:8]}"
@@ -519,7 +613,8 @@ class Runner:
             ):
                 run.problem = "the member never committed before the situation"
             elif s.window == "fault":
-                self._situation(s, run, member, topic, peer)
+                joined = self._situation(s, run, member, topic, group, peer)
+                peer = joined or peer
             else:
                 self._watch(s, run, member)
             if member.proc.poll() is not None:
@@ -539,7 +634,7 @@ class Runner:
             with self.chains.lock:
                 self.chains.next.pop(cid, None)
         events = self.events(cid)
-        run.requests = requests_of(events, cid, label)
+        run.requests = requests_of(events, cid, label, self.names)
         run.applied = {
             str(e.data["text"]) for e in events if e.type == "FaultInjected" and "text" in e.data
         }
@@ -551,9 +646,18 @@ class Runner:
         return run
 
     def _situation(
-        self, s: Situation, run: Run, member: Member, topic: str, peer: MemberProc | None
-    ) -> None:
+        self,
+        s: Situation,
+        run: Run,
+        member: Member,
+        topic: str,
+        group: str,
+        peer: MemberProc | None,
+    ) -> MemberProc | None:
+        """Arms the situation's rules, does its trigger, watches the member; returns the
+        peer its trigger started, if any (the caller stops it)."""
         cid = member.client_id
+        joined: MemberProc | None = None
         with self.chains.lock:
             self.chains.next[cid] = [
                 tuple(f"{r}:client={cid}" for r in stage) for stage in s.stages[1:]
@@ -576,7 +680,14 @@ class Runner:
                 self.admin.create_topics([NewTopic(extra, 1, 1)])
                 self.topics.append(extra)
             member.subscribe([topic, extra])
+        elif s.trigger == "peer-joins":
+            pid = f"peer-{uuid.uuid4().hex[:8]}"
+            joined = MemberProc(
+                self.bootstrap, group, topic, "--client-id", pid, "--commit", "none",
+                name=pid, protocol=s.protocol,
+            )  # fmt: skip
         self._watch(s, run, member)
+        return joined
 
     def _watch(self, s: Situation, run: Run, member: Member) -> None:
         if s.stop_on:
@@ -586,6 +697,22 @@ class Runner:
             self._wait(lambda: member.proc.poll() is not None, SETTLE_S, member)
             return
         self._wait(lambda: self._settled(member, run, since=run.since_ms), SETTLE_S, member)
+        if s.steady:
+            self._wait(lambda: self._steady(member, run) > s.steady, SETTLE_S, member)
+
+    def _steady(self, member: Member, run: Run) -> int:
+        """Steady heartbeats (nothing but the epoch sent, answered NONE) since the window
+        opened."""
+        reqs = requests_of(self.events(member.client_id), member.client_id, member.label)
+        return sum(
+            1
+            for r in reqs
+            if r.api == "ConsumerGroupHeartbeat"
+            and r.sent_ms >= run.since_ms
+            and r.error == "NONE"
+            and not r.fields
+            and r.generation > 0
+        )
 
     def _committed(self, client_id: str) -> bool:
         return any(
@@ -608,9 +735,12 @@ class Runner:
         last_fault = max(
             [e.ts_ms for e in events if e.type == "FaultInjected"] + [since], default=since
         )
+        reqs = requests_of(events, member.client_id, member.label, self.names)
+        if any(r.api == "ConsumerGroupHeartbeat" for r in reqs):
+            return _heartbeats_settled(reqs, last_fault)
         syncs = [
             r
-            for r in requests_of(events, member.client_id, member.label)
+            for r in reqs
             if r.api == "SyncGroup" and r.error == "NONE" and r.sent_ms >= last_fault
         ]
         if not syncs:
@@ -628,6 +758,26 @@ class Runner:
                 return check()
             time.sleep(0.1)  # polling a condition, not waiting out a time
         return False
+
+
+def _heartbeats_settled(reqs: list[Request], since: float) -> bool:
+    """A consumer-protocol member again: after `since`, a heartbeat answered NONE with an
+    assignment, and then (that one or a later one, answered NONE) a heartbeat saying it
+    owns exactly that assignment: it reconciled and acknowledged."""
+    beats = sorted(
+        (r for r in reqs if r.api == "ConsumerGroupHeartbeat" and r.sent_ms >= since),
+        key=lambda r: r.sent_ms,
+    )
+    for i, given in enumerate(beats):
+        if given.error != "NONE" or not given.assignment:
+            continue
+        target = sorted(given.assignment)
+        if any(
+            b.error == "NONE" and b.owned is not None and sorted(b.owned) == target
+            for b in beats[i:]
+        ):
+            return True
+    return False
 
 
 def selected(s: Situation) -> bool:
