@@ -59,7 +59,9 @@ def test_a_join_sends_every_field_with_epoch_0_then_only_what_changed() -> None:
     assert m.heartbeat_due(3050)  # the interval the broker gave
     second = m.next_heartbeat(3050)
     assert second.member_epoch == 1
-    assert (second.instance_id, second.rebalance_timeout_ms) == (None, None)
+    # A static member's instance id goes with every heartbeat, as Java's does (the
+    # conformance suite's k848 situations saw it on each of Java's).
+    assert (second.instance_id, second.rebalance_timeout_ms) == ("app-1", None)
     assert second.subscribed_topic_names is None and second.server_assignor is None
     assert second.owned is None
     # A new subscription goes out at once, and only it.
@@ -329,3 +331,48 @@ def test_a_member_is_in_the_group_while_it_has_an_epoch_and_is_not_leaving() -> 
     m = joined()
     m.leave()
     assert not m.in_group
+
+
+def test_a_retriable_error_answer_makes_the_next_heartbeat_carry_every_field() -> None:
+    # Java resets its sent fields on an error answer; seen in the conformance suite's
+    # k848-heartbeat-coordinator-load-in-progress: Java's retry carried the rebalance
+    # timeout, the topics and the owned partitions.
+    m = joined()
+    m.next_heartbeat(6000)
+    out = m.on_answer(Answer(error="COORDINATOR_LOAD_IN_PROGRESS"), 6010)
+    assert out.fatal is None and m.state is MemberState.STABLE
+    hb = m.next_heartbeat(12000)
+    assert hb.rebalance_timeout_ms == 300000
+    assert hb.subscribed_topic_names == ("orders",) and hb.owned == {ORDERS: fs(0, 1)}
+
+
+def test_a_leave_says_what_changed_no_partitions_and_for_good_no_topics() -> None:
+    # Java's close unsubscribes, then its leave heartbeat carries what changed since the
+    # last one: an empty topic list and an empty owned list (k848-first-join).
+    for instance_id, epoch in ((None, LEAVE_EPOCH), ("app-1", LEAVE_EPOCH_STATIC)):
+        m = joined(instance_id)
+        m.leave()
+        m.revoked_for_leave()
+        hb = m.next_heartbeat(7000)
+        assert (hb.member_epoch, hb.instance_id) == (epoch, instance_id)
+        assert hb.subscribed_topic_names == () and hb.owned == {}
+        assert hb.rebalance_timeout_ms is None and hb.server_assignor is None  # unchanged
+
+
+def test_a_leave_on_a_poll_timeout_keeps_the_subscription_and_drops_the_partitions() -> None:
+    m = joined()
+    m.poll_timer_expired()
+    hb = m.next_heartbeat(8000)
+    assert hb.subscribed_topic_names is None  # still subscribed: unchanged, not sent
+    assert hb.owned == {}
+
+
+def test_a_leave_after_a_failed_request_carries_every_field() -> None:
+    m = joined()
+    m.next_heartbeat(6000)
+    m.send_failed(6010)  # nothing is known as sent any more
+    m.leave()
+    m.revoked_for_leave()
+    hb = m.next_heartbeat(7000)
+    assert hb.rebalance_timeout_ms == 300000
+    assert hb.subscribed_topic_names == () and hb.owned == {}

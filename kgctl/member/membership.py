@@ -356,7 +356,9 @@ class Membership:
         hb = Heartbeat(
             member_id=self.member_id,
             member_epoch=self.epoch,
-            instance_id=self.instance_id if full else None,
+            # Java sends a static member's instance id on every heartbeat, not only the join
+            # (seen in the conformance suite's k848 situations).
+            instance_id=self.instance_id,
             rebalance_timeout_ms=self.rebalance_timeout_ms if full else None,
             subscribed_topic_names=names
             if full or sent is None or names != sent.subscribed_topic_names
@@ -386,9 +388,29 @@ class Membership:
 
     def _leave_heartbeat(self) -> Heartbeat:
         """The leave: Java leaves the state as the request goes out (UNSUBSCRIBED, or
-        STALE after a poll timeout) and ignores the answer."""
-        hb = Heartbeat(self.member_id, self.epoch, instance_id=self.instance_id)
+        STALE after a poll timeout) and ignores the answer.
+
+        Its fields follow the rule of every heartbeat (what changed since last sent):
+        the partitions are gone, so an empty owned list goes out; a member leaving for
+        good has unsubscribed first (Java's close), so an empty topic list goes out too,
+        while one leaving on a poll timeout keeps its subscription. After a failed
+        request (nothing known as sent) the rebalance timeout and assignor go again."""
+        sent = self._sent
         stale, self._stale_after_leave = self._stale_after_leave, False
+        names: tuple[str, ...] = ()
+        if stale and self.subscription.regex is None:
+            names = tuple(sorted(self.subscription.topics))
+        hb = Heartbeat(
+            self.member_id,
+            self.epoch,
+            instance_id=self.instance_id,
+            rebalance_timeout_ms=self.rebalance_timeout_ms if sent is None else None,
+            subscribed_topic_names=names
+            if sent is None or sent.subscribed_topic_names != names
+            else None,
+            server_assignor=self.subscription.server_assignor if sent is None else None,
+            owned={} if sent is None or sent.owned != {} else None,
+        )
         self.state = MemberState.STALE if stale else MemberState.UNSUBSCRIBED
         self.epoch = JOIN_EPOCH
         self._sent = None
@@ -512,6 +534,9 @@ class Membership:
 
     def _on_error(self, answer: Answer, now_ms: int) -> Outcome:
         error = answer.error
+        # Java resets the sent fields on every error answer: the next heartbeat carries
+        # all of them (seen after COORDINATOR_LOAD_IN_PROGRESS in the conformance suite).
+        self._sent = None
         if error in FATAL_ERRORS:
             lost = self.owned()
             self.owned_ids, self.state = {}, MemberState.FATAL
