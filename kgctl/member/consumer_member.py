@@ -647,6 +647,9 @@ class ConsumerProtocolMember(Member):
         m = self.membership
         if plan.revoke:
             # The rebalance timeout bounds the retries, as Java's reconciliation does.
+            # With auto-commit every consumed position goes, committed already or not,
+            # as Java's (seen in the conformance suite's
+            # k848-second-member-joins-autocommit); --commit sync commits what changed.
             self._commit_before_rebalance(self.max_poll_interval_ms / 1000)
         if plan.revoke:
             self.emit("PartitionsRevoked", partitions=_doc(plan.revoke))
@@ -669,7 +672,10 @@ class ConsumerProtocolMember(Member):
         self._assign(new_owned)
         if plan.assign:
             self._seek_committed(plan.assign)
-            self.emit("PartitionsAssigned", partitions=_doc(plan.assign))
+        # Java calls onPartitionsAssigned at the end of every reconciliation, with an
+        # empty set when it only revoked (seen in the conformance suite's
+        # k848-second-member-joins).
+        self.emit("PartitionsAssigned", partitions=_doc(plan.assign))
         with self._lock:
             before = m.state
             if self._pending_plan is plan:
@@ -754,14 +760,16 @@ class ConsumerProtocolMember(Member):
             self.flush()
 
     def _commit_owned(self, kind: CommitKind, retry_in_ms: int = -1) -> str | None:
-        """Commit what the member consumed of what it owns (nothing new: nothing sent).
+        """Commit what the member consumed of what it owns (nothing new: nothing sent;
+        the auto-commit before a rebalance sends every consumed position, as Java's).
         Returns the error when Java would send the commit again (and `retry_in_ms` >= 0
         allows it), else None."""
         owned = _pairs(self.membership.owned())
+        every = kind is CommitKind.BEFORE_REBALANCE
         offsets = {
             tp: o
             for tp, o in self._positions.items()
-            if tp in owned and self._committed.get(tp) != o
+            if tp in owned and (every or self._committed.get(tp) != o)
         }
         if not offsets:
             return None
