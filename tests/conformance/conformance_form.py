@@ -225,6 +225,10 @@ class _Walk:
         self.commit_failed = False  # the last commit answered an error
         self.refused_heartbeats: set[str] = set()  # since the last JoinGroup
         self.assignment: tuple[str, ...] = ()  # the last one a ConsumerGroupHeartbeat gave
+        self.owned_sent: tuple[str, ...] = ()  # the last owned list a heartbeat carried
+        # A new assignment given and not yet acknowledged (a heartbeat with owned): the
+        # member is reconciling, and a commit it sends now is the reconciliation's.
+        self.reconciling = False
 
     def member(self, member_id: str) -> str:
         if not member_id:
@@ -252,12 +256,15 @@ class _Walk:
 
     def learn(self, r: Request) -> None:
         if r.api == CGH:
+            if r.owned is not None:
+                self.owned_sent, self.reconciling = r.owned, False
             # The member epoch is the consumer protocol's generation (commits carry it).
             if r.error == "NONE" and r.generation >= 0 and r.answer_generation >= 0:
                 self.generation = r.answer_generation
                 self.member_id = r.answer_member_id or self.member_id
                 if r.assignment is not None:
                     self.assignment = r.assignment
+                    self.reconciling = sorted(r.assignment) != sorted(self.owned_sent)
             return
         if r.api == "OffsetCommit":
             self.commit_failed = r.error != "NONE"
@@ -282,12 +289,28 @@ def _request_step(r: Request, walk: _Walk) -> str | None:
     return step
 
 
+# Sent on every heartbeat of a static member (Java's rule), so no sign of a change.
+ALWAYS_SENT = frozenset({"instance_id"})
+
+
+def steady(r: Request) -> bool:
+    """A ConsumerGroupHeartbeat that says nothing new: answered NONE, with a member epoch
+    and nothing else but what goes with every heartbeat."""
+    return (
+        r.api == CGH
+        and r.error == "NONE"
+        and not r.dropped
+        and r.generation > 0
+        and set(r.fields) <= ALWAYS_SENT
+    )
+
+
 def _heartbeat_text(r: Request, walk: _Walk) -> str | None:
     """A ConsumerGroupHeartbeat as a step: `ConsumerGroupHeartbeat(epoch=E[, FIELD...][,
     owned=target|[..]]) -> ERROR`; None for a steady one (current epoch, nothing but the
     epoch sent, answered NONE)."""
     epoch = walk.epoch(r.generation)
-    if epoch == "current" and not r.fields and r.error == "NONE":
+    if epoch == "current" and steady(r):
         return None
     parts = [f"epoch={epoch}"] + [f for f in r.fields if f != "owned"]
     if r.owned is not None:
@@ -314,6 +337,8 @@ def _request_text(r: Request, walk: _Walk) -> str | None:
         # A heartbeat of the generation the member is leaving, in flight when its
         # JoinGroup was answered: whether one was is the clock's (Java, seen in CI).
         return None
+    if r.api == "OffsetCommit" and r.error == "NONE" and walk.reconciling:
+        return f"OffsetCommit(gen={walk.gen(r.generation)}) -> NONE (reconciling)"
     if r.api == "OffsetCommit" and r.error == "NONE" and not walk.commit_failed:
         return None
     error = f"{r.error}, connection closed" if r.dropped else r.error
@@ -464,15 +489,11 @@ STEADY_SAMPLES = 3
 
 
 def steady_interval(requests: list[Request], since_ms: float) -> list[tuple[str, float]]:
-    """The median wait between a steady ConsumerGroupHeartbeat's answer (nothing but a
-    member epoch sent, answered NONE) and the next heartbeat, when it is followed by
+    """The median wait between a steady ConsumerGroupHeartbeat's answer (`steady`) and
+    the next heartbeat, when it is followed by
     another steady one: what the member made of the interval the broker gave. Labelled
     `steady heartbeat interval (given N ms)`; nothing when fewer than STEADY_SAMPLES."""
     beats = sorted((r for r in requests if r.api == CGH), key=lambda r: r.sent_ms)
-
-    def steady(r: Request) -> bool:
-        return r.error == "NONE" and not r.fields and r.generation > 0
-
     gaps = [
         b.sent_ms - a.answered_ms
         for a, b in zip(beats, beats[1:], strict=False)

@@ -330,6 +330,16 @@ K848_SITUATIONS: list[Situation] = [
     # A second member joins: the member revokes one partition (commit, revoke callback,
     # assign callback, acknowledging heartbeat).
     _k848("second-member-joins", ("reconciliation: revoke",), (), trigger="peer-joins"),
+    # The same with auto-commit, once the member has committed: Java commits before it
+    # revokes.
+    _k848(
+        "second-member-joins-autocommit",
+        ("reconciliation: commit before revoke", "auto-commit"),
+        (),
+        trigger="peer-joins",
+        commit="auto",
+        ready="committed",
+    ),
 ]
 SITUATIONS += K848_SITUATIONS
 

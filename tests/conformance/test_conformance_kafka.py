@@ -43,6 +43,7 @@ from conformance_form import (
     normalise,
     partitions,
     read_allow_list,
+    steady,
     unexplained,
 )
 from conformance_situations import SITUATIONS, Situation
@@ -403,7 +404,12 @@ def _heartbeat_request(
         version=int(d.get("api_version", -1)),
         answer_member_id=str(resp.get("member_id") or ""),
         answer_generation=int(resp.get("member_epoch", -1)) if resp else -1,
-        fields=tuple(name for name, key, unset in CGH_FIELDS if req.get(key, unset) != unset),
+        fields=tuple(
+            # An empty topic list (a leave after unsubscribing) is not a subscription.
+            "topics=[]" if name == "topics" and req[key] == [] else name
+            for name, key, unset in CGH_FIELDS
+            if req.get(key, unset) != unset
+        ),
         assignment=labels(resp.get("assignment")),
         interval_ms=int(resp.get("heartbeat_interval_ms", 0) or 0),
     )
@@ -701,18 +707,9 @@ class Runner:
             self._wait(lambda: self._steady(member, run) > s.steady, SETTLE_S, member)
 
     def _steady(self, member: Member, run: Run) -> int:
-        """Steady heartbeats (nothing but the epoch sent, answered NONE) since the window
-        opened."""
+        """Steady heartbeats (`conformance_form.steady`) since the window opened."""
         reqs = requests_of(self.events(member.client_id), member.client_id, member.label)
-        return sum(
-            1
-            for r in reqs
-            if r.api == "ConsumerGroupHeartbeat"
-            and r.sent_ms >= run.since_ms
-            and r.error == "NONE"
-            and not r.fields
-            and r.generation > 0
-        )
+        return sum(1 for r in reqs if r.sent_ms >= run.since_ms and steady(r))
 
     def _committed(self, client_id: str) -> bool:
         return any(
