@@ -22,6 +22,7 @@ from conformance_form import (
     normalise_reason,
     read_allow_list,
     settle_lost,
+    steady_interval,
     unexplained,
 )
 from conformance_situations import AUDIT_ROWS_NOT_PROVOKED, SITUATIONS
@@ -394,4 +395,123 @@ def test_heartbeats_refused_alike_before_the_next_join_count_once() -> None:
         "OffsetCommit(gen=current) -> ILLEGAL_GENERATION",
         "JoinGroup(member=current) -> NONE",
         "Heartbeat(gen=current) -> REBALANCE_IN_PROGRESS",
+    ]
+
+
+# -- the consumer protocol (ConsumerGroupHeartbeat) ----------------------------------------
+
+CGH = "ConsumerGroupHeartbeat"
+JOIN_FIELDS = ("rebalance_timeout", "topics", "owned")
+
+
+def beat(at: float, epoch: int, error: str = "NONE", **kw: object) -> Request:
+    """A ConsumerGroupHeartbeat sent with `epoch`; `gave`: the answer's epoch."""
+    gave = int(kw.pop("gave", epoch if epoch > 0 else -1))  # type: ignore[call-overload]
+    return req(CGH, at, error, generation=epoch, answer_generation=gave, **kw)
+
+
+def member_at_epoch_3(*later: Request) -> list[Request]:
+    """A consumer-protocol member that joined (epoch 3, partitions 0 and 1) and
+    acknowledged, before the situation (at 100 ms)."""
+    return [
+        beat(100, 0, gave=3, fields=JOIN_FIELDS, owned=(), assignment=("0", "1")),
+        beat(110, 3, fields=("owned",), owned=("0", "1")),
+        *later,
+    ]
+
+
+def test_heartbeat_steps_name_the_epoch_the_fields_and_owned_against_the_target() -> None:
+    requests = member_at_epoch_3(
+        beat(1000, 3),  # steady: timing, not a step
+        beat(1500, 3, "FENCED_MEMBER_EPOCH", injected=True, gave=3),
+        beat(1600, 0, gave=5, fields=JOIN_FIELDS, owned=(), assignment=("0",)),
+        beat(1700, 5, fields=("owned",), owned=("0",)),
+        beat(1800, 3, gave=5),  # an epoch it no longer has
+        beat(1900, 5, "NONE", fields=("owned",), owned=("1",)),
+        beat(2000, -1, fields=("topics=[]", "owned"), owned=()),
+    )
+    calls = [Callback(1550, "revoked_or_lost", "[0, 1]"), Callback(1650, "assigned", "[0]")]
+    trace = normalise(requests, calls, [Mark(1950, "stop")], since_ms=1000)
+    assert trace.steps == [
+        f"{CGH}(epoch=current) -> FENCED_MEMBER_EPOCH",
+        "lost [0, 1]",
+        f"{CGH}(epoch=join, rebalance_timeout, topics, owned=[]) -> NONE",
+        "assigned [0]",
+        f"{CGH}(epoch=current, owned=target) -> NONE",
+        f"{CGH}(epoch=stale) -> NONE",
+        f"{CGH}(epoch=current, owned=[1]) -> NONE",
+        "<stop>",
+        f"{CGH}(epoch=leave, topics=[], owned=[]) -> NONE",
+    ]
+    assert trace.delays == [(f"after {CGH} FENCED_MEMBER_EPOCH", 99.0)]
+
+
+@pytest.mark.parametrize("error", ["FENCED_MEMBER_EPOCH", "UNKNOWN_MEMBER_ID",
+                                   "FENCED_INSTANCE_ID", "UNRELEASED_INSTANCE_ID"])  # fmt: skip
+def test_a_revoke_after_a_fencing_or_fatal_heartbeat_answer_is_lost(error: str) -> None:
+    requests = member_at_epoch_3(beat(1000, 3, error, gave=3))
+    assert settle_lost(requests, [Callback(1005, "revoked_or_lost", "[0]")])[0].kind == "lost"
+
+
+def test_a_revoke_once_a_heartbeat_was_answered_again_is_revoked() -> None:
+    requests = member_at_epoch_3(
+        beat(1000, 3, "UNKNOWN_MEMBER_ID", gave=3),
+        beat(1100, 0, gave=4, fields=JOIN_FIELDS, owned=(), assignment=("0",)),
+        beat(1200, 3, "NOT_COORDINATOR", gave=3),  # no fencing: nothing lost
+    )
+    calls = [Callback(1150, "revoked_or_lost", "[0]"), Callback(1250, "revoked_or_lost", "[0]")]
+    assert [c.kind for c in settle_lost(requests, calls)] == ["revoked", "revoked"]
+
+
+def test_a_static_members_instance_id_and_a_dropped_answer() -> None:
+    # Java sends the instance id with every heartbeat: a steady one stays timing; an
+    # answer lost with its connection is a step.
+    requests = member_at_epoch_3(
+        beat(1000, 3, fields=("instance_id",)),
+        beat(1500, 3, fields=("instance_id",), dropped=True),
+        beat(1600, 3, fields=("instance_id", *JOIN_FIELDS), owned=("0", "1")),
+        beat(1700, -2, fields=("instance_id", "topics=[]", "owned"), owned=()),
+    )
+    assert normalise(requests, [], [], since_ms=900).steps == [
+        f"{CGH}(epoch=current, instance_id) -> NONE, connection closed",
+        f"{CGH}(epoch=current, instance_id, rebalance_timeout, topics, owned=target) -> NONE",
+        f"{CGH}(epoch=leave-static, instance_id, topics=[], owned=[]) -> NONE",
+    ]
+
+
+def test_a_commit_is_a_step_while_reconciling_and_not_once_acknowledged() -> None:
+    requests = member_at_epoch_3(
+        req("OffsetCommit", 900, generation=3),  # the program's own: left out
+        beat(1000, 3, gave=4, assignment=("0",)),  # a new target: reconciling
+        req("OffsetCommit", 1010, generation=4),
+        beat(1020, 4, fields=("owned",), owned=("0",)),
+        req("OffsetCommit", 1100, generation=4),
+        beat(1200, 4, gave=4, fields=JOIN_FIELDS, owned=("0",), assignment=("0",)),
+        req("OffsetCommit", 1300, generation=4),  # the same target again: not reconciling
+    )
+    assert normalise(requests, [], [], since_ms=1000).steps == [
+        "OffsetCommit(gen=current) -> NONE (reconciling)",
+        f"{CGH}(epoch=current, owned=target) -> NONE",
+        f"{CGH}(epoch=current, rebalance_timeout, topics, owned=target) -> NONE",
+    ]
+
+
+def test_the_steady_interval_is_the_median_gap_and_needs_enough_heartbeats() -> None:
+    def steady_run(gaps: list[float]) -> list[Request]:
+        out, at = member_at_epoch_3(), 1000.0
+        for gap in [0.0, *gaps]:
+            at += gap
+            out.append(beat(at, 3, interval_ms=2000, took=1))
+            at += 1
+        return out
+
+    assert steady_interval(steady_run([2000, 2010, 4000]), 900) == [
+        ("steady heartbeat interval (given 2000 ms)", 2010.0)
+    ]
+    assert steady_interval(steady_run([2000, 2000]), 900) == []  # two gaps: too few
+    # A member that heartbeat every 500 ms when given 2 s differs from one that did not.
+    fast = normalise(steady_run([500, 500, 500]), [], [], 900)
+    slow = normalise(steady_run([2000, 2000, 2000]), [], [], 900)
+    assert compare(slow, fast) == [
+        "delay steady heartbeat interval (given 2000 ms): java 2000 ms, kgctl 500 ms"
     ]
