@@ -515,3 +515,20 @@ def test_the_steady_interval_is_the_median_gap_and_needs_enough_heartbeats() -> 
     assert compare(slow, fast) == [
         "delay steady heartbeat interval (given 2000 ms): java 2000 ms, kgctl 500 ms"
     ]
+
+
+def test_a_revoke_stamped_in_the_stops_millisecond_comes_after_the_stop() -> None:
+    # kgctl's close revoked in the millisecond the test sent SIGTERM; truncated to whole
+    # milliseconds, its stamp read 0.4 ms before the stop (k848-first-join-static).
+    requests = member_at_epoch_3(beat(1757.2, -2, fields=("instance_id", "owned"), owned=()))
+    calls = [Callback(1756, "revoked_or_lost", "[0, 1]")]
+    steps = normalise(requests, calls, [Mark(1756.4, "stop")], since_ms=1000).steps
+    assert steps == [
+        "<stop>",
+        "revoked [0, 1]",
+        f"{CGH}(epoch=leave-static, instance_id, owned=[]) -> NONE",
+    ]
+    # One stamped in the millisecond before is still before it.
+    calls = [Callback(1755, "assigned", "[0, 1]")]
+    steps = normalise(requests, calls, [Mark(1756.4, "stop")], since_ms=1000).steps
+    assert steps[:2] == ["assigned [0, 1]", "<stop>"]
