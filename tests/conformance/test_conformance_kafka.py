@@ -538,6 +538,27 @@ class Runner:
                 self._group_config(group, {}, unset=True)
             self.admin.close()
 
+    def warm(self) -> None:
+        """Wait until the broker's group coordinator answers (its __consumer_offsets exists
+        and is loaded). On a fresh broker the first member to join was otherwise answered
+        COORDINATOR_NOT_AVAILABLE or COORDINATOR_LOAD_IN_PROGRESS by the broker itself
+        (seen on a session broker: Java's first-join, whichever client comes first):
+        the broker's start, not the client's behaviour. A group that does not exist is a
+        coordinator's answer."""
+        group = f"conformance-warm-{uuid.uuid4().hex[:8]}"
+        deadline = time.monotonic() + START_S
+        while True:
+            try:
+                with self.admin_lock:
+                    answer = self.admin.describe_groups([group])[group]
+                error = str(answer.get("error") or "")
+                if "Coordinator" not in error:
+                    return
+            except Exception as exc:  # the coordinator's own retriable errors
+                error = repr(exc)
+            assert time.monotonic() < deadline, f"no group coordinator answered: {error}"
+            time.sleep(0.2)  # polling the broker until its coordinator is ready
+
     def topic(self) -> str:
         name = f"conformance-{uuid.uuid4().hex[:10]}"
         with self.admin_lock:
@@ -812,6 +833,7 @@ def runs(
     bootstrap: str, proxy: ProxyThread, chains: Chains, java_classes: Path
 ) -> Iterator[dict[tuple[str, str], Run]]:
     runner = Runner(bootstrap, proxy, chains)
+    runner.warm()
     jobs = [(s, c) for s in SITUATIONS if selected(s) for c in _clients(s)]
     # Java runs first in the queue: the JVMs are the slowest to start, and the slots let
     # kgctl runs fill the gaps.
