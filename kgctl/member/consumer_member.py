@@ -635,6 +635,11 @@ class ConsumerProtocolMember(Member):
         m = self.membership
         if lost:
             self.emit("PartitionsLost", partitions=_doc(lost))
+        # What was consumed of them is no longer this member's to commit: kept, it would
+        # be committed if they came back before a new record did, putting the group's
+        # offset back to where it was lost (tests/test_consumer_member_offsets.py).
+        for pair in _pairs(lost):
+            self._positions.pop(pair, None)
         self._assign(m.owned())
         with self._lock:
             before = m.state
