@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from kgctl.member.consumer_member import ConsumerProtocolMember
-from kgctl.member.membership import Answer
+from kgctl.member.membership import Answer, CommitKind
 from kgctl.member.runner import MemberConfig
 from kgctl.settings import ClientSettings
 
@@ -76,7 +76,7 @@ def test_a_partition_that_comes_back_is_not_committed_at_the_position_it_was_los
     answer(m, 1, {0})
     m._poll_events()  # reconciles: assigned orders[0], starting from the group's offset
     m._positions[(TOPIC, 0)] = 10  # consumed up to 10 (the poll loop's bookkeeping)
-    m._commit_owned()
+    m._commit_owned(CommitKind.INTERVAL)  # the auto-commit interval
     assert channel.commits == [{(TOPIC, 0): 10}]
     # Fenced: the partition is lost (no commit); meanwhile its new owner consumed and
     # committed up to 25.
