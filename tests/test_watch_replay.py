@@ -205,12 +205,15 @@ def test_a_steady_groups_heartbeats_and_records_are_not_diagnosed_again() -> Non
             watch.queue.put(e)
         end = history[-1].ts_ms
         watch.drain(clock=lambda: end)
-        first = watch.diagnoses(end)
+        assert 2 in watch.diagnoses(end)
+        assert watch._diagnosed_at == end
+        # Once settled, made once more: what came while it settled is in it.
+        later = end + SETTLING_MS + 5000
+        first = watch.diagnoses(later)
         made_at = watch._diagnosed_at
-        assert made_at == end and 2 in first
+        assert made_at == later and 2 in first
 
         # Steady, well after the rebalance: heartbeats and records only.
-        later = end + SETTLING_MS + 5000
         for i in range(40):
             ts = later + 100 * i
             watch.queue.put(mev("HeartbeatSucceeded", ts, "m1" if i % 2 else "m2", 2))
@@ -225,3 +228,60 @@ def test_a_steady_groups_heartbeats_and_records_are_not_diagnosed_again() -> Non
         watch.drain(clock=lambda: step)
         watch.diagnoses(step)
         assert watch._diagnosed_at == step
+
+
+def test_while_a_rebalance_runs_a_costly_diagnosis_is_made_less_often() -> None:
+    """A diagnosis is made at most once a second while a rebalance runs, and no more often
+    than every ten times what the last one cost, so that a large group's view still draws;
+    once the rebalance has settled it is made once more, with everything that came."""
+    from helpers import mev, two_member_eager_history
+
+    with Watch(ClientSettings(), "orders-app", observe=False) as watch:
+        history = two_member_eager_history()
+        for e in history:
+            watch.queue.put(e)
+        end = history[-1].ts_ms
+        watch.drain(clock=lambda: end)
+        cpu = iter([0.0, 0.5, 10.0, 10.5, 20.0, 20.5])  # each diagnosis costs 0.5 s
+        watch._cpu_s = lambda: next(cpu)
+        watch.queue.put(mev("RejoinRequested", end + 10, "m1", 2, reason="explicit_request"))
+        watch.drain(clock=lambda: end + 10)
+        watch.diagnoses(end + 10)
+        assert watch._diagnosed_at == end + 10
+        # Steps keep coming while it runs: not again within 10 × 0.5 s.
+        for k in range(1, 10):
+            ts = end + 10 + 500 * k
+            watch.queue.put(mev("JoinGroupSent", ts, "m1", 2))
+            watch.drain(clock=lambda ts=ts: ts)
+            watch.diagnoses(ts)
+            assert watch._diagnosed_at == end + 10
+        at = end + 10 + 5000
+        watch.diagnoses(at)
+        assert watch._diagnosed_at == at
+
+
+def test_a_settled_rebalance_is_diagnosed_once_more_after_settling() -> None:
+    """The last diagnosis made while a rebalance settled may be seconds before it had
+    settled (the spacing above): the first frame after that makes one more."""
+    from helpers import two_member_eager_history
+
+    from kgctl.observe.watch import SETTLING_MS
+
+    with Watch(ClientSettings(), "orders-app", observe=False) as watch:
+        history = two_member_eager_history()
+        for e in history:
+            watch.queue.put(e)
+        end = history[-1].ts_ms
+        watch.drain(clock=lambda: end)
+        cpu = iter([0.0, 1.2, 5.0, 6.2])  # 1.2 s each: 12 s apart while settling
+        watch._cpu_s = lambda: next(cpu)
+        watch.diagnoses(end)
+        stable = watch.state.generations[-1].stable_ms
+        assert stable is not None and end - stable < SETTLING_MS
+        watch.diagnoses(stable + SETTLING_MS - 1)  # still settling, not due
+        assert watch._diagnosed_at == end
+        after = stable + SETTLING_MS + 1
+        watch.diagnoses(after)
+        assert watch._diagnosed_at == after
+        watch.diagnoses(after + 100)  # and not again
+        assert watch._diagnosed_at == after

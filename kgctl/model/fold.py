@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Any
 
 from kgctl.model.events import Event
@@ -31,6 +30,8 @@ from kgctl.model.state import (
     Owned,
     OwnershipSpan,
     TopicPartition,
+    evolve,
+    member_index,
     owned_from,
     owned_of_pairs,
     owned_pairs,
@@ -40,7 +41,7 @@ from kgctl.model.state import (
 def fold(state: GroupState, event: Event, now_ms: int) -> GroupState:
     """The state after `event`; `now_ms` is the caller's clock (used when an event has none)."""
     t = event.ts_ms if event.ts_ms > 0 else now_ms
-    s = replace(
+    s = evolve(
         state,
         recent=(state.recent + (event,))[-state.log_limit :] if state.log_limit > 0 else (),
         updated_ms=max(state.updated_ms, now_ms),
@@ -75,8 +76,19 @@ def _key_for(s: GroupState, ev: Event) -> str:
 
 def _with_member(s: GroupState, member: MemberState) -> GroupState:
     members = dict(s.members)
+    old = members.get(member.key)
     members[member.key] = member
-    return replace(s, members=members)
+    index = s.member_index
+    if s.member_index_of is not s.members:
+        index = member_index(members)
+    elif old is None or old.member_id != member.member_id:
+        if old is not None and old.member_id and index.get(old.member_id) == member.key:
+            index = member_index(members)  # another member may have the id it gave up
+        elif member.member_id and member.member_id not in index:
+            index = {**index, member.member_id: member.key}
+        elif member.member_id and index[member.member_id] != member.key:
+            index = member_index(members)  # which of the two comes first
+    return evolve(s, members=members, member_index=index, member_index_of=members)
 
 
 def _touch_member(s: GroupState, ev: Event, t: int) -> GroupState:
@@ -89,7 +101,7 @@ def _touch_member(s: GroupState, ev: Event, t: int) -> GroupState:
     source = ev.source if ev.source in ("member", "observer") else "member"
     if old is None:
         old = _new_member(key, t)
-    member = replace(
+    member = evolve(
         old,
         member_id=ev.member_id or old.member_id,
         client_id=ev.client_id or old.client_id,
@@ -118,7 +130,7 @@ def _revived(m: MemberState, t: int) -> MemberState:
     with a new life from `t`."""
     if m.alive:
         return m
-    return replace(m, alive=True, left_ms=None, left_reason="", lives=m.lives + ((t, None),))
+    return evolve(m, alive=True, left_ms=None, left_reason="", lives=m.lives + ((t, None),))
 
 
 def _merged_lives(
@@ -140,7 +152,7 @@ def _rename_member(s: GroupState, old_key: str, new_key: str) -> GroupState:
     members = dict(s.members)
     old = members.pop(old_key)
     existing = members.get(new_key)
-    merged = replace(
+    merged = evolve(
         existing or old,
         key=new_key,
         first_seen_ms=min(old.first_seen_ms, (existing or old).first_seen_ms),
@@ -151,18 +163,25 @@ def _rename_member(s: GroupState, old_key: str, new_key: str) -> GroupState:
     )
     members[new_key] = merged
     ownership = {
-        tp: tuple(replace(sp, member=new_key) if sp.member == old_key else sp for sp in spans)
+        tp: tuple(evolve(sp, member=new_key) if sp.member == old_key else sp for sp in spans)
         for tp, spans in s.ownership.items()
     }
     leader = new_key if s.leader == old_key else s.leader
-    return replace(s, members=members, ownership=ownership, leader=leader)
+    return evolve(
+        s,
+        members=members,
+        ownership=ownership,
+        leader=leader,
+        member_index=member_index(members),
+        member_index_of=members,
+    )
 
 
 def _set_phase(s: GroupState, key: str, phase: str) -> GroupState:
     m = s.members.get(key)
     if m is None or m.phase == phase:
         return s
-    return _with_member(s, replace(m, phase=phase))
+    return _with_member(s, evolve(m, phase=phase))
 
 
 def _set_partitions(s: GroupState, key: str, new: Owned, t: int) -> GroupState:
@@ -180,17 +199,17 @@ def _set_partitions(s: GroupState, key: str, new: Owned, t: int) -> GroupState:
     for tp in sorted(after - before):
         ownership[tp] = ownership.get(tp, ()) + (OwnershipSpan(key, gen, t),)
     since = m.unassigned_since_ms
-    s = replace(s, ownership=ownership)
+    s = evolve(s, ownership=ownership)
     if not after and since is None:
         since = t
     elif after:
         since = None
-    return _with_member(s, replace(m, partitions=owned_of_pairs(after), unassigned_since_ms=since))
+    return _with_member(s, evolve(m, partitions=owned_of_pairs(after), unassigned_since_ms=since))
 
 
 def _close_span(spans: tuple[OwnershipSpan, ...], key: str, t: int) -> tuple[OwnershipSpan, ...]:
     return tuple(
-        replace(sp, end_ms=t) if sp.member == key and sp.end_ms is None else sp for sp in spans
+        evolve(sp, end_ms=t) if sp.member == key and sp.end_ms is None else sp for sp in spans
     )
 
 
@@ -203,7 +222,7 @@ def _member_gone(s: GroupState, key: str, t: int, phase: str, reason: str) -> Gr
     lives = m.lives
     if lives and lives[-1][1] is None:
         lives = lives[:-1] + ((lives[-1][0], t),)
-    m = replace(
+    m = evolve(
         m,
         alive=False,
         phase=phase,
@@ -219,13 +238,13 @@ def _member_gone(s: GroupState, key: str, t: int, phase: str, reason: str) -> Gr
 
 
 def _replace_current(s: GroupState, rec: GenerationRecord) -> GroupState:
-    return replace(s, generations=s.generations[:-1] + (rec,))
+    return evolve(s, generations=s.generations[:-1] + (rec,))
 
 
 def _begin_rebalance(s: GroupState, t: int) -> GroupState:
     if s.rebalancing:
         return s
-    return replace(s, rebalancing=True, rebalance_started_ms=t)
+    return evolve(s, rebalancing=True, rebalance_started_ms=t)
 
 
 def _open_generation(
@@ -245,7 +264,7 @@ def _open_generation(
     if gens:
         prev = gens[-1]
         end = prev.end_ms if prev.end_ms is not None else start
-        gens = gens[:-1] + (replace(prev, end_ms=end),)
+        gens = gens[:-1] + (evolve(prev, end_ms=end),)
     rec = GenerationRecord(
         generation=generation,
         start_ms=start,
@@ -255,7 +274,7 @@ def _open_generation(
         evidence=str(data.get("evidence", "")),
         members=tuple(sorted(m.key for m in s.live_members)),
     )
-    return replace(
+    return evolve(
         s,
         generations=gens + (rec,),
         generation=generation,
@@ -270,7 +289,7 @@ def _note_completed(s: GroupState, key: str, t: int) -> GroupState:
     m = s.members[key]
     if rec is None or rec.inferred or (m.reports_generation and m.generation != rec.generation):
         return s
-    return _replace_current(s, replace(rec, completed_ms=max(t, rec.completed_ms or t)))
+    return _replace_current(s, evolve(rec, completed_ms=max(t, rec.completed_ms or t)))
 
 
 def _maybe_stable(s: GroupState, t: int) -> GroupState:
@@ -281,26 +300,43 @@ def _maybe_stable(s: GroupState, t: int) -> GroupState:
     and when every member is such a member there is none to judge."""
     if s.generation_inferred:
         return s
-    # One pass that stops at the first member still on its way: called at every member's
-    # completion, a list of all members each time made a rebalance of N members cost N².
-    # A consumer-protocol member told of a new target is not done until it owns it, even
-    # while its own state still says STABLE (its reconciliation starts on its next poll).
+    # One pass that stops at the first member still on its way, beginning with the one
+    # the last pass stopped at: called at every member's completion, a pass from the
+    # first member each time made a rebalance of N members cost N².
+    members = s.members
+    hint = members.get(s.pending_hint)
+    if hint is not None and _on_its_way(hint, s.generation):
+        return s
+    keys = list(members)
+    at = keys.index(s.pending_hint) if hint is not None else 0
     traced = consumer = numbered = False
-    for m in s.members.values():
+    for key in keys[at:] + keys[:at]:
+        m = members[key]
         if not m.alive or "member" not in m.sources:
             continue
-        if (
-            m.phase != PHASE_STABLE
-            or (m.reports_generation and m.generation != s.generation)
-            or (m.protocol == "consumer" and m.reconciling)
-        ):
-            return s
+        if _on_its_way(m, s.generation):
+            return evolve(s, pending_hint=key)
         traced = True
         numbered = numbered or m.reports_generation
         consumer = consumer or m.protocol == "consumer"
     if not traced or (numbered and s.generation < 0) or (consumer and _orphaned(s)):
         return s
     return _mark_stable(s, t)
+
+
+def _on_its_way(m: MemberState, generation: int) -> bool:
+    """A live traced member that has not completed `generation`. A consumer-protocol
+    member told of a new target is not done until it owns it, even while its own state
+    still says STABLE (its reconciliation starts on its next poll)."""
+    return (
+        m.alive
+        and "member" in m.sources
+        and (
+            m.phase != PHASE_STABLE
+            or (m.reports_generation and m.generation != generation)
+            or (m.protocol == "consumer" and m.reconciling)
+        )
+    )
 
 
 def _orphaned(s: GroupState) -> bool:
@@ -339,14 +375,14 @@ def _mark_stable(s: GroupState, t: int) -> GroupState:
     if rec is not None and rec.stable_ms is None:
         s = _replace_current(
             s,
-            replace(
+            evolve(
                 rec,
                 stable_ms=max(t, rec.completed_ms or t),
                 sync_ms=rec.sync_ms if rec.sync_ms is not None else None,
                 members=tuple(sorted(m.key for m in s.live_members)),
             ),
         )
-    return replace(s, rebalancing=False)
+    return evolve(s, rebalancing=False)
 
 
 # -- member event handlers ---------------------------------------------------------------
@@ -379,7 +415,7 @@ def _on_join_received(s: GroupState, ev: Event, t: int) -> GroupState:
             # Its own successful JoinGroup proves it is a member: any inference that it
             # had gone (from another member's events folded first) is undone.
             m = _revived(m, t)
-        s = _with_member(s, replace(m, generation=gen))
+        s = _with_member(s, evolve(m, generation=gen))
     if gen > s.generation or (gen >= 0 and s.generation_inferred):
         s = _begin_rebalance(s, t)
         s = _open_generation(s, gen, t, inferred=False, data={})
@@ -390,14 +426,14 @@ def _on_join_received(s: GroupState, ev: Event, t: int) -> GroupState:
         found = s.find_member(leader_id)
         leader = found.key if found is not None else leader_id
     if rec is not None and rec.generation == gen:
-        rec = replace(rec, sync_ms=rec.sync_ms if rec.sync_ms is not None else t)
-        rec = replace(rec, leader=leader or rec.leader)
+        rec = evolve(rec, sync_ms=rec.sync_ms if rec.sync_ms is not None else t)
+        rec = evolve(rec, leader=leader or rec.leader)
         s = _replace_current(s, rec)
     protocol = str(ev.data.get("protocol", "") or ev.data.get("protocol_name", "") or "")
     if protocol:
-        s = replace(s, protocol=protocol)
+        s = evolve(s, protocol=protocol)
     if leader:
-        s = replace(s, leader=leader)
+        s = evolve(s, leader=leader)
     s = _drop_members_missing_from(s, ev.data.get("members"), key, gen, t)
     return _set_phase(s, key, PHASE_SYNCING)
 
@@ -432,7 +468,7 @@ def _on_join_completed(s: GroupState, ev: Event, t: int) -> GroupState:
     key = _key_for(s, ev)
     gen = _int(ev.data.get("generation"), -1)
     if gen >= 0:
-        s = _with_member(s, replace(s.members[key], generation=gen))
+        s = _with_member(s, evolve(s.members[key], generation=gen))
     # The full assignment after the join: `assignment` (kgctl join) or `partitions`.
     full = ev.data.get("assignment", ev.data.get("partitions"))
     if full is not None:
@@ -472,7 +508,7 @@ def _on_revoked(s: GroupState, ev: Event, t: int) -> GroupState:
 def _on_generation_reset(s: GroupState, ev: Event, t: int) -> GroupState:
     key = _key_for(s, ev)
     m = s.members[key]
-    return _with_member(s, replace(m, generation=-1))
+    return _with_member(s, evolve(m, generation=-1))
 
 
 def _on_leave(s: GroupState, ev: Event, t: int) -> GroupState:
@@ -494,7 +530,7 @@ def _on_stopped(s: GroupState, ev: Event, t: int) -> GroupState:
 def _after_departure(s: GroupState, t: int) -> GroupState:
     """A member left: the others rebalance; with none left, the broker empties the group
     and no rebalance is pending (the last one to leave ends the one the others began)."""
-    return _begin_rebalance(s, t) if s.live_members else replace(s, rebalancing=False)
+    return _begin_rebalance(s, t) if s.live_members else evolve(s, rebalancing=False)
 
 
 def _on_started(s: GroupState, ev: Event, t: int) -> GroupState:
@@ -505,13 +541,13 @@ def _on_started(s: GroupState, ev: Event, t: int) -> GroupState:
     if isinstance(config, Mapping):
         protocol = str(config.get("group_protocol") or "classic")
         reports = ev.data.get("reports_generation") is not False
-        m = replace(m, protocol=protocol, member_state="", reports_generation=reports)
+        m = evolve(m, protocol=protocol, member_state="", reports_generation=reports)
         s = _with_member(s, m)
     if m.alive:
         return s
     return _with_member(
         s,
-        replace(
+        evolve(
             _revived(m, t),
             phase=PHASE_UNKNOWN,
             generation=-1,
@@ -534,7 +570,7 @@ def _on_failed(s: GroupState, ev: Event, t: int) -> GroupState:
 def _on_group_observed(s: GroupState, ev: Event, t: int) -> GroupState:
     d = ev.data
     broker_state = str(d.get("state", "") or s.state)
-    s = replace(
+    s = evolve(
         s,
         state=broker_state,
         protocol_type=str(d.get("protocol_type", s.protocol_type) or s.protocol_type),
@@ -551,16 +587,7 @@ def _on_group_observed(s: GroupState, ev: Event, t: int) -> GroupState:
     raw_members = d.get("members")
     described: set[str] = set()
     if isinstance(raw_members, list):
-        for raw in raw_members:
-            if not isinstance(raw, Mapping) or not raw.get("member_id"):
-                continue
-            member_id = str(raw["member_id"])
-            # A consumer group reports assignments in every state; a classic one in Stable.
-            with_partitions = broker_state == "Stable" or "target" in raw
-            s = _observe_member(s, raw, member_id, t, with_partitions=with_partitions)
-            found = s.find_member(member_id)
-            if found is not None:
-                described.add(found.key)
+        s, described = _observe_members(s, raw_members, broker_state, t)
         # Members only the broker knew about are gone once it stops describing them.
         for key, m in list(s.members.items()):
             if m.alive and m.sources == frozenset({"observer"}) and key not in described:
@@ -571,14 +598,66 @@ def _on_group_observed(s: GroupState, ev: Event, t: int) -> GroupState:
     return s
 
 
-def _observe_member(
-    s: GroupState, raw: Mapping[str, Any], member_id: str, t: int, with_partitions: bool
-) -> GroupState:
-    found = s.find_member(member_id)
+def _observe_members(
+    s: GroupState, raws: list[Any], broker_state: str, t: int
+) -> tuple[GroupState, set[str]]:
+    """Every member of one description, as `_observe_member` one after the other would
+    leave them, with one copy of the members mapping instead of one per member (a
+    description of 1,000 members cost 1,000 copies of 1,000): the members' records are
+    updated in a private copy, and the ownership of untraced members (which reads and
+    changes only its own member) set after, in the same order. A member described twice
+    in one answer has what came before it applied first."""
+    members = dict(s.members)
+    index = dict(s.member_index) if s.member_index_of is s.members else member_index(members)
+    pending: list[tuple[str, Owned]] = []
+    described: set[str] = set()
+    rebuild = False  # a new member took the key of another with another member id
+
+    def settle(state: GroupState) -> GroupState:
+        nonlocal index, rebuild
+        if rebuild:
+            index, rebuild = member_index(members), False
+        state = evolve(state, members=members, member_index=index, member_index_of=members)
+        for key, owned in pending:
+            state = _set_partitions(state, key, owned, t)
+        pending.clear()
+        return state
+
+    for raw in raws:
+        if not isinstance(raw, Mapping) or not raw.get("member_id"):
+            continue
+        member_id = str(raw["member_id"])
+        # A consumer group reports assignments in every state; a classic one in Stable.
+        with_partitions = broker_state == "Stable" or "target" in raw
+        key = index.get(member_id, member_id)
+        if key in described and pending:
+            s = settle(s)
+            members = dict(s.members)
+            index = dict(s.member_index)
+        found = members.get(key) if member_id in index else None
+        rebuild = rebuild or (found is None and key in members)
+        member, owned = _observed(found, raw, member_id, t, with_partitions)
+        members[member.key] = member
+        index.setdefault(member_id, member.key)
+        if owned is not None:
+            pending.append((member.key, owned))
+        described.add(member.key)
+    return settle(s), described
+
+
+def _observed(
+    found: MemberState | None,
+    raw: Mapping[str, Any],
+    member_id: str,
+    t: int,
+    with_partitions: bool,
+) -> tuple[MemberState, Owned | None]:
+    """A described member's record, and the partitions to give it (an untraced member
+    in a description that carries assignments), else None."""
     key = found.key if found is not None else member_id
     # Described again after it was thought gone: alive, its last known reason kept.
     old = (
-        replace(_revived(found, t), left_reason=found.left_reason)
+        (evolve(_revived(found, t), left_reason=found.left_reason) if not found.alive else found)
         if found is not None
         else _new_member(key, t)
     )
@@ -588,7 +667,7 @@ def _observe_member(
     if with_partitions and "member" not in old.sources:
         reconciled = target is None or dict(target) == dict(owned_from(raw.get("partitions")))
         phase = PHASE_STABLE if reconciled else PHASE_RECONCILING
-    member = replace(
+    member = evolve(
         old,
         member_id=member_id,
         client_id=str(raw.get("client_id", "") or old.client_id),
@@ -597,16 +676,25 @@ def _observe_member(
         subscription=tuple(str(x) for x in sub) if isinstance(sub, list) else old.subscription,
         last_seen_ms=max(old.last_seen_ms, t),
         phase=phase,
-        sources=old.sources | {"observer"},
+        sources=old.sources if "observer" in old.sources else old.sources | {"observer"},
         epoch=_int(raw.get("member_epoch"), old.epoch),
         target=target,
         protocol=str(raw.get("member_type") or old.protocol),
         regex=_opt_str(raw.get("regex")) or old.regex,
     )
-    s = _with_member(s, member)
     if with_partitions and "partitions" in raw and "member" not in old.sources:
         # A traced member's own events say exactly when it owned what; trust those.
-        s = _set_partitions(s, key, owned_from(raw["partitions"]), t)
+        return member, owned_from(raw["partitions"])
+    return member, None
+
+
+def _observe_member(
+    s: GroupState, raw: Mapping[str, Any], member_id: str, t: int, with_partitions: bool
+) -> GroupState:
+    member, owned = _observed(s.find_member(member_id), raw, member_id, t, with_partitions)
+    s = _with_member(s, member)
+    if owned is not None:
+        s = _set_partitions(s, member.key, owned, t)
     return s
 
 
@@ -616,17 +704,30 @@ def _apply_lag(s: GroupState, raw: Any, total: Any) -> GroupState:
     lag: dict[TopicPartition, int] = {}
     for topic, parts in raw.items():
         if isinstance(parts, Mapping):
+            name = str(topic)
             for pid, value in parts.items():
-                p, v = _int(pid, -1), _int(value, -1)
+                # JSON's keys are strings, its numbers ints: read those without `_int`
+                # (10,000 partitions a description, one a second).
+                if type(pid) is str and pid.isascii() and pid.isdigit():
+                    p = int(pid)
+                else:
+                    p = _int(pid, -1)
+                v = value if type(value) is int else _int(value, -1)
                 if p >= 0 and v >= 0:
-                    lag[(str(topic), p)] = v
-    members = {
-        key: replace(m, lag=sum(lag.get(tp, 0) for tp in owned_pairs(m.partitions)))
-        for key, m in s.members.items()
-    }
+                    lag[(name, p)] = v
+    members: dict[str, MemberState] = {}
+    for key, m in s.members.items():
+        mine = sum(lag.get((t, p), 0) for t, ids in m.partitions.items() for p in ids)
+        members[key] = m if m.lag == mine else evolve(m, lag=mine)
     total_lag = _int(total, -1)
-    return replace(
-        s, lag=lag, total_lag=total_lag if total_lag >= 0 else sum(lag.values()), members=members
+    # The same keys and member ids: the index stays right for the new mapping.
+    valid = s.member_index_of is s.members
+    return evolve(
+        s,
+        lag=lag,
+        total_lag=total_lag if total_lag >= 0 else sum(lag.values()),
+        members=members,
+        member_index_of=members if valid else None,
     )
 
 
@@ -634,7 +735,7 @@ def _on_state_changed(s: GroupState, ev: Event, t: int) -> GroupState:
     to = str(ev.data.get("to", "") or ev.data.get("state", "") or "")
     if not to:
         return s
-    s = replace(s, state=to)
+    s = evolve(s, state=to)
     if to == "PreparingRebalance":
         s = _begin_rebalance(s, t)
     elif to in REBALANCING_STATES:
@@ -643,11 +744,11 @@ def _on_state_changed(s: GroupState, ev: Event, t: int) -> GroupState:
         # The assignment is known from CompletingRebalance / Reconciling on, not Assigning.
         unsynced = rec is not None and rec.stable_ms is None and rec.sync_ms is None
         if rec is not None and unsynced and rec.end_ms is None and to in SYNCING_STATES:
-            s = _replace_current(s, replace(rec, sync_ms=t))
+            s = _replace_current(s, evolve(rec, sync_ms=t))
     elif to == "Stable":
         s = _mark_stable(s, t) if s.rebalancing or _current_unstable(s) else s
     elif to in ("Empty", "Dead"):
-        s = replace(s, rebalancing=False)
+        s = evolve(s, rebalancing=False)
     return s
 
 
@@ -677,10 +778,10 @@ def _on_generation_changed(s: GroupState, ev: Event, t: int) -> GroupState:
         s, rec = _stored_generation(s, rec, d, t)
     sync = _int(d.get("sync_ms"), -1)
     if sync >= 0 and rec.sync_ms is None:
-        rec = replace(rec, sync_ms=sync)
+        rec = evolve(rec, sync_ms=sync)
     started = _int(d.get("rebalance_started_ms"), -1)
     if started >= 0 and known_start is None:
-        rec = replace(rec, start_ms=min(started, rec.start_ms))
+        rec = evolve(rec, start_ms=min(started, rec.start_ms))
     s = _replace_current(s, rec)
     # `settled`: a consumer group's epoch moved and it had already reconciled by then.
     if (inferred or d.get("settled")) and s.state in ("Stable", "Empty"):
@@ -696,20 +797,20 @@ def _stored_generation(
     leader_id = str(d.get("leader", "") or "")
     found = s.find_member(leader_id)
     leader = found.key if found is not None else leader_id
-    s = replace(
+    s = evolve(
         s,
         leader=leader or s.leader,
         protocol=str(d.get("protocol", "") or s.protocol),
         protocol_type=str(d.get("protocol_type", "") or s.protocol_type),
     )
-    rec = replace(rec, leader=leader or rec.leader)
+    rec = evolve(rec, leader=leader or rec.leader)
     traced = any("member" in m.sources for m in s.live_members)
     if rec.stable_ms is None and not traced:
         # Stored when the leader's SyncGroup completed; the broker answers SyncGroup
         # (and says Stable) right after. One found at the watch start: its write time.
         written = _int(d.get("written_ms"), -1)
         at = written if d.get("initial") and written > 0 else t
-        rec = replace(rec, stable_ms=max(at, rec.start_ms))
+        rec = evolve(rec, stable_ms=max(at, rec.start_ms))
     return s, rec
 
 
@@ -766,18 +867,18 @@ def _on_attributed(s: GroupState, ev: Event, t: int) -> GroupState:
         target = gens[-1].generation
     for i in range(len(gens) - 1, -1, -1):
         if target < 0 or gens[i].generation == target:
-            gens[i] = replace(
+            gens[i] = evolve(
                 gens[i],
                 cause=str(d.get("cause", "") or gens[i].cause),
                 cause_guess=bool(d.get("guess", True)),
                 evidence=str(d.get("evidence", "") or gens[i].evidence),
             )
             break
-    return replace(s, generations=tuple(gens))
+    return evolve(s, generations=tuple(gens))
 
 
 def _on_disconnected(s: GroupState, ev: Event, t: int) -> GroupState:
-    return replace(
+    return evolve(
         s,
         connected=False,
         disconnected_since_ms=s.disconnected_since_ms or t,
@@ -786,7 +887,7 @@ def _on_disconnected(s: GroupState, ev: Event, t: int) -> GroupState:
 
 
 def _on_reconnected(s: GroupState, ev: Event, t: int) -> GroupState:
-    return replace(s, connected=True, disconnected_since_ms=None, last_error="")
+    return evolve(s, connected=True, disconnected_since_ms=None, last_error="")
 
 
 # -- helpers -----------------------------------------------------------------------------
@@ -837,7 +938,7 @@ def _consumer_epoch(s: GroupState, key: str, epoch: int, t: int) -> GroupState:
     if epoch <= 0:
         return s
     m = s.members[key]
-    s = _with_member(s, replace(m, epoch=epoch, generation=epoch, protocol="consumer"))
+    s = _with_member(s, evolve(m, epoch=epoch, generation=epoch, protocol="consumer"))
     if epoch > s.generation:
         s = _begin_rebalance(s, t)
         s = _open_generation(s, epoch, t, inferred=False, data={})
@@ -856,13 +957,13 @@ def _on_group_heartbeat(s: GroupState, ev: Event, t: int) -> GroupState:
     assert isinstance(sent, Mapping)
     if _int(sent.get("member_epoch"), -1) == 0 and not m.alive and m.phase != PHASE_FAILED:
         m = _revived(m, t)  # it left (max.poll.interval.ms) and joins again
-    m = replace(m, protocol="consumer")
+    m = evolve(m, protocol="consumer")
     if isinstance(sent.get("subscription"), list):
-        m = replace(m, subscription=tuple(str(x) for x in sent["subscription"]))
+        m = evolve(m, subscription=tuple(str(x) for x in sent["subscription"]))
     if isinstance(sent.get("regex"), str):
-        m = replace(m, regex=sent["regex"] or None)  # "" clears it
+        m = evolve(m, regex=sent["regex"] or None)  # "" clears it
     if not _is_error(d.get("error")) and d.get("assignment") is not None:
-        m = replace(m, target=owned_from(d.get("assignment")))
+        m = evolve(m, target=owned_from(d.get("assignment")))
     s = _with_member(s, m)
     if _is_error(d.get("error")):
         return s
@@ -879,9 +980,7 @@ def _on_consumer_heartbeat(s: GroupState, ev: Event, t: int) -> GroupState:
 def _on_target(s: GroupState, ev: Event, t: int) -> GroupState:
     key = _key_for(s, ev)
     m = s.members[key]
-    return _with_member(
-        s, replace(m, target=owned_from(ev.data.get("target")), protocol="consumer")
-    )
+    return _with_member(s, evolve(m, target=owned_from(ev.data.get("target")), protocol="consumer"))
 
 
 def _on_reconcile_started(s: GroupState, ev: Event, t: int) -> GroupState:
@@ -900,7 +999,7 @@ def _on_member_state(s: GroupState, ev: Event, t: int) -> GroupState:
     state = str(ev.data.get("state", "") or "")
     if state == "JOINING" and not m.alive and m.phase != PHASE_FAILED:
         m = _revived(m, t)  # back after leaving on max.poll.interval.ms
-    m = replace(m, member_state=state, protocol="consumer")
+    m = evolve(m, member_state=state, protocol="consumer")
     s = _with_member(s, m)
     phase = _CONSUMER_PHASES.get(state)
     if phase is None or not m.alive:

@@ -8,7 +8,8 @@ fold moves on. Times are wall-clock milliseconds taken from the events themselve
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any, TypeVar
 
 from kgctl.model.events import Event
 
@@ -190,6 +191,18 @@ class GroupState:
     observed_ms: int | None = None  # the last broker snapshot
     updated_ms: int = 0
     events_folded: int = 0
+    # member id -> key of the first member with it, for `find_member` (a scan of 1,000
+    # members per lookup made the fold of one description of 1,000 members N²). Valid only
+    # for the `members` mapping it was made for (`member_index_of`): a state whose
+    # members were replaced any other way is scanned, as before.
+    member_index: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+    member_index_of: Mapping[str, MemberState] | None = field(
+        default=None, compare=False, repr=False
+    )
+    # The member the last check for the end of a rebalance found still on its way: the
+    # next check looks at it first (`fold._maybe_stable`; a scan from the first member at
+    # each member's completion made a rebalance of N members cost N²).
+    pending_hint: str = field(default="", compare=False, repr=False)
 
     @property
     def live_members(self) -> tuple[MemberState, ...]:
@@ -218,10 +231,46 @@ class GroupState:
     def find_member(self, member_id: str) -> MemberState | None:
         if not member_id:
             return None
+        if self.member_index_of is self.members:
+            key = self.member_index.get(member_id)
+            return None if key is None else self.members[key]
         for m in self.members.values():
             if m.member_id == member_id:
                 return m
         return None
+
+
+def member_index(members: Mapping[str, MemberState]) -> dict[str, str]:
+    """member id -> the key of the first member (in `members`' order) that has it."""
+    out: dict[str, str] = {}
+    for key, m in members.items():
+        if m.member_id:
+            out.setdefault(m.member_id, key)
+    return out
+
+
+_T = TypeVar("_T")
+_FIELDS: dict[type, frozenset[str]] = {}
+
+
+def evolve(obj: _T, **changes: Any) -> _T:
+    """`dataclasses.replace` for the frozen state classes here, without re-running
+    `__init__` over every field: the fold makes several new states per event, and at
+    1,000 members `replace` of the 30-field GroupState was most of its time. The same
+    result for these classes (none has `__post_init__` or a field outside `__init__`);
+    an unknown field name is a TypeError, as with `replace`."""
+    cls = type(obj)
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = frozenset(f.name for f in fields(obj))  # type: ignore[arg-type]
+    if not names.issuperset(changes):
+        unknown = sorted(set(changes) - names)
+        raise TypeError(f"{cls.__name__} has no field(s) {', '.join(unknown)}")
+    new = object.__new__(cls)
+    attrs = new.__dict__
+    attrs.update(obj.__dict__)
+    attrs.update(changes)
+    return new
 
 
 def owned_from(raw: object) -> Owned:

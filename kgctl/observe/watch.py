@@ -146,6 +146,12 @@ class Watch:
         self.state = GroupState(group)
         self._diagnosed: dict[int, Diagnosis] = {}
         self._diagnosed_at = 0
+        self._diagnosed_settling = False  # the last diagnosis was made while settling
+        # The time between diagnoses while a rebalance runs or settles: a second, or
+        # DIAGNOSIS_SPACING times what the last one cost (the CPU this thread spent),
+        # whichever is longer. The live view must draw at that size too.
+        self._spacing_ms = 1000
+        self._cpu_s: Callable[[], float] = time.thread_time
         self._fresh = False
         self._steps: deque[Event] = deque(maxlen=DIAGNOSIS_STEPS)
         self._routine: deque[Event] = deque()
@@ -264,13 +270,20 @@ class Watch:
         """Each generation's diagnosis, made again when events came (or a second passed);
         one whose events have begun to leave what is kept keeps what was said while
         they were all there."""
-        due = now_ms - self._diagnosed_at >= 1000
-        if not (self._fresh or (due and self._settling(now_ms))):
+        settling = self._settling(now_ms)
+        if self._diagnosed_settling and not settling:
+            self._fresh = True  # the settled rebalance, with all that came after it
+        due = now_ms - self._diagnosed_at >= self._spacing_ms
+        if not (self._fresh or (due and settling)):
             return dict(self._diagnosed)
-        if not due and self._settling(now_ms):
+        if not due and settling:
             # While a rebalance runs its step events come at every frame: at most once a
-            # second then (each is a pass over every member and partition).
+            # second then (each is a pass over every member and partition), and less
+            # often where one diagnosis costs more than a tenth of that (at 1,000
+            # members, with every event of the last minute kept, about half a second of
+            # CPU: once a second, the view drew a frame every few seconds).
             return dict(self._diagnosed)
+        cpu0 = self._cpu_s()
         # The newest generations only (and the one before, for what came before them),
         # from what happened since shortly before they began: the cost stays bounded on a
         # group that has rebalanced for hours. A member's configuration is in its start.
@@ -290,6 +303,9 @@ class Watch:
             fresh = fresh[1:]
         self._diagnosed = keep_diagnoses(self._diagnosed, fresh, max(starts, default=None))
         self._fresh, self._diagnosed_at = False, now_ms
+        self._diagnosed_settling = settling
+        cost_ms = 1000 * (self._cpu_s() - cpu0)
+        self._spacing_ms = max(1000, int(DIAGNOSIS_SPACING * cost_ms))
         return dict(self._diagnosed)
 
     def _settling(self, now_ms: int) -> bool:
@@ -400,6 +416,7 @@ DIAGNOSED_GENERATIONS = 8
 DIAGNOSIS_STEPS = 20_000
 DIAGNOSIS_ROUTINE_MS = 120_000
 SETTLING_MS = 10_000
+DIAGNOSIS_SPACING = 10  # a diagnosis at most a tenth of the time while a rebalance runs
 _ROUTINE_TYPES = frozenset(
     {"RecordsConsumed", "HeartbeatSucceeded", "HeartbeatTraced", "OffsetsCommitted",
      "OffsetCommitTraced", "GroupObserved"}
