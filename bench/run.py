@@ -24,7 +24,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench import micro
+from bench import micro, watchstream
 from bench.density import run_density
 from bench.idle import run_idle
 from bench.latency import SCENARIOS, Env, result_dicts, run_case, summarize
@@ -81,6 +81,9 @@ PLANS: dict[str, dict[str, Any]] = {
         "view_s": 5.0,
         # the live watch on a synthetic stream: members, partitions, seconds per phase
         "watch": (1000, 10000, 20.0),
+        # the live watch through a rebalance, replayed (bench/watchstream.py): members,
+        # partitions, runs, seconds of warm-up, of steady traffic, of settling
+        "watchstream": (1000, 10000, 5, 5.0, 20.0, 10.0),
         "trace": [(30.0, 0), (30.0, 500)],
         "density_steps": [1000, 2000, 3000],
         "density_hold_s": 300.0,
@@ -101,6 +104,7 @@ PLANS: dict[str, dict[str, Any]] = {
         "fold": (20, 200, 5),
         "view_s": 0.5,
         "watch": (20, 200, 1.0),
+        "watchstream": (20, 200, 1, 1.0, 2.0, 2.0),
         "trace": [(3.0, 200)],
         # Several members per process: one pack of 3, then a second process of 1.
         "density_steps": [3, 4],
@@ -200,6 +204,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 wm, wp, ws = plan["watch"]
                 say(f"bench: watch at {wm} members, {wp} partitions")
                 out["watch"] = micro.bench_watch(wm, wp, ws)
+                sm, sp, runs, warm, steady, settle = plan["watchstream"]
+                say(f"bench: watch through a rebalance of {sm} members, {sp} partitions")
+                out["watchstream"] = watchstream.bench(
+                    sm, sp, runs, steady, settle, warm_s=warm, say=say
+                )
             if "latency" in sections:
                 results = []
                 cfg = MemberConfig()

@@ -21,8 +21,9 @@ a recording: during the rebalance each member learns of it at its next heartbeat
 over one heartbeat interval), revokes and rejoins; the broker answers every JoinGroup once
 the last has rejoined; the answers and the SyncGroup answers arrive within `burst_ms`.
 
-Phases of one run: the group's first two generations are folded before the clock starts
-(not timed); then `warm_s` of steady traffic (not reported), `steady_s` steady, the
+Phases of one run: the group's first two generations and `history_s` (120 s, what the
+watch keeps for its diagnoses) of steady traffic are folded before the clock starts (not
+timed); then `warm_s` of steady traffic (not reported), `steady_s` steady, the
 rebalance (a member leaves, the other M-1 revoke everything and get a new range
 assignment) until the first Stable description after it, `settle_s` after that (the view
 diagnoses once a second while settling), `steady_s` steady again.
@@ -114,8 +115,10 @@ class Stream:
         describe_ms: int = 1000,
         burst_ms: int = 300,
         seed: int = 18,
+        history_s: float = 120.0,
     ) -> None:
         self.n, self.p = members, partitions
+        self.history_s = history_s
         self.heartbeat_ms, self.records_ms = heartbeat_ms, records_ms
         self.commit_ms, self.describe_ms, self.burst_ms = commit_ms, describe_ms, burst_ms
         self.rng = random.Random(seed)
@@ -304,9 +307,15 @@ class Stream:
             events, owned, _, done = self._join_round(everyone, gen, learn, owned)
             setup += events
             t = done + 1000
-        setup += self._describes(t, t + 1, lambda _t: (everyone, "Stable", owned))
+        # Then the minutes of steady traffic a watch that has run for a while keeps for
+        # its diagnoses (DIAGNOSIS_ROUTINE_MS of heartbeats, records, commits and
+        # descriptions), folded before the clock starts.
+        hist = max(int(1000 * self.history_s), 15_000)  # past the view's settling
+        stable = lambda _t: (everyone, "Stable", owned)  # noqa: E731
+        setup += self._steady(everyone, 2, owned, t, t + hist)
+        setup += self._describes(t, t + hist, stable)
         self.setup = sorted(setup, key=lambda ev: ev.ts_ms)
-        t += 15_000  # past the view's settling after the setup's last rebalance
+        t += hist
         t -= t % self.describe_ms  # polls on whole periods, as the boundaries below
 
         timed: list[Event] = []
@@ -315,7 +324,6 @@ class Stream:
         warm_end = start + int(1000 * warm_s)
         steady_end = warm_end + int(1000 * steady_s)
         phases["steady"] = (warm_end, steady_end)
-        stable = lambda _t: (everyone, "Stable", owned)  # noqa: E731
         timed += self._steady(everyone, 2, owned, start, steady_end)
         timed += self._describes(start, steady_end, stable)
 
@@ -507,8 +515,11 @@ def bench(
     height: int = 50,
     profile: str | None = None,
     say: Any = print,
+    warm_s: float = 5.0,
 ) -> dict[str, Any]:
-    stream = Stream(members, partitions, steady_s=steady_s, settle_s=settle_s)
+    """Frames/s and CPU of `kgctl watch`'s live loop per phase, in `runs` runs of one
+    generated stream, with the medians."""
+    stream = Stream(members, partitions, warm_s=warm_s, steady_s=steady_s, settle_s=settle_s)
     out: dict[str, Any] = {
         "members": members,
         "partitions": partitions,

@@ -44,6 +44,13 @@ def test_bench_smoke_produces_sane_numbers(bootstrap: str, tmp_path: Path) -> No
     assert watch["members"] == 20 and watch["rebalance"]["events"] == 20 * 9
     for phase in ("steady", "rebalance", "settling", "after"):
         assert watch[phase]["frames"] >= 1 and watch[phase]["cpu_ms_per_frame"] > 0
+    # The live loop through a replayed rebalance drew frames in every phase, and the
+    # rebalance's events were there (each member: revoke, join, sync, assign, ...).
+    stream = res["watchstream"]
+    assert stream["members"] == 20 and stream["stream"]["rebalance_events"] >= 20 * 10
+    for phase in ("steady", "rebalance", "settling", "after"):
+        assert stream["median"][phase]["frames_per_s"] > 0
+        assert 0 < stream["median"][phase]["cpu_s"]
     # Latency: both kinds rebalanced 1 -> 2 members, within a bounded time.
     rows = {r["kind"]: r for r in res["latency"]}
     assert set(rows) == {"kgctl", "kp"}

@@ -222,12 +222,40 @@ def test_a_steady_groups_heartbeats_and_records_are_not_diagnosed_again() -> Non
             assert watch.diagnoses(ts) == first
         assert watch._diagnosed_at == made_at  # not made again
 
-        # A protocol step is.
+        # A protocol step is: one that starts a rebalance once its generation is known
+        # (before that no diagnosis can change), at the latest SETTLING_MS after it began.
         step = later + 5000
         watch.queue.put(mev("RejoinRequested", step, "m1", 2, reason="explicit_request"))
         watch.drain(clock=lambda: step)
         watch.diagnoses(step)
-        assert watch._diagnosed_at == step
+        assert watch._diagnosed_at == made_at
+        opened = step + 300
+        watch.queue.put(mev("JoinGroupReceived", opened, "m1", 3, generation=3, leader="m1-id"))
+        watch.drain(clock=lambda: opened)
+        assert 3 in watch.diagnoses(opened)
+        assert watch._diagnosed_at == opened
+
+
+def test_a_rebalance_whose_generation_never_shows_is_diagnosed_after_settling_ms() -> None:
+    from helpers import mev, two_member_eager_history
+
+    from kgctl.observe.watch import SETTLING_MS
+
+    with Watch(ClientSettings(), "orders-app", observe=False) as watch:
+        history = two_member_eager_history()
+        for e in history:
+            watch.queue.put(e)
+        end = history[-1].ts_ms
+        watch.drain(clock=lambda: end)
+        later = end + SETTLING_MS + 5000
+        watch.diagnoses(later)
+        step = later + 100
+        watch.queue.put(mev("RejoinRequested", step, "m1", 2, reason="explicit_request"))
+        watch.drain(clock=lambda: step)
+        watch.diagnoses(step + SETTLING_MS - 1)
+        assert watch._diagnosed_at == later
+        watch.diagnoses(step + SETTLING_MS)
+        assert watch._diagnosed_at == step + SETTLING_MS
 
 
 def test_while_a_rebalance_runs_a_costly_diagnosis_is_made_less_often() -> None:
@@ -244,7 +272,8 @@ def test_while_a_rebalance_runs_a_costly_diagnosis_is_made_less_often() -> None:
         watch.drain(clock=lambda: end)
         cpu = iter([0.0, 0.5, 10.0, 10.5, 20.0, 20.5])  # each diagnosis costs 0.5 s
         watch._cpu_s = lambda: next(cpu)
-        watch.queue.put(mev("RejoinRequested", end + 10, "m1", 2, reason="explicit_request"))
+        watch.queue.put(mev("RejoinRequested", end + 5, "m1", 2, reason="explicit_request"))
+        watch.queue.put(mev("JoinGroupReceived", end + 10, "m1", 3, generation=3, leader="m1-id"))
         watch.drain(clock=lambda: end + 10)
         watch.diagnoses(end + 10)
         assert watch._diagnosed_at == end + 10
@@ -285,3 +314,27 @@ def test_a_settled_rebalance_is_diagnosed_once_more_after_settling() -> None:
         assert watch._diagnosed_at == after
         watch.diagnoses(after + 100)  # and not again
         assert watch._diagnosed_at == after
+
+
+def test_in_the_background_a_diagnosis_is_made_on_a_worker_and_taken_when_done() -> None:
+    """The live view's frames go on while a diagnosis is made: the first ask starts it
+    and answers with what was known; once it is done the next ask has it."""
+    from helpers import two_member_eager_history
+
+    with Watch(ClientSettings(), "orders-app", observe=False) as watch:
+        watch.background = True
+        history = two_member_eager_history()
+        for e in history:
+            watch.queue.put(e)
+        end = history[-1].ts_ms
+        watch.drain(clock=lambda: end)
+        assert watch.diagnoses(end) == {}  # being made
+        job = watch._job
+        assert job is not None and job.done.wait(timeout=30)
+        found = watch.diagnoses(end + 100)
+        assert set(found) == {1, 2}
+    with Watch(ClientSettings(), "orders-app", observe=False) as same:
+        for e in history:
+            same.queue.put(e)
+        same.drain(clock=lambda: end)
+        assert same.diagnoses(end) == found  # what the view's own thread would have made

@@ -152,6 +152,10 @@ class Watch:
         # whichever is longer. The live view must draw at that size too.
         self._spacing_ms = 1000
         self._cpu_s: Callable[[], float] = time.thread_time
+        # The live view asks for its diagnoses on a worker thread (`background`): at 1,000
+        # members one takes seconds, and the frames go on meanwhile with the last ones.
+        self.background = False
+        self._job: _DiagnosisJob | None = None
         self._fresh = False
         self._steps: deque[Event] = deque(maxlen=DIAGNOSIS_STEPS)
         self._routine: deque[Event] = deque()
@@ -270,9 +274,17 @@ class Watch:
         """Each generation's diagnosis, made again when events came (or a second passed);
         one whose events have begun to leave what is kept keeps what was said while
         they were all there."""
+        if self._collect():
+            return dict(self._diagnosed)  # one diagnosis at a time
         settling = self._settling(now_ms)
         if self._diagnosed_settling and not settling:
             self._fresh = True  # the settled rebalance, with all that came after it
+        if self._fresh and self._unnumbered(now_ms):
+            # A rebalance began and its generation is not known yet: nothing shown can
+            # change (a diagnosis is per generation, and its steps only reach the new
+            # one); its first members' steps would each call for a whole diagnosis.
+            return dict(self._diagnosed)
+        settling = settling or self.state.rebalancing
         due = now_ms - self._diagnosed_at >= self._spacing_ms
         if not (self._fresh or (due and settling)):
             return dict(self._diagnosed)
@@ -283,30 +295,61 @@ class Watch:
             # members, with every event of the last minute kept, about half a second of
             # CPU: once a second, the view drew a frame every few seconds).
             return dict(self._diagnosed)
-        cpu0 = self._cpu_s()
         # The newest generations only (and the one before, for what came before them),
         # from what happened since shortly before they began: the cost stays bounded on a
         # group that has rebalanced for hours. A member's configuration is in its start.
         all_gens = self.state.generations
         gens = all_gens[-(DIAGNOSED_GENERATIONS + 1) :]
         since = gens[0].start_ms - NEEDED_BEFORE_MS if gens else 0
-        kept = sorted(
-            [e for e in self._steps if e.ts_ms >= since or e.type == "MemberStarted"]
-            + [e for e in self._routine if e.ts_ms >= since],
-            key=lambda e: e.ts_ms,
-        )
         starts = [q[0].ts_ms for q in (self._routine,) if q]
         if len(self._steps) == self._steps.maxlen:
             starts.append(self._steps[0].ts_ms)
-        fresh = diagnose(replace(self.state, generations=gens), kept, now_ms)
-        if len(gens) < len(all_gens):  # the one before was context, not diagnosed whole
-            fresh = fresh[1:]
-        self._diagnosed = keep_diagnoses(self._diagnosed, fresh, max(starts, default=None))
+        job = _DiagnosisJob(
+            replace(self.state, generations=gens),
+            list(self._steps),  # copies: the fold moves on while a worker reads them
+            list(self._routine),
+            since,
+            len(gens) < len(all_gens),
+            max(starts, default=None),
+            now_ms,
+            self._cpu_s,
+        )
         self._fresh, self._diagnosed_at = False, now_ms
         self._diagnosed_settling = settling
-        cost_ms = 1000 * (self._cpu_s() - cpu0)
-        self._spacing_ms = max(1000, int(DIAGNOSIS_SPACING * cost_ms))
+        if self.background:
+            self._job = job
+            threading.Thread(target=job.run, name="kgctl-diagnosis", daemon=True).start()
+            return dict(self._diagnosed)
+        job.run()
+        self._take(job)
         return dict(self._diagnosed)
+
+    def _collect(self) -> bool:
+        """Take a worker's diagnosis once it is made; whether one is still being made."""
+        job = self._job
+        if job is None:
+            return False
+        if not job.done.is_set():
+            return True
+        self._job = None
+        self._take(job)
+        return False
+
+    def _take(self, job: _DiagnosisJob) -> None:
+        if job.failed is not None:
+            raise job.failed
+        self._diagnosed = keep_diagnoses(self._diagnosed, job.fresh, job.window_from_ms)
+        self._spacing_ms = max(1000, int(DIAGNOSIS_SPACING * job.cost_ms))
+
+    def _unnumbered(self, now_ms: int) -> bool:
+        """A rebalance runs, for less than SETTLING_MS so far, and no generation has been
+        opened for it (the newest is stable or closed)."""
+        s, gens = self.state, self.state.generations
+        if not s.rebalancing or s.rebalance_started_ms is None or not gens:
+            return False
+        newest = gens[-1]
+        opened = newest.stable_ms is None and newest.end_ms is None
+        return not opened and now_ms - s.rebalance_started_ms < SETTLING_MS
 
     def _settling(self, now_ms: int) -> bool:
         """A rebalance runs, or the newest ended less than SETTLING_MS ago (the broker's
@@ -408,6 +451,48 @@ class Watch:
         if out and self._record is not None:
             self._record.flush()
         return out
+
+
+class _DiagnosisJob:
+    """One diagnosis of what the watch kept, made on the caller's thread or a worker's:
+    everything it reads is immutable or its own copy."""
+
+    def __init__(
+        self,
+        state: GroupState,
+        steps: list[Event],
+        routine: list[Event],
+        since: int,
+        context_first: bool,
+        window_from_ms: int | None,
+        now_ms: int,
+        cpu_s: Callable[[], float],
+    ) -> None:
+        self.state, self.steps, self.routine, self.since = state, steps, routine, since
+        self.context_first, self.window_from_ms, self.now_ms = context_first, window_from_ms, now_ms
+        self.cpu_s = cpu_s
+        self.fresh: tuple[Diagnosis, ...] = ()
+        self.cost_ms = 0.0  # the CPU this thread spent on it
+        self.failed: BaseException | None = None
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        try:
+            cpu0 = self.cpu_s()
+            since = self.since
+            kept = sorted(
+                [e for e in self.steps if e.ts_ms >= since or e.type == "MemberStarted"]
+                + [e for e in self.routine if e.ts_ms >= since],
+                key=lambda e: e.ts_ms,
+            )
+            fresh = diagnose(self.state, kept, self.now_ms)
+            # The one before was context, not diagnosed whole.
+            self.fresh = fresh[1:] if self.context_first else fresh
+            self.cost_ms = 1000 * (self.cpu_s() - cpu0)
+        except BaseException as exc:  # handed to the view's thread, raised there
+            self.failed = exc
+        finally:
+            self.done.set()
 
 
 # What the live view keeps for the diagnosis of each generation (`Watch.diagnoses`), and

@@ -81,6 +81,7 @@ def _key(enabled: bool, wait_s: float) -> str:
 def run_live(watch: Watch, console: Console | None = None) -> None:
     """Show the watch until q or Ctrl-C."""
     console = console or Console()
+    watch.background = True  # diagnoses on a worker thread: the frames go on meanwhile
     paused = False
     frozen = None
     scroll = 0  # event-log lines back from the newest
