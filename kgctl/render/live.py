@@ -45,21 +45,42 @@ def _cbreak() -> Iterator[bool]:
         termios.tcsetattr(fd, termios.TCSADRAIN, saved)
 
 
-@contextlib.contextmanager
-def _young_collections() -> Iterator[None]:
-    """Fewer collections of young objects while the view runs. The watch keeps minutes
-    of events and a state of every member and partition (at 1,000 members, hundreds of
-    thousands of objects), and the fold makes new ones at every event: with Python's
-    default threshold (700), objects that live for one frame were promoted and full
-    collections of the whole heap came every few seconds (a third of the CPU of a
-    1,000-member rebalance). Nothing here relies on the cycle collector for memory: the
-    state is immutable trees, freed by reference counts."""
-    saved = gc.get_threshold()
-    gc.set_threshold(10_000, saved[1], saved[2])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*saved)
+class _Collections:
+    """How the cycle collector runs while the view does. The watch keeps minutes of
+    events and a state of every member and partition (at 1,000 members, well over a
+    million objects), and the fold makes new ones at every event. With Python's defaults,
+    objects that lived for one frame were promoted, and each full collection went
+    through the whole heap: seconds with the view frozen (docs/benchmarks.md). So young
+    objects are collected less often, and when the view starts and every FREEZE_S after,
+    what has lived so far is set aside (`gc.freeze`, a constant-time move): a full
+    collection then goes through the objects made since. The state and events are trees
+    freed by their reference counts, not cycles; every FULL_COLLECTION_S everything is
+    handed back to the collector, so a cycle set aside is freed at the latest then."""
+
+    FREEZE_S = 10.0
+    FULL_COLLECTION_S = 1800.0
+
+    def __init__(self) -> None:
+        self.saved = gc.get_threshold()
+        self.thawed_at = time.monotonic()
+        self.frozen_at = self.thawed_at - self.FREEZE_S  # at the first turn
+
+    def __enter__(self) -> _Collections:
+        gc.set_threshold(10_000, self.saved[1], self.saved[2])
+        return self
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        if now - self.thawed_at >= self.FULL_COLLECTION_S:
+            gc.unfreeze()
+            self.thawed_at = self.frozen_at = now
+        elif now - self.frozen_at >= self.FREEZE_S:
+            gc.freeze()
+            self.frozen_at = now
+
+    def __exit__(self, *exc: object) -> None:
+        gc.unfreeze()
+        gc.set_threshold(*self.saved)
 
 
 def _key(enabled: bool, wait_s: float) -> str:
@@ -112,13 +133,14 @@ def run_live(watch: Watch, console: Console | None = None) -> None:
         return Group(body, hint)
 
     with (
-        _young_collections(),
+        _Collections() as collections,
         _cbreak() as keys,
         Live(frame(), console=console, screen=True, auto_refresh=False, transient=True) as live,
     ):
         due = time.monotonic() + period
         while True:
             watch.drain()
+            collections.tick()
             if watch.fatal is not None:
                 raise watch.fatal
             key = _key(keys, max(0.0, due - time.monotonic()))
