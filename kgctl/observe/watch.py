@@ -2,7 +2,9 @@
 
 Sources run on daemon threads and put events on a queue; the caller (the live view or
 the JSON writer) drains the queue on its own thread, so the fold and every view only
-ever run on one thread.
+ever run on one thread. The live view's diagnoses are made on a worker thread
+(`Watch.background`), from an immutable state and copies of the events kept, and taken
+on the caller's thread when done.
 """
 
 from __future__ import annotations
