@@ -554,13 +554,21 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--steady", type=float, default=20.0, help="seconds of steady traffic")
     ap.add_argument("--settle", type=float, default=10.0)
+    ap.add_argument("--warm", type=float, default=5.0, help="seconds before the steady phase")
+    ap.add_argument("--history", type=float, default=120.0, help="seconds of steady traffic before")
     ap.add_argument("--size", default="160x50", help="terminal WIDTHxHEIGHT")
     ap.add_argument("--profile", help="cProfile the first run into this file")
     ap.add_argument("--write", help="only write the recording (timed part) to this file")
     ap.add_argument("--out", help="results JSON")
     args = ap.parse_args()
     if args.write:
-        stream = Stream(args.members, args.partitions, steady_s=args.steady, settle_s=args.settle)
+        stream = Stream(
+            args.members,
+            args.partitions,
+            steady_s=args.steady,
+            settle_s=args.settle,
+            history_s=args.history,
+        )
         with Path(args.write).open("w", encoding="utf-8") as fh:
             for ev in stream.setup + stream.timed:
                 fh.write(ev.to_json() + "\n")
@@ -570,7 +578,7 @@ def main() -> None:
     started = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
     result = bench(
         args.members, args.partitions, args.runs, args.steady, args.settle, width, height,
-        args.profile,
+        args.profile, warm_s=args.warm,
     )  # fmt: skip
     result["started"] = started
     result["finished"] = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
