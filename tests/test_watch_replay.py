@@ -222,8 +222,8 @@ def test_a_steady_groups_heartbeats_and_records_are_not_diagnosed_again() -> Non
             assert watch.diagnoses(ts) == first
         assert watch._diagnosed_at == made_at  # not made again
 
-        # A protocol step is: one that starts a rebalance once its generation is known
-        # (before that no diagnosis can change), at the latest SETTLING_MS after it began.
+        # A protocol step is: one that starts a rebalance a second after it began (its
+        # first members' steps do not each call for one).
         step = later + 5000
         watch.queue.put(mev("RejoinRequested", step, "m1", 2, reason="explicit_request"))
         watch.drain(clock=lambda: step)
@@ -232,11 +232,15 @@ def test_a_steady_groups_heartbeats_and_records_are_not_diagnosed_again() -> Non
         opened = step + 300
         watch.queue.put(mev("JoinGroupReceived", opened, "m1", 3, generation=3, leader="m1-id"))
         watch.drain(clock=lambda: opened)
-        assert 3 in watch.diagnoses(opened)
-        assert watch._diagnosed_at == opened
+        watch.diagnoses(opened)
+        assert watch._diagnosed_at == made_at
+        assert 3 in watch.diagnoses(step + 1000)
+        assert watch._diagnosed_at == step + 1000
 
 
-def test_a_rebalance_whose_generation_never_shows_is_diagnosed_after_settling_ms() -> None:
+def test_a_rebalance_with_a_costly_diagnosis_is_diagnosed_settling_ms_after_it_began() -> None:
+    """Where a diagnosis costs more than a tenth of SETTLING_MS (1,000 members), a running
+    rebalance waits SETTLING_MS for its first: most are over by then."""
     from helpers import mev, two_member_eager_history
 
     from kgctl.observe.watch import SETTLING_MS
@@ -247,9 +251,11 @@ def test_a_rebalance_whose_generation_never_shows_is_diagnosed_after_settling_ms
             watch.queue.put(e)
         end = history[-1].ts_ms
         watch.drain(clock=lambda: end)
+        cpu = iter([0.0, 1.5, 5.0, 6.5])  # 1.5 s each: 15 s apart
+        watch._cpu_s = lambda: next(cpu)
         later = end + SETTLING_MS + 5000
         watch.diagnoses(later)
-        step = later + 100
+        step = later + 20_000  # the last diagnosis is long past: due
         watch.queue.put(mev("RejoinRequested", step, "m1", 2, reason="explicit_request"))
         watch.drain(clock=lambda: step)
         watch.diagnoses(step + SETTLING_MS - 1)
@@ -275,16 +281,17 @@ def test_while_a_rebalance_runs_a_costly_diagnosis_is_made_less_often() -> None:
         watch.queue.put(mev("RejoinRequested", end + 5, "m1", 2, reason="explicit_request"))
         watch.queue.put(mev("JoinGroupReceived", end + 10, "m1", 3, generation=3, leader="m1-id"))
         watch.drain(clock=lambda: end + 10)
-        watch.diagnoses(end + 10)
-        assert watch._diagnosed_at == end + 10
+        first = end + 5 + 1000  # a second after it began
+        watch.diagnoses(first)
+        assert watch._diagnosed_at == first
         # Steps keep coming while it runs: not again within 10 × 0.5 s.
         for k in range(1, 10):
-            ts = end + 10 + 500 * k
+            ts = first + 500 * k
             watch.queue.put(mev("JoinGroupSent", ts, "m1", 2))
             watch.drain(clock=lambda ts=ts: ts)
             watch.diagnoses(ts)
-            assert watch._diagnosed_at == end + 10
-        at = end + 10 + 5000
+            assert watch._diagnosed_at == first
+        at = first + 5000
         watch.diagnoses(at)
         assert watch._diagnosed_at == at
 

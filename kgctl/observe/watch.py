@@ -281,10 +281,11 @@ class Watch:
         settling = self._settling(now_ms)
         if self._diagnosed_settling and not settling:
             self._fresh = True  # the settled rebalance, with all that came after it
-        if self._fresh and self._unnumbered(now_ms):
-            # A rebalance began and its generation is not known yet: nothing shown can
-            # change (a diagnosis is per generation, and its steps only reach the new
-            # one); its first members' steps would each call for a whole diagnosis.
+        if self._fresh and self._too_early(now_ms):
+            # A rebalance began: its first members' steps would each call for a whole
+            # diagnosis. Until its generation is stable, it waits one spacing (a second;
+            # at 1,000 members, where one costs seconds, SETTLING_MS): most rebalances
+            # have completed by then, and one that has not is diagnosed while it waits.
             return dict(self._diagnosed)
         settling = settling or self.state.rebalancing
         due = now_ms - self._diagnosed_at >= self._spacing_ms
@@ -343,15 +344,12 @@ class Watch:
         self._diagnosed = keep_diagnoses(self._diagnosed, job.fresh, job.window_from_ms)
         self._spacing_ms = max(1000, int(DIAGNOSIS_SPACING * job.cost_ms))
 
-    def _unnumbered(self, now_ms: int) -> bool:
-        """A rebalance runs, for less than SETTLING_MS so far, and no generation has been
-        opened for it (the newest is stable or closed)."""
-        s, gens = self.state, self.state.generations
-        if not s.rebalancing or s.rebalance_started_ms is None or not gens:
+    def _too_early(self, now_ms: int) -> bool:
+        """A rebalance runs, for less than one spacing (at most SETTLING_MS) so far."""
+        s = self.state
+        if not s.rebalancing or s.rebalance_started_ms is None or not s.generations:
             return False
-        newest = gens[-1]
-        opened = newest.stable_ms is None and newest.end_ms is None
-        return not opened and now_ms - s.rebalance_started_ms < SETTLING_MS
+        return now_ms - s.rebalance_started_ms < min(self._spacing_ms, SETTLING_MS)
 
     def _settling(self, now_ms: int) -> bool:
         """A rebalance runs, or the newest ended less than SETTLING_MS ago (the broker's
