@@ -283,9 +283,9 @@ class Watch:
             self._fresh = True  # the settled rebalance, with all that came after it
         if self._fresh and self._too_early(now_ms):
             # A rebalance began: its first members' steps would each call for a whole
-            # diagnosis. Until its generation is stable, it waits one spacing (a second;
-            # at 1,000 members, where one costs seconds, SETTLING_MS): most rebalances
-            # have completed by then, and one that has not is diagnosed while it waits.
+            # diagnosis. Until it completes, it waits one spacing (a second; at 1,000
+            # members, where one costs seconds, SETTLING_MS): most rebalances have
+            # completed by then, and one that has not is diagnosed while it waits.
             return dict(self._diagnosed)
         settling = settling or self.state.rebalancing
         due = now_ms - self._diagnosed_at >= self._spacing_ms
@@ -295,8 +295,7 @@ class Watch:
             # While a rebalance runs its step events come at every frame: at most once a
             # second then (each is a pass over every member and partition), and less
             # often where one diagnosis costs more than a tenth of that (at 1,000
-            # members, with every event of the last minute kept, about half a second of
-            # CPU: once a second, the view drew a frame every few seconds).
+            # members, with the two minutes of events kept, about 5 CPU-s).
             return dict(self._diagnosed)
         # The newest generations only (and the one before, for what came before them),
         # from what happened since shortly before they began: the cost stays bounded on a
