@@ -254,17 +254,24 @@ class ConsumerProtocolMember(Member):
             {n for n in names.values() if n not in internal and regex.fullmatch(n) is not None}
         )
 
-    def _rematch_pattern(self, now: float) -> None:
-        """Java's client-side pattern: on fresh metadata, the matching names; a change
-        is a new subscription, sent with the next heartbeat."""
+    def _topic_names(self) -> dict[str, str] | None:
+        """The cluster's topic names by id, from a metadata request (None: it failed,
+        said as a heartbeat-side failure; the caller tries again later)."""
         assert self._channel is not None
-        self._next_pattern_check = now + self._pattern_every_s
         try:
-            names = self._channel.topic_names()
+            return self._channel.topic_names()
         except Exception as exc:
             self.emit(
                 "HeartbeatFailed", error=clients.error_name(exc), transport=True, metadata=True
             )
+            return None
+
+    def _rematch_pattern(self, now: float) -> None:
+        """Java's client-side pattern: on fresh metadata, the matching names; a change
+        is a new subscription, sent with the next heartbeat."""
+        self._next_pattern_check = now + self._pattern_every_s
+        names = self._topic_names()
+        if names is None:
             return
         with self._lock:
             self.membership.names.update(names)
@@ -336,14 +343,9 @@ class ConsumerProtocolMember(Member):
         """Java's membership manager asks for metadata when the target names topic ids it
         does not know (a topic created after the member started, a regex match): until
         then that part of the assignment stays pending and the rest is reconciled."""
-        assert self._channel is not None
         self._next_metadata = now + METADATA_RETRY_S
-        try:
-            names = self._channel.topic_names()
-        except Exception as exc:
-            self.emit(
-                "HeartbeatFailed", error=clients.error_name(exc), transport=True, metadata=True
-            )
+        names = self._topic_names()
+        if names is None:
             return
         m = self.membership
         with self._lock:
