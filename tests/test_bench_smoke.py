@@ -51,10 +51,19 @@ def test_bench_smoke_produces_sane_numbers(bootstrap: str, tmp_path: Path) -> No
     for phase in ("steady", "rebalance", "settling", "after"):
         assert stream["median"][phase]["frames_per_s"] > 0
         assert 0 < stream["median"][phase]["cpu_s"]
-    # Latency: both kinds rebalanced 1 -> 2 members, within a bounded time.
+    # Latency: both kinds rebalanced 1 -> 2 members, within a bounded time. Plain
+    # kafka-python (the baseline, no kgctl code) now and then loses its second member and
+    # the group never completes (seen in one CI run of this test, in one of five 1→30
+    # repetitions of the latency bench and in one growth setup, 2026-11-30; its cause in
+    # kafka-python 3.0.12 is not established). The bench must then report the case as
+    # failed, with no number, which is what is checked for it; kgctl's case must pass.
     rows = {r["kind"]: r for r in res["latency"]}
     assert set(rows) == {"kgctl", "kp"}
     for kind, row in rows.items():
+        if kind == "kp" and row["ok"] == 0:
+            assert row["latency_ms"] is None, row
+            assert any("group never complete" in e for e in row["errors"]), row["errors"]
+            continue
         assert row["ok"] == 1, (kind, row["errors"])
         assert 0 < row["latency_ms"] < 30_000
         assert row["unassigned_max_ms"] is not None and row["unassigned_max_ms"] < 10_000
