@@ -49,6 +49,22 @@ class Violation:
         }
 
 
+def _between(
+    rule: str, tp: TopicPartition, a: OwnershipSpan, b: OwnershipSpan, message: str
+) -> Violation:
+    """A violation between a partition's owner `a` and the member `b` that took it,
+    dated when `b` took it (the three ownership checks judge such pairs)."""
+    topic, pid = tp
+    return Violation(
+        rule=rule,
+        message=message,
+        at_ms=b.start_ms,
+        members=(a.member, b.member),
+        topic=topic,
+        partition=pid,
+    )
+
+
 def check_exclusive_ownership(
     state: GroupState, excused: Callable[[str, int], bool] | None = None
 ) -> list[Violation]:
@@ -69,16 +85,13 @@ def check_exclusive_ownership(
                     if excused is not None and excused(a.member, b.start_ms):
                         continue
                     out.append(
-                        Violation(
-                            rule="exclusive-ownership",
-                            message=(
-                                f"{topic}-{pid} owned by both {a.member} (since "
-                                f"{a.start_ms}) and {b.member} (since {b.start_ms})"
-                            ),
-                            at_ms=b.start_ms,
-                            members=(a.member, b.member),
-                            topic=topic,
-                            partition=pid,
+                        _between(
+                            "exclusive-ownership",
+                            (topic, pid),
+                            a,
+                            b,
+                            f"{topic}-{pid} owned by both {a.member} (since "
+                            f"{a.start_ms}) and {b.member} (since {b.start_ms})",
                         )
                     )
     return out
@@ -173,16 +186,13 @@ def check_epoch_order(state: GroupState, unknown: Iterable[str] = ()) -> list[Vi
         if b.generation > a.generation:
             continue
         out.append(
-            Violation(
-                rule="single-owner-per-epoch",
-                message=(
-                    f"{topic}-{pid} went from {a.member} (epoch {a.generation}) to "
-                    f"{b.member} at epoch {b.generation}: two owners at one epoch"
-                ),
-                at_ms=b.start_ms,
-                members=(a.member, b.member),
-                topic=topic,
-                partition=pid,
+            _between(
+                "single-owner-per-epoch",
+                (topic, pid),
+                a,
+                b,
+                f"{topic}-{pid} went from {a.member} (epoch {a.generation}) to "
+                f"{b.member} at epoch {b.generation}: two owners at one epoch",
             )
         )
     return out
@@ -204,13 +214,12 @@ def check_revoked_before_assigned(
             "still owned it" if a.end_ms is None else f"gave it up {a.end_ms - b.start_ms} ms later"
         )
         out.append(
-            Violation(
-                rule="revoked-before-assigned",
-                message=f"{topic}-{pid} assigned to {b.member} while {a.member} {when}",
-                at_ms=b.start_ms,
-                members=(a.member, b.member),
-                topic=topic,
-                partition=pid,
+            _between(
+                "revoked-before-assigned",
+                (topic, pid),
+                a,
+                b,
+                f"{topic}-{pid} assigned to {b.member} while {a.member} {when}",
             )
         )
     return out
