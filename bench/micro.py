@@ -169,19 +169,24 @@ def bench_fold(members: int, partitions: int, rounds: int) -> dict[str, Any]:
     return out
 
 
-def bench_view(
-    members: int, partitions: int, seconds: float, width: int = 160, height: int = 50
-) -> dict[str, Any]:
-    """Frames/s of render_group + rich rendering into a terminal-sized buffer."""
-    state = synthetic_state(members, partitions)
-    console = Console(
-        file=io.StringIO(),
+def terminal_console(file: Any, width: int, height: int) -> Console:
+    """A console that renders as a truecolor terminal of this size would, into `file`."""
+    return Console(
+        file=file,
         width=width,
         height=height,
         force_terminal=True,
         color_system="truecolor",
         legacy_windows=False,
     )
+
+
+def bench_view(
+    members: int, partitions: int, seconds: float, width: int = 160, height: int = 50
+) -> dict[str, Any]:
+    """Frames/s of render_group + rich rendering into a terminal-sized buffer."""
+    state = synthetic_state(members, partitions)
+    console = terminal_console(io.StringIO(), width, height)
     frames = 0
     now = state.updated_ms
     w0, c0 = time.perf_counter(), time.process_time()
@@ -241,14 +246,7 @@ def bench_watch(
     watch.drain(clock=lambda: stamp.t)
     per_round = max(1, round(heartbeat_s / records_s))
     memo = FrameMemo()
-    console = Console(
-        file=io.StringIO(),
-        width=width,
-        height=height,
-        force_terminal=True,
-        color_system="truecolor",
-        legacy_windows=False,
-    )
+    console = terminal_console(io.StringIO(), width, height)
 
     def spread(events: list[Event], span_s: float) -> list[Event]:
         """The events due evenly over the next `span_s` seconds of the watch's clock."""

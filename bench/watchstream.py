@@ -419,8 +419,7 @@ def run_once(
     stream: Stream, path: Path, width: int, height: int, profile: str | None = None
 ) -> dict[str, Any]:
     """Play `path` (the stream's timed part) through a Watch and the live loop."""
-    from rich.console import Console
-
+    from bench.micro import terminal_console
     from kgctl.observe.watch import Watch
     from kgctl.render.live import run_live
     from kgctl.settings import ClientSettings
@@ -430,14 +429,7 @@ def run_once(
         watch.queue.put(ev)
     watch.drain(clock=lambda: stream.setup[-1].ts_ms)
     term = _Frames()
-    console = Console(
-        file=term,
-        width=width,
-        height=height,
-        force_terminal=True,
-        color_system="truecolor",
-        legacy_windows=False,
-    )
+    console = terminal_console(term, width, height)
     marks: dict[str, tuple[float, float, float]] = {}  # label -> (wall, cpu, gc s so far)
     gc_s = [0.0, 0.0]  # total, and when the collection running now began
 
