@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kgctl.model.bounds import GroupBounds
+from kgctl.model.event_index import EventIndex, index
 from kgctl.model.events import Event
 from kgctl.model.reasons import Cause, RejoinReason, cause_of_reason, cause_text
 from kgctl.model.state import GenerationRecord, GroupState, TopicPartition
@@ -294,40 +295,22 @@ class _Member:
     subscription: tuple[str, ...] = ()
 
 
-def _members(events: Sequence[Event]) -> dict[str, _Member]:
+def _members(events: EventIndex) -> dict[str, _Member]:
     out: dict[str, _Member] = {}
     ids: dict[str, str] = {}  # member id -> member
+    # One pass over every event kept (at 1,000 members, some 200,000): the routine ones
+    # only name their member, its id and its group.instance.id.
     for e in events:
-        if e.source in ("member", "wire") and e.member and e.member_id:
-            ids[e.member_id] = e.member
-        if e.source not in ("member", "wire") or not e.member:
+        name = e.member
+        if not name or e.source not in _TRACED_SOURCES:
             continue
-        m = out.get(e.member) or _new_member(out, e.member)
-        if e.type == "MemberStarted":
-            cfg = e.data.get("config") or {}
-            client = e.data.get("client") or {}
-            m.session_ms = _opt_int(cfg.get("session_timeout_ms")) or m.session_ms
-            # Its option, else its -X setting, else the client's default (a kgctl member's
-            # configuration is all in its MemberStarted).
-            set_hb = _opt_int(cfg.get("heartbeat_interval_ms")) or _opt_int(
-                _number(client.get("heartbeat.interval.ms"))
-            )
-            m.heartbeat_ms = set_hb or DEFAULT_HEARTBEAT_MS
-            m.heartbeat_default = set_hb is None
-            m.max_poll_ms = _opt_int(cfg.get("max_poll_interval_ms")) or m.max_poll_ms
-            m.instance_id = cfg.get("instance_id") or m.instance_id
-            m.group_protocol = str(cfg.get("group_protocol") or m.group_protocol)
-            topics = cfg.get("topics")
-            if isinstance(topics, list):
-                m.subscription = tuple(sorted(str(t) for t in topics))
-        elif e.type == "JoinGroupSent":
-            m.session_ms = _opt_int(e.data.get("session_timeout_ms")) or m.session_ms
-            rebalance = _opt_int(e.data.get("rebalance_timeout_ms"))
-            m.max_poll_ms = m.max_poll_ms or rebalance
-        elif e.type == "JoinPrepared":
-            m.protocol = str(e.data.get("protocol", "") or m.protocol)
-        elif e.type == "PollIntervalExceeded":
-            m.max_poll_ms = _opt_int(e.data.get("max_poll_interval_ms")) or m.max_poll_ms
+        if e.member_id:
+            ids[e.member_id] = name
+        m = out.get(name)
+        if m is None:
+            m = _new_member(out, name)
+        if e.type in _CONFIGURING:
+            _configure(m, e)
         if e.instance_id:
             m.instance_id = e.instance_id
     for m in out.values():
@@ -344,18 +327,52 @@ def _members(events: Sequence[Event]) -> dict[str, _Member]:
     return out
 
 
+_TRACED_SOURCES = frozenset({"member", "wire"})
+# The steps that carry a member's configuration.
+_CONFIGURING = frozenset({"MemberStarted", "JoinGroupSent", "JoinPrepared", "PollIntervalExceeded"})
+
+
+def _configure(m: _Member, e: Event) -> None:
+    """What one of the member's _CONFIGURING steps says of its configuration."""
+    if e.type == "MemberStarted":
+        cfg = e.data.get("config") or {}
+        client = e.data.get("client") or {}
+        m.session_ms = _opt_int(cfg.get("session_timeout_ms")) or m.session_ms
+        # Its option, else its -X setting, else the client's default (a kgctl member's
+        # configuration is all in its MemberStarted).
+        set_hb = _opt_int(cfg.get("heartbeat_interval_ms")) or _opt_int(
+            _number(client.get("heartbeat.interval.ms"))
+        )
+        m.heartbeat_ms = set_hb or DEFAULT_HEARTBEAT_MS
+        m.heartbeat_default = set_hb is None
+        m.max_poll_ms = _opt_int(cfg.get("max_poll_interval_ms")) or m.max_poll_ms
+        m.instance_id = cfg.get("instance_id") or m.instance_id
+        m.group_protocol = str(cfg.get("group_protocol") or m.group_protocol)
+        topics = cfg.get("topics")
+        if isinstance(topics, list):
+            m.subscription = tuple(sorted(str(t) for t in topics))
+    elif e.type == "JoinGroupSent":
+        m.session_ms = _opt_int(e.data.get("session_timeout_ms")) or m.session_ms
+        rebalance = _opt_int(e.data.get("rebalance_timeout_ms"))
+        m.max_poll_ms = m.max_poll_ms or rebalance
+    elif e.type == "JoinPrepared":
+        m.protocol = str(e.data.get("protocol", "") or m.protocol)
+    elif e.type == "PollIntervalExceeded":
+        m.max_poll_ms = _opt_int(e.data.get("max_poll_interval_ms")) or m.max_poll_ms
+
+
 def _new_member(out: dict[str, _Member], name: str) -> _Member:
     """A member seen for the first time (not `setdefault`: that made one per event)."""
     m = out[name] = _Member(name)
     return m
 
 
-def _stored_timeouts(events: Sequence[Event]) -> dict[str, tuple[int, int]]:
+def _stored_timeouts(events: EventIndex) -> dict[str, tuple[int, int]]:
     """member id -> (session.timeout.ms, rebalance timeout) as the broker stored them with
     each generation in __consumer_offsets (GenerationChanged `stored_in`)."""
     out: dict[str, tuple[int, int]] = {}
-    for e in events:
-        if e.type != "GenerationChanged" or not e.data.get("stored_in"):
+    for e in events.of("GenerationChanged"):
+        if not e.data.get("stored_in"):
             continue
         for raw in e.data.get("members") or []:
             if not isinstance(raw, Mapping) or not raw.get("member_id"):
@@ -462,6 +479,9 @@ _READERS: dict[tuple[str, str | None], Callable[[Event, str, str], list[Trigger]
 }
 
 
+_READ_TYPES = tuple(sorted({t for t, _ in _READERS}))
+
+
 def _read(e: Event) -> list[Trigger]:
     reader = _READERS.get((e.type, e.source)) or _READERS.get((e.type, None))
     if reader is None or e.source == "chaos":
@@ -471,7 +491,7 @@ def _read(e: Event) -> list[Trigger]:
 
 
 def _wire_rejoins(
-    events: Sequence[Event], since: int, until: int, prev: GenerationRecord | None
+    events: EventIndex, since: int, until: int, prev: GenerationRecord | None
 ) -> list[Trigger]:
     """kgctl proxy: a member of the last generation that sent JoinGroup again without a
     reason (kafka-python and older clients send none) and without having been told of a
@@ -479,8 +499,10 @@ def _wire_rejoins(
     itself. A leader does that when it sees new partitions or a subscription change."""
     out: list[Trigger] = []
     told: set[str] = set()
-    for e in events:
-        if not since < e.ts_ms <= until or e.source != "wire":
+    for e in events.of(
+        "HeartbeatFailed", "JoinGroupReceived", "JoinGroupSent", since=since, until=until
+    ):
+        if e.source != "wire":
             continue
         who = e.member or e.client_id
         if e.type in ("HeartbeatFailed", "JoinGroupReceived") and e.data.get("error") not in (
@@ -517,15 +539,17 @@ _STEPS = frozenset({"RejoinRequested", "JoinGroupSent", "LeaveGroupSent", "Group
 CLOSE_REPORT_MS = 3_000
 
 
-def _stepless_comings_and_goings(events: Sequence[Event], since: int, until: int) -> list[Trigger]:
+def _stepless_comings_and_goings(events: EventIndex, since: int, until: int) -> list[Trigger]:
     """Members that report their start, stop and partitions but no protocol step (kgctl
     chaos's Java members: VerifiableConsumer prints no requests): their start is a join
     and their clean stop a leave, inferred from the timing since they do not say so."""
-    started = {e.member for e in events if e.type == "MemberStarted" and e.member}
-    stepless = started - {e.member for e in events if e.type in _STEPS}
+    stepless = events.memo("stepless", _stepless)
     out: list[Trigger] = []
+    if not stepless:
+        return out
     revoked_at: dict[str, int] = {}
-    for e in events:
+    # Only these three types count below; the rest of the events never did.
+    for e in events.of("PartitionsRevoked", "MemberStopped", "MemberStarted"):
         if e.member in stepless and e.type == "PartitionsRevoked":
             revoked_at[e.member] = e.ts_ms
         if e.member in stepless and e.type == "MemberStopped":
@@ -548,12 +572,18 @@ def _stepless_comings_and_goings(events: Sequence[Event], since: int, until: int
     return out
 
 
+def _stepless(events: EventIndex) -> frozenset[str]:
+    """Members that report their start but no protocol step."""
+    started = {e.member for e in events.of("MemberStarted") if e.member}
+    return frozenset(started - {e.member for e in events.of(*_STEPS)})
+
+
 def _instance_of(e: Event) -> str:
     return str(e.instance_id or e.data.get("instance_id") or "")
 
 
 def _replacements(
-    events: Sequence[Event], since: int, until: int, prev: GenerationRecord | None
+    events: EventIndex, since: int, until: int, prev: GenerationRecord | None
 ) -> tuple[list[Trigger], set[str]]:
     """A JoinGroup without a member id under a group.instance.id that a member of the
     last generation held (a member's own JoinGroupSent, or one the proxy saw): the broker
@@ -564,10 +594,10 @@ def _replacements(
         return [], replaced
     holder: dict[str, tuple[str, str]] = {}  # instance id -> (member, member id)
     out: list[Trigger] = []
-    for e in events:
+    for e in events.memo("instanced", _instanced):
         iid = _instance_of(e)
-        if not iid or e.ts_ms > until:
-            continue
+        if e.ts_ms > until:
+            break
         who = e.member or e.client_id
         member_id = str(e.member_id or e.data.get("member_id") or "")
         joining = e.type == "JoinGroupSent" and e.source in ("member", "wire") and not member_id
@@ -589,12 +619,18 @@ def _replacements(
     return out, replaced
 
 
-def _chaos_act(events: Sequence[Event], member: str, until: int) -> Event | None:
+def _instanced(events: EventIndex) -> list[Event]:
+    """The events that name a group.instance.id, in order (none in a group of dynamic
+    members)."""
+    return [e for e in events if _instance_of(e)]
+
+
+def _chaos_act(events: EventIndex, member: str, until: int) -> Event | None:
     """kgctl chaos's own word that it killed or froze `member` (its ActionPerformed, or
     the MemberFailed it wrote when the process ended without a word), before `until`."""
     found = None
-    for e in events:
-        if e.source != "chaos" or e.ts_ms > until:
+    for e in events.of("ActionPerformed", "MemberFailed", until=until):
+        if e.source != "chaos":
             continue
         acted = e.type == "ActionPerformed" and e.data.get("action") in _SILENCING
         if acted and member in (e.data.get("members") or []):
@@ -637,7 +673,7 @@ def _from_broker_log(br: BrokerReason, state: GroupState) -> Trigger:
 
 
 def _candidates(
-    events: Sequence[Event],
+    events: EventIndex,
     since: int,
     until: int,
     prev: GenerationRecord | None,
@@ -649,8 +685,8 @@ def _candidates(
     """Everything in (since, until] that could have started the rebalance."""
     out = [
         _named(t, _member_name(state, e.member_id)) if e.source == "observer" else t
-        for e in events
-        if since < e.ts_ms <= until and _news(e, state, prev)
+        for e in events.of(*_READ_TYPES, since=since, until=until)
+        if _news(e, state, prev)
         for t in _read(e)
     ]
     replaced, gone = _replacements(events, since, until, prev)
@@ -849,13 +885,12 @@ def _member_name(state: GroupState, member_id: str) -> str:
     return member_id
 
 
-def _last_seen(events: Sequence[Event], member: str, until: int) -> int | None:
-    ts = [e.ts_ms for e in events if e.member == member and e.ts_ms <= until]
-    return max(ts) if ts else None
+def _last_seen(events: EventIndex, member: str, until: int) -> int | None:
+    return events.last_ts_by(member, until)
 
 
 def _silent_departures(
-    events: Sequence[Event],
+    events: EventIndex,
     since: int,
     until: int,
     prev: GenerationRecord | None,
@@ -869,8 +904,8 @@ def _silent_departures(
         return []
     said = {
         e.member
-        for e in events
-        if since < e.ts_ms <= until and e.type not in _ROUTINE and e.source == "member"
+        for e in events.excluding(_ROUTINE, since=since, until=until)
+        if e.source == "member"
     }
     out = []
     for key in prev.members:
@@ -938,7 +973,7 @@ def _dedupe(items: tuple[Trigger, ...], chosen: Trigger) -> tuple[Trigger, ...]:
 
 
 def _waits(
-    events: Sequence[Event],
+    events: EventIndex,
     rec: GenerationRecord,
     prev: GenerationRecord | None,
     state: GroupState,
@@ -957,7 +992,7 @@ def _waits(
 
 
 def _join_waits(
-    events: Sequence[Event],
+    events: EventIndex,
     rec: GenerationRecord,
     prev: GenerationRecord | None,
     members: Mapping[str, _Member],
@@ -968,9 +1003,8 @@ def _join_waits(
     # Each member's last JoinGroupSent in the window, in one pass over the events (a pass
     # per member made a generation of N members cost N × events).
     last_sent: dict[str, Event] = {}
-    for e in events:
-        if e.type == "JoinGroupSent" and start - 1 <= e.ts_ms <= sync:
-            last_sent[e.member] = e
+    for e in events.of("JoinGroupSent", since=start - 2, until=sync):  # start - 1 <= ts
+        last_sent[e.member] = e
     sent_at = {}
     for k in rec.members:
         sent = last_sent.get(k) if k in members else None
@@ -1003,7 +1037,7 @@ def _join_waits(
 
 
 def _dead_wait(
-    events: Sequence[Event],
+    events: EventIndex,
     k: str,
     start: int,
     sync: int,
@@ -1029,7 +1063,7 @@ def _dead_wait(
 
 
 def _logged_waits(
-    events: Sequence[Event],
+    events: EventIndex,
     rec: GenerationRecord,
     state: GroupState,
     broker: Sequence[BrokerReason],
@@ -1073,7 +1107,7 @@ def _session_setting(m: _Member) -> str:
 
 
 def _assigned_late(
-    events: Sequence[Event], prev: GenerationRecord | None, members: Mapping[str, _Member]
+    events: EventIndex, prev: GenerationRecord | None, members: Mapping[str, _Member]
 ) -> list[str]:
     """Classic members that first joined `prev` with nothing assigned, in a group where a
     member speaks KIP-848: the broker answers their JoinGroup at once and assigns them at
@@ -1084,15 +1118,14 @@ def _assigned_late(
         return []
     first = {
         e.member
-        for e in events
-        if e.type == "RejoinRequested" and e.data.get("reason") == "first_join" and e.member
+        for e in events.of("RejoinRequested")
+        if e.data.get("reason") == "first_join" and e.member
     }
     return sorted(
         {
             e.member
-            for e in events
-            if e.type == "JoinCompleted"
-            and e.generation == prev.generation
+            for e in events.of("JoinCompleted")
+            if e.generation == prev.generation
             and e.member in first
             and not e.data.get("assignment")
         }
@@ -1100,7 +1133,7 @@ def _assigned_late(
 
 
 def _protocol_change(
-    events: Sequence[Event],
+    events: EventIndex,
     rec: GenerationRecord,
     prev: GenerationRecord | None,
     members: Mapping[str, _Member],
@@ -1116,11 +1149,7 @@ def _protocol_change(
 
     def leader_of(generation: int) -> Event | None:
         return next(
-            (
-                e
-                for e in events
-                if e.type == "AssignmentComputed" and e.generation == generation and e.member
-            ),
+            (e for e in events.of("AssignmentComputed") if e.generation == generation and e.member),
             None,
         )
 
@@ -1146,7 +1175,7 @@ def _protocol_change(
 
 
 def _detect_wait(
-    events: Sequence[Event], start: int, members: Mapping[str, _Member], trigger: Trigger
+    events: EventIndex, start: int, members: Mapping[str, _Member], trigger: Trigger
 ) -> list[Wait]:
     """Nothing held the join, but the rebalance began only when a silent member's
     session timed out: the time went to noticing it was gone."""
@@ -1175,13 +1204,13 @@ def _detect_wait(
 
 
 def _sync_waits(
-    events: Sequence[Event], rec: GenerationRecord, members: Mapping[str, _Member]
+    events: EventIndex, rec: GenerationRecord, members: Mapping[str, _Member]
 ) -> list[Wait]:
     """The sync phase: followers wait for the leader's SyncGroup (its assignment)."""
     sync, leader = rec.sync_ms or rec.start_ms, rec.leader
     if rec.stable_ms is None or leader not in members:
         return []
-    mine = [e for e in events if e.member == leader and sync <= e.ts_ms]
+    mine = events.by(leader, since=sync - 1)
     got = [e.ts_ms for e in mine if e.type == "JoinGroupReceived"]
     synced = [e.ts_ms for e in mine if e.type == "SyncGroupSent"]
     if not got or not synced or synced[0] - got[0] <= WAIT_SLACK_MS:
@@ -1194,17 +1223,15 @@ def _sync_waits(
     return [Wait("sync", leader, took, WAIT_SLOW_ASSIGNMENT, detail, EXACT)]
 
 
-def _spoke(events: Sequence[Event], member: str, t0: int, t1: int) -> bool:
-    return any(
-        e.member == member and t0 <= e.ts_ms <= t1 and e.type not in _ROUTINE for e in events
-    )
+def _spoke(events: EventIndex, member: str, t0: int, t1: int) -> bool:
+    return any(e.type not in _ROUTINE for e in events.by(member, since=t0 - 1, until=t1))
 
 
 def _why_late(
-    events: Sequence[Event], member: str, start: int, sent: int, members: Mapping[str, _Member]
+    events: EventIndex, member: str, start: int, sent: int, members: Mapping[str, _Member]
 ) -> tuple[str, str, str]:
     """Why `member` sent its JoinGroup only at `sent`."""
-    mine = [e for e in events if e.member == member and e.ts_ms <= sent]
+    mine = events.by(member, until=sent)
     started = [e for e in mine if e.type == "MemberStarted" and e.ts_ms >= start - 1]
     if started:
         static = members[member].instance_id
@@ -1319,18 +1346,26 @@ def _lag_growth(
     return max(0, sum(after[tp] - before[tp] for tp in owned))
 
 
+def _consumed(events: EventIndex) -> dict[str, list[Event]]:
+    """Each member's RecordsConsumed events."""
+    out: dict[str, list[Event]] = {}
+    for e in events.of("RecordsConsumed"):
+        out.setdefault(e.member, []).append(e)
+    return out
+
+
+def _observed(events: EventIndex) -> list[Event]:
+    """The broker's descriptions that carry the lag."""
+    return [e for e in events.of("GroupObserved") if isinstance(e.data.get("lag"), Mapping)]
+
+
 def _costs(
-    events: Sequence[Event], state: GroupState, rec: GenerationRecord, now_ms: int
+    events: EventIndex, state: GroupState, rec: GenerationRecord, now_ms: int
 ) -> tuple[Cost, ...]:
     # Indexed once for all members (per member, each was a pass over every event or
     # partition: a generation of N members cost N × events).
-    consumed: dict[str, list[Event]] = {}
-    observed: list[Event] = []
-    for e in events:
-        if e.type == "RecordsConsumed":
-            consumed.setdefault(e.member, []).append(e)
-        elif e.type == "GroupObserved" and isinstance(e.data.get("lag"), Mapping):
-            observed.append(e)
+    consumed = events.memo("consumed", _consumed)
+    observed = events.memo("observed", _observed)
     out = []
     t0, _t1 = rec.rebalance_window(now_ms)
     owned_before: dict[str, list[TopicPartition]] = {}
@@ -1500,12 +1535,12 @@ def _advise_dead(
 
 
 def _advise_poll(
-    events: Sequence[Event], member: str, members: Mapping[str, _Member], until: int
+    events: EventIndex, member: str, members: Mapping[str, _Member], until: int
 ) -> list[Advice]:
     """Processing longer than max.poll.interval.ms: the batch and its time, measured."""
     info = members.get(member)
     limit = info.max_poll_ms if info else None
-    mine = [e for e in events if e.member == member and e.ts_ms <= until + 60_000]
+    mine = events.by(member, until=until + 60_000)
     worst: tuple[int, int] | None = None  # (batch ms, records)
     for i, e in enumerate(mine):
         if e.type != "RecordsConsumed":
@@ -1606,12 +1641,12 @@ def restarts(state: GroupState, events: Sequence[Event]) -> tuple[Restart, ...]:
     the stop to its first JoinGroup after starting, and whether the group rebalanced for
     it (the generation it came back to is newer than the one it left, or a generation
     began while it was away)."""
-    ordered = sorted(events, key=lambda ev: ev.ts_ms)
+    ordered = index(events)
     return _restarts(state, ordered, _members(ordered))
 
 
 def _restarts(
-    state: GroupState, ordered: Sequence[Event], members: Mapping[str, _Member]
+    state: GroupState, ordered: EventIndex, members: Mapping[str, _Member]
 ) -> tuple[Restart, ...]:
     """`restarts` of events already in time order, their members already read."""
     out = []
@@ -1699,13 +1734,16 @@ def replacements(state: GroupState, events: Sequence[Event]) -> tuple[Replacemen
     return tuple(out)
 
 
-def _returns(ordered: Sequence[Event]) -> list[tuple[str, int, Event, int | None]]:
+def _returns(ordered: EventIndex) -> list[tuple[str, int, Event, int | None]]:
     """(member, when it stopped, its first JoinGroup back, its generation when it stopped)."""
     stopped: dict[str, tuple[int, int | None]] = {}
     generation: dict[str, int] = {}
     started: set[str] = set()
     out = []
-    for e in ordered:
+    # Only these types count below.
+    for e in ordered.of(
+        "JoinCompleted", "MemberStopped", "LeaveGroupSent", "MemberStarted", "JoinGroupSent"
+    ):
         if e.source != "member" or not e.member:
             continue
         if e.type == "JoinCompleted":
@@ -1722,33 +1760,24 @@ def _returns(ordered: Sequence[Event]) -> list[tuple[str, int, Event, int | None
     return out
 
 
-def _generation_after(ordered: Sequence[Event], member: str, back: Event) -> int | None:
+def _generation_after(ordered: EventIndex, member: str, back: Event) -> int | None:
     """The generation `member` completed first after coming back."""
-    for e in ordered:
-        if e.member == member and e.type == "JoinCompleted" and e.ts_ms >= back.ts_ms:
+    for e in ordered.by(member, since=back.ts_ms - 1):
+        if e.type == "JoinCompleted":
             return int(e.data.get("generation", e.generation) or -1)
     return None
 
 
-def _advise_batch(events: Sequence[Event], w: Wait, start_ms: int) -> list[Advice]:
+def _advise_batch(events: EventIndex, w: Wait, start_ms: int) -> list[Advice]:
     """A join held by a member finishing its batch: a batch of about a second keeps the
     wait to about a second (the per-record time measured on the batch it was finishing)."""
-    batches = [
-        e
-        for e in events
-        if e.member == w.member and e.type == "RecordsConsumed" and e.ts_ms <= start_ms + w.ms
-    ]
+    batches = [e for e in events.by(w.member, until=start_ms + w.ms) if e.type == "RecordsConsumed"]
     if not batches:
         return []
     b = batches[-1]
     n = int(b.data.get("count", 0) or 0)
     nxt = next(
-        (
-            e.ts_ms
-            for e in events
-            if e.member == w.member and e.ts_ms > b.ts_ms and e.type in _MAIN_THREAD
-        ),
-        None,
+        (e.ts_ms for e in events.by(w.member, since=b.ts_ms) if e.type in _MAIN_THREAD), None
     )
     if n <= 0 or nxt is None:
         return []
@@ -1794,12 +1823,12 @@ def _advise_restart(
 
 
 def _prepared_owned(
-    events: Sequence[Event], since: int, until: int
+    events: EventIndex, since: int, until: int
 ) -> dict[str, tuple[TopicPartition, ...]]:
     """Each member's partitions as it prepared to join (JoinPrepared `owned`)."""
     out: dict[str, tuple[TopicPartition, ...]] = {}
-    for e in events:
-        if e.type == "JoinPrepared" and since < e.ts_ms <= until and e.member:
+    for e in events.of("JoinPrepared", since=since, until=until):
+        if e.member:
             raw = e.data.get("owned") or {}
             if isinstance(raw, dict):
                 out[e.member] = tuple(
@@ -1809,7 +1838,7 @@ def _prepared_owned(
 
 
 def _advise_cooperative(
-    events: Sequence[Event],
+    events: EventIndex,
     since: int,
     state: GroupState,
     rec: GenerationRecord,
@@ -1862,11 +1891,11 @@ def _advise_cooperative(
     ]
 
 
-def _protocols(events: Sequence[Event], member: str, until: int) -> tuple[str, ...]:
+def _protocols(events: EventIndex, member: str, until: int) -> tuple[str, ...]:
     """The assignors `member` offered in its last JoinGroup up to `until`."""
     found: tuple[str, ...] = ()
-    for e in events:
-        if e.type == "JoinGroupSent" and e.member == member and e.ts_ms <= until:
+    for e in events.by(member, until=until):
+        if e.type == "JoinGroupSent":
             raw = e.data.get("protocols")
             if isinstance(raw, list):
                 found = tuple(str(p) for p in raw)
@@ -1874,7 +1903,7 @@ def _protocols(events: Sequence[Event], member: str, until: int) -> tuple[str, .
 
 
 def _advise_replaced(
-    events: Sequence[Event], trigger: Trigger, prev: GenerationRecord | None, until: int
+    events: EventIndex, trigger: Trigger, prev: GenerationRecord | None, until: int
 ) -> list[Advice]:
     """A static member replaced: by a process that offered the assignors in another order
     (the group's choice changed, so it rebalanced), or while the old one still ran (it
@@ -2020,7 +2049,7 @@ def diagnose(
 ) -> tuple[Diagnosis, ...]:
     """A diagnosis of every generation of `state` (folded from `events`, in time order)."""
     ctx = ctx or Context()
-    events = sorted(events, key=lambda e: e.ts_ms)
+    events = index(events)
     members = _members(events)
     # The same for every generation: read once (at 1,000 members each is a pass over
     # every event kept).
@@ -2062,7 +2091,7 @@ def _with_advice(d: Diagnosis, a: Advice) -> Diagnosis:
 
 
 def _fallback_trigger(
-    events: Sequence[Event],
+    events: EventIndex,
     rec: GenerationRecord,
     prev: GenerationRecord | None,
     members: Mapping[str, _Member],
@@ -2091,7 +2120,7 @@ def _fallback_trigger(
             "generation 1 (the broker's own id): a new group's first members joined",
             rec.start_ms,
         )
-    elif prev is None and not any(e.ts_ms < rec.start_ms for e in events):
+    elif prev is None and not (events and events[0].ts_ms < rec.start_ms):
         return Trigger(
             Cause.UNKNOWN.value,
             "",
@@ -2130,7 +2159,7 @@ def _fallback_trigger(
 
 def _diagnose_one(
     state: GroupState,
-    events: Sequence[Event],
+    events: EventIndex,
     rec: GenerationRecord,
     prev: GenerationRecord | None,
     members: Mapping[str, _Member],
@@ -2214,16 +2243,12 @@ def _diagnose_one(
     )
 
 
-def _same_stored_members(events: Sequence[Event], before: int, after: int) -> bool:
+def _same_stored_members(events: EventIndex, before: int, after: int) -> bool:
     """Both generations' stored records (__consumer_offsets) list the same member ids."""
 
     def ids(generation: int) -> set[str] | None:
-        for e in events:
-            if (
-                e.type == "GenerationChanged"
-                and e.generation == generation
-                and e.data.get("stored_in")
-            ):
+        for e in events.of("GenerationChanged"):
+            if e.generation == generation and e.data.get("stored_in"):
                 return {str(m.get("member_id")) for m in e.data.get("members") or []}
         return None
 
@@ -2231,27 +2256,26 @@ def _same_stored_members(events: Sequence[Event], before: int, after: int) -> bo
     return bool(old) and old == new
 
 
-def _stored_only(events: Sequence[Event], rec: GenerationRecord) -> bool:
+def _stored_only(events: EventIndex, rec: GenerationRecord) -> bool:
     """The generation is known only from the broker's stored record (read after the fact):
     its start is when the record was written."""
     return any(
-        e.type == "GenerationChanged"
-        and e.data.get("stored_in")
+        e.data.get("stored_in")
         and e.generation == rec.generation
         and e.data.get("rebalance_started_ms") is None
-        for e in events
+        for e in events.of("GenerationChanged")
     )
 
 
-def _revoked(events: Sequence[Event], rec: GenerationRecord, prev: GenerationRecord | None) -> int:
+def _revoked(events: EventIndex, rec: GenerationRecord, prev: GenerationRecord | None) -> int:
     """Partitions revoked in this rebalance from members that are in the new generation."""
     if prev is None:
         return 0
     since = prev.stable_ms if prev.stable_ms is not None else prev.start_ms
     until = rec.stable_ms if rec.stable_ms is not None else (rec.sync_ms or rec.start_ms)
     n = 0
-    for e in events:
-        if e.type == "PartitionsRevoked" and since < e.ts_ms <= until and e.member in rec.members:
+    for e in events.of("PartitionsRevoked", since=since, until=until):
+        if e.member in rec.members:
             parts = e.data.get("partitions") or {}
             n += sum(len(v) for v in parts.values() if isinstance(v, list))
     return n
