@@ -211,3 +211,13 @@ def test_a_live_loops_memo_draws_what_a_fresh_computation_draws() -> None:
             assert draw(now, memo=memo) == draw(now), (i, ev.type, now)
             frames += 1
     assert frames == 2 * len(history)
+
+
+def test_a_generation_of_many_members_without_partitions_names_the_longest_waits() -> None:
+    from kgctl.render.group_view import _unassigned_cell
+
+    waits = {f"m{i}": 100 * i for i in range(1, 11)}
+    # A thousand names would not fit the cell anyway: the longest three, and how many more.
+    assert _unassigned_cell(GroupState("g"), waits) == "m10 1.0s, m9 900ms, m8 800ms +7 more"
+    assert _unassigned_cell(GroupState("g"), {"m1": 200, "m2": 100}) == "m1 200ms, m2 100ms"
+    assert _unassigned_cell(GroupState("g"), {}) == "-"

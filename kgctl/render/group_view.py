@@ -322,9 +322,25 @@ def _generation_row(
     row += [
         fmt_ms(g.rebalance_ms()) if g.stable_ms is not None else "not yet",
         fmt_ms(g.duration_ms(now_ms)) + ("" if g.end_ms is not None else "…"),
-        ", ".join(f"{_name(s, k)} {fmt_ms(v)}" for k, v in unassigned.items()) or "-",
+        _unassigned_cell(s, unassigned),
     ]
     return row
+
+
+# Members a generation's "no partitions" cell names; past that, the longest ones and a
+# count (a cell of 1,000 names shows its first few anyway, and cost most of a frame).
+UNASSIGNED_NAMED = 3
+
+
+def _unassigned_cell(s: GroupState, unassigned: Mapping[str, int]) -> str:
+    if not unassigned:
+        return "-"
+    items = list(unassigned.items())
+    if len(items) > UNASSIGNED_NAMED:
+        items = sorted(items, key=lambda kv: -kv[1])[:UNASSIGNED_NAMED]
+    named = ", ".join(f"{_name(s, k)} {fmt_ms(v)}" for k, v in items)
+    more = len(unassigned) - len(items)
+    return f"{named} +{more} more" if more else named
 
 
 def _name(s: GroupState, key: str) -> str:
