@@ -16,6 +16,7 @@ sending anything and is missing from the next generation). docs/explain.md.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -622,7 +623,7 @@ def _replacements(
 def _instanced(events: EventIndex) -> list[Event]:
     """The events that name a group.instance.id, in order (none in a group of dynamic
     members)."""
-    return [e for e in events if _instance_of(e)]
+    return [e for e in events if e.instance_id or e.data.get("instance_id")]  # _instance_of
 
 
 def _chaos_act(events: EventIndex, member: str, until: int) -> Event | None:
@@ -1290,24 +1291,21 @@ def _rate_per_ms(
 
 
 def _lag_at(
-    events: Sequence[Event],
+    observed: _Observed,
     t: int,
     after: bool,
     parsed: dict[int, dict[TopicPartition, int]] | None = None,
 ) -> dict[TopicPartition, int] | None:
     """The lag per partition in the broker's description last before `t` (first after,
-    when `after`), from GroupObserved events that carry it. `parsed` keeps each
-    description's lag once read (by the event's identity, the events outliving it): a
-    generation of 1,000 members asks for the same two descriptions of 10,000 partitions
-    once per member."""
-    found = None
-    for e in events:
-        if e.type != "GroupObserved" or not isinstance(e.data.get("lag"), Mapping):
-            continue
-        if (e.ts_ms >= t) if after else (e.ts_ms <= t):
-            found = e
-            if after:
-                break
+    when `after`). `parsed` keeps each description's lag once read (by the event's
+    identity, the events outliving it): a generation of 1,000 members asks for the same
+    two descriptions of 10,000 partitions once per member."""
+    if after:
+        k = bisect_left(observed.ts, t)
+        found = observed.events[k] if k < len(observed.ts) else None
+    else:
+        k = bisect_right(observed.ts, t)
+        found = observed.events[k - 1] if k else None
     if found is None:
         return None
     if parsed is not None and id(found) in parsed:
@@ -1326,7 +1324,7 @@ def _lag_at(
 
 
 def _lag_growth(
-    observed: Sequence[Event],
+    observed: _Observed,
     owned: Sequence[TopicPartition],
     t0: int,
     t1: int,
@@ -1354,9 +1352,17 @@ def _consumed(events: EventIndex) -> dict[str, list[Event]]:
     return out
 
 
-def _observed(events: EventIndex) -> list[Event]:
-    """The broker's descriptions that carry the lag."""
-    return [e for e in events.of("GroupObserved") if isinstance(e.data.get("lag"), Mapping)]
+@dataclass(frozen=True)
+class _Observed:
+    """The broker's descriptions that carry the lag, with their times (ascending)."""
+
+    events: list[Event]
+    ts: list[int]
+
+
+def _observed(events: EventIndex) -> _Observed:
+    found = [e for e in events.of("GroupObserved") if isinstance(e.data.get("lag"), Mapping)]
+    return _Observed(found, [e.ts_ms for e in found])
 
 
 def _costs(

@@ -55,12 +55,18 @@ class EventIndex(Sequence[Event]):
         self._all: list[Event] = list(events) if ordered else sorted(events, key=_TS)
         self._ts = [e.ts_ms for e in self._all]
         self._types: dict[str, _Positions] = {}
+        self._members: dict[str, _Positions] = {}
+        types, members, ts = self._types, self._members, self._ts
         for i, e in enumerate(self._all):
-            kind = self._types.get(e.type)
+            kind = types.get(e.type)
             if kind is None:
-                kind = self._types[e.type] = _Positions(self._ts)
+                kind = types[e.type] = _Positions(ts)
             kind.at.append(i)
-        self._by_member: dict[str, _Positions] | None = None  # made when first asked
+            if e.member:
+                mine = members.get(e.member)
+                if mine is None:
+                    mine = members[e.member] = _Positions(ts)
+                mine.at.append(i)
         self._memo: dict[str, Any] = {}
 
     # -- the sequence ---------------------------------------------------------------------
@@ -101,12 +107,12 @@ class EventIndex(Sequence[Event]):
 
     def by(self, member: str, since: int | None = None, until: int | None = None) -> list[Event]:
         """`member`'s events (its `member` field) in since < ts_ms <= until, in order."""
-        mine = self._members().get(member)
+        mine = self._members.get(member)
         return [] if mine is None else [self._all[i] for i in mine.window(since, until)]
 
     def last_ts_by(self, member: str, until: int) -> int | None:
         """When `member`'s last event up to `until` was stamped."""
-        mine = self._members().get(member)
+        mine = self._members.get(member)
         if mine is None:
             return None
         ts = mine.ts()
@@ -123,17 +129,6 @@ class EventIndex(Sequence[Event]):
             self._memo[key] = build(self)
         found: T = self._memo[key]
         return found
-
-    def _members(self) -> dict[str, _Positions]:
-        if self._by_member is None:
-            self._by_member = {}
-            for i, e in enumerate(self._all):
-                if e.member:
-                    mine = self._by_member.get(e.member)
-                    if mine is None:
-                        mine = self._by_member[e.member] = _Positions(self._ts)
-                    mine.at.append(i)
-        return self._by_member
 
     def _at(self, found: list[list[int]]) -> list[Event]:
         if not found:
