@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from helpers import cmember, csnap, infer, member, snap, two_member_eager_history
 from rich.console import Console
 
 from kgctl.model.fold import fold_all
-from kgctl.model.state import GroupState
+from kgctl.model.state import GenerationRecord, GroupState
 from kgctl.render.group_view import render_group
 
 NOW = 10_000
@@ -221,3 +222,58 @@ def test_a_generation_of_many_members_without_partitions_names_the_longest_waits
     assert _unassigned_cell(GroupState("g"), waits) == "m10 1.0s, m9 900ms, m8 800ms +7 more"
     assert _unassigned_cell(GroupState("g"), {"m1": 200, "m2": 100}) == "m1 200ms, m2 100ms"
     assert _unassigned_cell(GroupState("g"), {}) == "-"
+
+
+def test_a_live_loops_memo_recomputes_only_the_generations_a_change_reaches_into(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # At 1,000 members each generation's time without partitions cost ~10 ms a frame; a
+    # running rebalance changes the ownership at every event, but after every finished
+    # generation's window. Only a late event stamped inside a window redoes that one.
+    from helpers import mev
+
+    import kgctl.render.group_view as view
+    from kgctl.model.fold import fold
+    from kgctl.render.group_view import FrameMemo
+
+    computed: list[int] = []
+    real = view.rebalance_unassigned
+
+    def counted(s: GroupState, g: GenerationRecord, now_ms: int) -> dict[str, int]:
+        computed.append(g.generation)
+        return real(s, g, now_ms)
+
+    monkeypatch.setattr(view, "rebalance_unassigned", counted)
+    memo = FrameMemo()
+    state = fold_all(GroupState("orders-app"), two_member_eager_history(), now_ms=6000)
+
+    def frame(now: int) -> str:
+        console = Console(record=True, width=160, height=50, color_system=None, file=io.StringIO())
+        console.print(render_group(state, now, width=160, height=50, memo=memo))
+        return console.export_text()
+
+    frame(6000)
+    assert sorted(computed) == [1, 2]
+    running = [
+        mev("PartitionsRevoked", 9100, "m1", 2, partitions={"t": [0, 1]}),
+        mev("JoinGroupSent", 9110, "m1", 2),
+        mev("PartitionsRevoked", 9150, "m2", 2, partitions={"t": [2, 3]}),
+    ]
+    for ev in running:
+        state = fold(state, ev, ev.ts_ms)
+        computed.clear()
+        frame(ev.ts_ms + 50)
+        assert computed == [], ev.type
+    late = mev("PartitionsAssigned", 5440, "m1", 2, partitions={"t": [4]})
+    state = fold(state, late, 9200)
+    computed.clear()
+    shown = frame(9250)
+    assert computed == [2]  # generation 1's window ended at 1160, before the late change
+    monkeypatch.setattr(view, "rebalance_unassigned", real)
+    assert shown == frame_without_memo(state, 9250)
+
+
+def frame_without_memo(state: GroupState, now: int) -> str:
+    console = Console(record=True, width=160, height=50, color_system=None, file=io.StringIO())
+    console.print(render_group(state, now, width=160, height=50))
+    return console.export_text()

@@ -9,8 +9,10 @@ phase timings and a longer log.
 from __future__ import annotations
 
 import json
+import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any
 
 from rich import box
 from rich.console import Group, RenderableType
@@ -21,7 +23,14 @@ from kgctl.model.diagnosis import Diagnosis, diagnose
 from kgctl.model.events import Event
 from kgctl.model.reasons import Cause, cause_text
 from kgctl.model.snapshot import GroupListing
-from kgctl.model.state import GenerationRecord, GroupState, MemberState, format_owned
+from kgctl.model.state import (
+    GenerationRecord,
+    GroupState,
+    MemberState,
+    OwnershipSpan,
+    TopicPartition,
+    format_owned,
+)
 from kgctl.model.timeline import rebalance_unassigned
 from kgctl.render.member_lines import CONSUMER_MEMBER_EVENTS, target_gap
 from kgctl.render.member_lines import describe as describe_member
@@ -29,42 +38,86 @@ from kgctl.render.proxy_lines import describe_wire
 
 
 class FrameMemo:
-    """What a live view's next frame may reuse from the last: each generation's time
-    without partitions.
+    """What a live view's next frame may reuse from the last: the time without partitions
+    of each generation whose rebalance is over.
 
-    It is computed from the generations, who owned which partition when and when each
-    member was alive, and cost a frame of 1,000 members and 10,000 partitions tens of
-    milliseconds per generation (docs/benchmarks.md, "The live watch at 1,000 members");
-    heartbeats and records, most of a steady group's events, change none of them. So it is
-    kept while those three are the same objects (the fold replaces what it changes) and
-    every generation is closed (stable, or followed by another): only an open rebalance's
-    numbers grow with the clock.
+    It is computed from who owned which partition when and when each member was alive,
+    and cost a frame of 1,000 members and 10,000 partitions about 10 ms per generation
+    (docs/benchmarks.md, "The live watch at 1,000 members"). A finished rebalance's window
+    is in the past: what the fold changes afterwards (a running rebalance's assignments,
+    stamped at their events' times) does not touch it. So each finished generation's
+    numbers are kept until a change reaches back into its window (a late event); only a
+    running rebalance's numbers, which grow with the clock, are computed every frame.
     """
 
     def __init__(self) -> None:
-        self._key: tuple[object, ...] | None = None
-        self._unassigned: dict[int, dict[str, int]] = {}
-
-    def _valid(self, s: GroupState) -> bool:
-        if any(g.stable_ms is None and g.end_ms is None for g in s.generations):
-            self._key = None
-            return False
-        lives = tuple((k, m.lives) for k, m in s.members.items())
-        key = (s.generations, s.ownership, lives)
-        old = self._key
-        if old is None or not (old[0] == key[0] and old[1] is key[1] and old[2] == key[2]):
-            self._key = key
-            self._unassigned = {}
-            return False
-        return True
+        self._ownership: Mapping[TopicPartition, tuple[OwnershipSpan, ...]] | None = None
+        self._lives: dict[str, tuple[tuple[int, int | None], ...]] = {}
+        self._closed: dict[tuple[int, int, int], dict[str, int]] = {}
 
     def unassigned(self, s: GroupState, g: GenerationRecord, now_ms: int) -> dict[str, int]:
-        if self._valid(s) and g.generation in self._unassigned:
-            return self._unassigned[g.generation]
-        found = rebalance_unassigned(s, g, now_ms)
-        if self._key is not None:
-            self._unassigned[g.generation] = found
+        if g.stable_ms is None and g.end_ms is None:
+            return rebalance_unassigned(s, g, now_ms)
+        self._forget_changed(s)
+        t0, t1 = g.rebalance_window(now_ms)
+        key = (g.generation, t0, t1)
+        found = self._closed.get(key)
+        if found is None:
+            found = self._closed[key] = rebalance_unassigned(s, g, now_ms)
         return found
+
+    def _forget_changed(self, s: GroupState) -> None:
+        """Drop the generations whose window a change since the last frame reaches into."""
+        lives = {k: m.lives for k, m in s.members.items()}
+        if s.ownership is self._ownership and lives == self._lives:
+            return
+        old_owned, old_lives = self._ownership, self._lives
+        self._ownership, self._lives = s.ownership, lives
+        if old_owned is None:
+            self._closed = {}
+            return
+        since = _first_change(
+            ((old_owned.get(tp, ()), new) for tp, new in s.ownership.items()),
+            len(old_owned) > len(s.ownership),
+            lambda sp: ((sp.member, sp.generation, sp.start_ms), sp.start_ms, sp.end_ms),
+        )
+        since = min(
+            since,
+            _first_change(
+                ((old_lives.get(k, ()), new) for k, new in lives.items()),
+                any(k not in lives for k in old_lives),
+                lambda life: (life[0], life[0], life[1]),
+            ),
+        )
+        # A change at instant t alters a window [t0, t1] only when t < t1.
+        self._closed = {k: v for k, v in self._closed.items() if k[2] <= since}
+
+
+def _first_change(
+    pairs: Iterable[tuple[tuple[Any, ...], tuple[Any, ...]]],
+    removed: bool,
+    split: Callable[[Any], tuple[Hashable, int, int | None]],
+) -> float:
+    """The earliest instant at which any (old, new) pair of span tuples differ: a span
+    added or gone at its start, a span's end moved at the earlier end. -inf when something
+    was removed, or a tuple holds two spans `split` does not tell apart."""
+    if removed:
+        return -math.inf
+    first = math.inf
+    for old, new in pairs:
+        if old is new:
+            continue
+        before = {key: (start, end) for key, start, end in map(split, old)}
+        after = {key: (start, end) for key, start, end in map(split, new)}
+        if len(before) != len(old) or len(after) != len(new):
+            return -math.inf
+        for key in before.keys() | after.keys():
+            if key not in before or key not in after:
+                first = min(first, (before.get(key) or after[key])[0])
+            elif before[key] != after[key]:
+                ends = [e for e in (before[key][1], after[key][1]) if e is not None]
+                first = min(first, min(ends))
+    return first
 
 
 STATE_STYLE = {
