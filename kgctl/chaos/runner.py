@@ -37,6 +37,7 @@ from kgctl.model.bounds import SOURCE_CLUSTER
 from kgctl.model.events import Event
 from kgctl.model.fold import fold
 from kgctl.model.invariants import (
+    Violation,
     check_complete_ownership,
     check_epoch_order,
     check_exclusive_ownership,
@@ -256,6 +257,18 @@ class ChaosRun:
                     for k in ("rule", "message", "at_ms", "step", "members", "partition")
                 },
             )
+
+    def violation_found(self, v: Violation) -> None:
+        """Record an ownership check's finding, charged to the step it happened in (the
+        checks look back over the whole history, so that may be an earlier step)."""
+        self.violation(
+            v.rule,
+            v.message,
+            v.at_ms,
+            list(v.members),
+            f"{v.topic}-{v.partition}",
+            step=self.step_at(v.at_ms),
+        )
 
     def _refusal(self, ev: Event) -> SetupError:
         session = self.scenario.fleet.session_timeout_ms
@@ -702,14 +715,7 @@ class ChaosRun:
         if self.consumer_timings() is not None:
             self.check_handovers(excused)
         for v in check_exclusive_ownership(self.state, excused):
-            self.violation(
-                "exclusive-ownership",
-                v.message,
-                v.at_ms,
-                list(v.members),
-                f"{v.topic}-{v.partition}",
-                step=self.step_at(v.at_ms),
-            )
+            self.violation_found(v)
         self.journal.held("exclusive-ownership")
 
     def check_group_type(self, want: str, report: StepReport) -> None:
@@ -732,14 +738,7 @@ class ChaosRun:
             self.state, excused
         )
         for v in found:
-            self.violation(
-                v.rule,
-                v.message,
-                v.at_ms,
-                list(v.members),
-                f"{v.topic}-{v.partition}",
-                step=self.step_at(v.at_ms),
-            )
+            self.violation_found(v)
         self.journal.held("single-owner-per-epoch")
         self.journal.held("revoked-before-assigned")
 
