@@ -170,6 +170,36 @@ def wait_converged(
     )
 
 
+# -- kgctl chaos runs -------------------------------------------------------------------------
+
+
+def recorded_events(path: Path) -> list[dict[str, Any]]:
+    """The events of a `--record` file, one JSON object a line."""
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def run_chaos(
+    name: str, bootstrap: str, tmp_path: Path, *extra: str, timeout: float = 600
+) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
+    """`kgctl chaos run NAME --output json` as a user runs it: a separate process, so a
+    killed broker's half-closed client sockets never reach this one. Returns the JSON
+    journal, the recorded events and the exit status."""
+    record = tmp_path / "events.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "-m", "kgctl", "chaos", "run", name, "-b", bootstrap,
+         "--record", str(record), "--output", "json", *extra],
+        capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+    try:
+        journal = json.loads(proc.stdout)
+    except ValueError:
+        raise AssertionError(
+            f"exit {proc.returncode}, no JSON journal\nstdout: {proc.stdout[-2000:]}\n"
+            f"stderr: {proc.stderr[-4000:]}"
+        ) from None
+    return journal, recorded_events(record), proc.returncode
+
+
 # -- kgctl watch and plain kafka-python consumers --------------------------------------------
 
 # kafka-python 3.0.12 can strand a member whose poll() returns while its SyncGroup is

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import recorded_events, run_chaos
 
 from kgctl.broker.local import LocalBroker
 from kgctl.chaos.scenarios import builtin_names
@@ -31,30 +32,11 @@ SINGLE_NODE = [
 ]
 
 
-def _events(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def _run(
-    name: str, bootstrap: str, tmp_path: Path, *extra: str, timeout: float = 240
+    name: str, bootstrap: str, tmp_path: Path, *extra: str
 ) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
-    """`kgctl chaos run NAME --output json` as a user runs it: a separate process, so a
-    killed broker's half-closed client sockets never reach this one. Returns the JSON
-    journal, the recorded events and the exit status."""
-    record = tmp_path / "events.jsonl"
-    proc = subprocess.run(
-        [sys.executable, "-m", "kgctl", "chaos", "run", name, "-b", bootstrap,
-         "--timeout", "15", "--record", str(record), "--output", "json", *extra],
-        capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
-    try:
-        journal = json.loads(proc.stdout)
-    except ValueError:
-        raise AssertionError(
-            f"exit {proc.returncode}, no JSON journal\nstdout: {proc.stdout[-2000:]}\n"
-            f"stderr: {proc.stderr[-4000:]}"
-        ) from None
-    return journal, _events(record), proc.returncode
+    # A 15 s settle timeout: the single-node built-ins settle well within it.
+    return run_chaos(name, bootstrap, tmp_path, "--timeout", "15", *extra, timeout=240)
 
 
 def _explain(journal: dict[str, Any]) -> str:
@@ -419,7 +401,7 @@ def _stock_result(
         journal, record = doc["journal"], Path(doc["record"])
     else:
         journal, record = doc, out / "events.jsonl"
-    return journal, _events(record), int(proc.returncode), stderr
+    return journal, recorded_events(record), int(proc.returncode), stderr
 
 
 @pytest.mark.parametrize("name", STOCK_RUNS)
@@ -510,7 +492,7 @@ def test_a_member_refused_for_its_session_timeout_ends_the_run_at_once(
     assert "--session-timeout MS" in error
     # At once: the run ended on the first refusal, long before the setup's settle
     # timeout (3 × session + max.poll.interval + 15 s, 45 s here) could have run out.
-    events = _events(record)
+    events = recorded_events(record)
     refused = min(
         e["ts_ms"]
         for e in events

@@ -11,12 +11,11 @@ minutes longer.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import run_chaos
 
 from kgctl.errors import ExitStatus
 
@@ -24,26 +23,14 @@ pytestmark = pytest.mark.kafka
 
 
 def _run(
-    name: str, bootstrap: str, tmp_path: Path, *extra: str, timeout: float = 600
+    name: str, bootstrap: str, tmp_path: Path, *extra: str
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    record = tmp_path / "events.jsonl"
-    proc = subprocess.run(
-        [sys.executable, "-m", "kgctl", "chaos", "run", name, "-b", bootstrap,
-         "--record", str(record), "--output", "json", *extra],
-        capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
-    try:
-        journal = json.loads(proc.stdout)
-    except ValueError:
-        raise AssertionError(
-            f"exit {proc.returncode}, no JSON journal\nstdout: {proc.stdout[-2000:]}\n"
-            f"stderr: {proc.stderr[-4000:]}"
-        ) from None
+    """The run, which must pass: its journal and recorded events."""
+    journal, events, status = run_chaos(name, bootstrap, tmp_path, *extra)
     assert journal["verdict"] == "passed", json.dumps(
         {k: journal.get(k) for k in ("error", "violations", "members")}, indent=1
     )
-    assert proc.returncode == ExitStatus.OK
-    events = [json.loads(line) for line in record.read_text().splitlines() if line.strip()]
+    assert status == ExitStatus.OK
     return journal, events
 
 
