@@ -126,36 +126,9 @@ class GroupChannel:
         except Errors.IncompatibleBrokerVersion as exc:
             raise Unsupported(str(exc)) from None
 
-    def heartbeat(
-        self,
-        node: Any,
-        *,
-        version: int = HEARTBEAT_MAX_VERSION,
-        member_id: str,
-        member_epoch: int,
-        instance_id: str | None,
-        rebalance_timeout_ms: int | None,
-        topics: tuple[str, ...] | None,
-        regex: str | None,
-        assignor: str | None,
-        owned: Owned | None,
-        rack_id: str | None = None,
-    ) -> HeartbeatAnswer:
-        """One heartbeat at `version`; None fields are not sent (the broker keeps what it
-        has). Raises kafka-python's errors when the request got no answer."""
-        request = heartbeat_request(
-            self.group,
-            version,
-            member_id=member_id,
-            member_epoch=member_epoch,
-            instance_id=instance_id,
-            rebalance_timeout_ms=rebalance_timeout_ms,
-            topics=topics,
-            regex=regex,
-            assignor=assignor,
-            owned=owned,
-            rack_id=rack_id,
-        )
+    def heartbeat(self, node: Any, request: Any, version: int) -> HeartbeatAnswer:
+        """Send one heartbeat built by `heartbeat_request` at `version` and read its
+        answer. Raises kafka-python's errors when the request got no answer."""
         try:
             response = self._manager.run(self._send, request, node)
         except Errors.IncompatibleBrokerVersion as exc:

@@ -36,6 +36,7 @@ from kgctl.adapters.consumer_group import (
     HeartbeatAnswer,
     NoCoordinator,
     Unsupported,
+    heartbeat_request,
     seek,
     topic_partitions,
 )
@@ -367,9 +368,9 @@ class ConsumerProtocolMember(Member):
 
     def _send(self, node: Any, hb: Heartbeat) -> HeartbeatAnswer:
         assert self._channel is not None
-        return self._channel.heartbeat(
-            node,
-            version=self.heartbeat_version,
+        request = heartbeat_request(
+            self._channel.group,
+            self.heartbeat_version,
             member_id=hb.member_id,
             member_epoch=hb.member_epoch,
             instance_id=hb.instance_id,
@@ -380,6 +381,7 @@ class ConsumerProtocolMember(Member):
             owned=hb.owned,
             rack_id=hb.rack_id,
         )
+        return self._channel.heartbeat(node, request, self.heartbeat_version)
 
     def _coordinator_for(self, now: float) -> Any:
         """The coordinator's node, found first if unknown (Java: CoordinatorRequestManager)."""
