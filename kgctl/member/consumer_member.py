@@ -40,7 +40,7 @@ from kgctl.adapters.consumer_group import (
     seek,
     topic_partitions,
 )
-from kgctl.errors import MemberFailedError, NotFoundError
+from kgctl.errors import MemberFailedError
 from kgctl.member.membership import (
     COMMIT_COORDINATOR_ERRORS,
     COMMIT_RETRIABLE_ERRORS,
@@ -165,14 +165,7 @@ class ConsumerProtocolMember(Member):
         names = self._channel.topic_names()
         self.membership.names.update(names)
         if cfg.topics:
-            missing = sorted(set(cfg.topics) - set(names.values()))
-            if missing:
-                if cfg.fail_on_missing:
-                    verb = "does not exist" if len(missing) == 1 else "do not exist"
-                    raise NotFoundError(
-                        f"topic {', '.join(missing)} {verb} (drop --fail-on-missing to wait for it)"
-                    )
-                self.emit("TopicMissing", topics=missing)
+            self.topics_missing(sorted(set(cfg.topics) - set(names.values())))
         topics = self._matching(names) if self._client_pattern else cfg.topics
         self._next_pattern_check = time.monotonic() + self._pattern_every_s
         self._subscribe(topics, cfg.pattern, first=True)

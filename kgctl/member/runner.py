@@ -430,15 +430,20 @@ class Member:
             existing = adapter.existing_topics(consumer, lambda: not self._should_stop())
             if existing is None:
                 return  # asked to stop while the check was retrying: the loop stops
-            missing = sorted(set(cfg.topics) - existing)
-            if missing:
-                if cfg.fail_on_missing:
-                    verb = "does not exist" if len(missing) == 1 else "do not exist"
-                    raise NotFoundError(
-                        f"topic {', '.join(missing)} {verb} (drop --fail-on-missing to wait for it)"
-                    )
-                self.emit("TopicMissing", topics=missing)
+            self.topics_missing(sorted(set(cfg.topics) - existing))
         adapter.subscribe(consumer, self.emitter.emit, cfg.topics, cfg.pattern)
+
+    def topics_missing(self, missing: list[str]) -> None:
+        """Subscribed topics that do not exist yet: the member waits for them, saying so,
+        or with --fail-on-missing ends."""
+        if not missing:
+            return
+        if self.config.fail_on_missing:
+            verb = "does not exist" if len(missing) == 1 else "do not exist"
+            raise NotFoundError(
+                f"topic {', '.join(missing)} {verb} (drop --fail-on-missing to wait for it)"
+            )
+        self.emit("TopicMissing", topics=missing)
 
     def _fail(
         self, error: str, message: str, status: ExitStatus, *, leave: bool, previous: dict[int, Any]
