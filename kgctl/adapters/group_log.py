@@ -24,10 +24,11 @@ Then it follows the partition from the end offset it read before looking back.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import kafka.errors as Errors
@@ -81,51 +82,36 @@ class GroupLogReader(threading.Thread):
         self.stopping.set()
 
     def run(self) -> None:
-        consumer: Any = None
         try:
-            consumer = self._consumer()
-            tp, end, latest, scanned = self._start(consumer)
-            if self.stopping.is_set():
-                return
-            self.on_ready(tp.partition, latest, scanned)
-            consumer.seek(tp, end)
-            while not self.stopping.is_set():
-                for records in consumer.poll(timeout_ms=200).values():
-                    for rec in records:
-                        found = self._parse(rec, tp.partition)
-                        if found is not None:
-                            self.on_record(found)
-        except GroupLogUnavailable as exc:
+            with self._reading() as consumer:
+                tp, end, latest, scanned = self._start(consumer)
+                if self.stopping.is_set():
+                    return
+                self.on_ready(tp.partition, latest, scanned)
+                consumer.seek(tp, end)
+                while not self.stopping.is_set():
+                    for records in consumer.poll(timeout_ms=200).values():
+                        for rec in records:
+                            found = self._parse(rec, tp.partition)
+                            if found is not None:
+                                self.on_record(found)
+        except GroupLogUnavailable as exc:  # the watch goes on, with inferred generations
             self.on_unavailable(str(exc))
-        except Exception as exc:  # the watch goes on, with inferred generations
-            self.on_unavailable(_why(exc))
-        finally:
-            _close(consumer)
 
     def look_back(self) -> tuple[int, GroupRecord | None, int]:
         """Once, without following (`kgctl watch --once`): the group's partition, its
         latest record (None if none was found) and how many records were scanned.
         Raises GroupLogUnavailable when the topic cannot be read."""
-        consumer: Any = None
-        try:
-            consumer = self._consumer()
+        with self._reading() as consumer:
             tp, _end, latest, scanned = self._start(consumer)
             return tp.partition, latest, scanned
-        except GroupLogUnavailable:
-            raise
-        except Exception as exc:
-            raise GroupLogUnavailable(_why(exc)) from None
-        finally:
-            _close(consumer)
 
     def history(self, since_ms: int, max_records: int = LOOKBACK_MAX_RECORDS) -> list[GroupRecord]:
         """Once (`kgctl explain`): every record of the group stored since `since_ms`, in
         order, plus the latest one before it (what the group was when the window began).
         Compaction may have removed older generations: what is left is what is told.
         Raises GroupLogUnavailable when the topic cannot be read."""
-        consumer: Any = None
-        try:
-            consumer = self._consumer()
+        with self._reading() as consumer:
             tp, end, latest, _scanned = self._start(consumer)
             begin = consumer.beginning_offsets([tp])[tp]
             found = consumer.offsets_for_times({tp: max(since_ms, 0)}).get(tp)
@@ -140,6 +126,15 @@ class GroupLogReader(threading.Thread):
             if not before and latest is not None and (not after or latest.offset < after[0].offset):
                 before = [latest]
             return before[-1:] + after
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[Any]:
+        """A consumer of the topic, closed after; any failure to read it, while building
+        the consumer or using it, comes out as GroupLogUnavailable saying why."""
+        consumer: Any = None
+        try:
+            consumer = self._consumer()
+            yield consumer
         except GroupLogUnavailable:
             raise
         except Exception as exc:
