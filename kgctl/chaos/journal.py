@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from kgctl.errors import ExitStatus
@@ -113,3 +113,12 @@ class Journal:
         for s, step in zip(out["steps"], self.steps, strict=True):
             s["rebalances"] = step.rebalances
         return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Journal:
+        """A journal as `to_dict` wrote it (a recording's ScenarioFinished carries one)."""
+        known = {f.name for f in fields(StepReport)}
+        steps = [StepReport(**{k: v for k, v in s.items() if k in known}) for s in d["steps"]]
+        violations = [ViolationRecord(**v) for v in d.get("violations", [])]
+        rest = {k: v for k, v in d.items() if k not in ("steps", "violations")}
+        return cls(**rest, steps=steps, violations=violations)

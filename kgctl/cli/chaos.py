@@ -61,22 +61,18 @@ def list_command(
                     "description": " ".join(sc.description.split()),
                     "steps": [s.action for s in sc.steps],
                     "brokers": sc.fleet.brokers,
+                    "protocols": sorted(sc.fleet.protocols),
+                    "meaningful_on": list(sc.protocols),
+                    "compare_protocols": sc.compare_protocols,
                 }
             )
         if env.json:
             emit_json(env, rows)
             return
-        from rich.table import Table
+        from kgctl.render.chaos_view import scenario_table
 
-        table = Table(box=None, expand=True)
-        # The description is what a reader needs: most of a narrow terminal goes to it.
-        table.add_column("scenario", no_wrap=True)
-        table.add_column("steps", overflow="fold", ratio=1)
-        table.add_column("description", overflow="fold", ratio=3)
-        for r in rows:
-            table.add_row(r["name"], ", ".join(r["steps"]), r["description"])
         assert env.out is not None
-        env.out.print(table)
+        env.out.print(scenario_table(rows))
 
     run(env, body)
 

@@ -12,16 +12,19 @@ import time
 from typing import Any
 
 from rich import box
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.live import Live
+from rich.measure import Measurement
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from kgctl.chaos.journal import Journal, StepReport
+from kgctl.chaos.journal import Journal
 from kgctl.chaos.showdown import ShowdownRow
 from kgctl.model.events import Event
 from kgctl.model.state import GroupState
-from kgctl.render.group_view import fmt_ms
+from kgctl.render.group_view import fmt_clock, fmt_ms
+from kgctl.render.layout import Packed, Wrapped
 from kgctl.render.proxy_lines import describe_wire
 
 STATUS_STYLE = {
@@ -50,11 +53,13 @@ def _owned_at(state: GroupState, member: str, at_ms: int) -> str:
 
 def generations_table(state: GroupState, now_ms: int, limit: int = 6) -> Table:
     """Rows: members; columns: the latest generations; cells: what the member owned then."""
-    gens = list(state.generations)[-limit:]
-    table = Table(box=box.SIMPLE_HEAD, title="members × generations", title_justify="left")
-    table.add_column("member", style="bold")
+    gens = list(state.generations)[-limit:] if limit > 0 else []
+    title = "members × generations"
+    # As wide as its title: before the first generation the table is one narrow column.
+    table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left", min_width=len(title))
+    table.add_column("member", style="bold", no_wrap=True)
     for g in gens:
-        table.add_column(f"gen {g.generation}", overflow="fold")
+        table.add_column(f"gen {g.generation}", no_wrap=True)
     for key, m in sorted(state.members.items()):
         cells: list[RenderableType] = []
         for g in gens:
@@ -70,33 +75,97 @@ def generations_table(state: GroupState, now_ms: int, limit: int = 6) -> Table:
     return table
 
 
-def steps_table(journal: Journal) -> Table:
-    table = Table(box=box.SIMPLE_HEAD, title="timeline", title_justify="left")
-    for col in ("#", "step", "status", "cause", "gens", "stable after", "moved", "errors"):
-        table.add_column(col, overflow="fold")
-    for s in journal.steps:
-        errors = sum(n for per in s.errors.values() for n in per.values())
-        table.add_row(
-            str(s.index + 1),
-            s.name,
-            Text(s.status, style=STATUS_STYLE.get(s.status, "")),
-            s.cause,
-            ",".join(str(g) for g in s.generations) or "-",
-            fmt_ms(s.settle_ms),
-            str(len(s.moved)),
-            str(errors) if errors else "-",
-        )
+def _fitting_generations(
+    console: Console, options: ConsoleOptions, state: GroupState, now_ms: int
+) -> Table:
+    """The generations table with as many of the latest generations as fit the width
+    whole (a cell cut in two reads as two partitions)."""
+    for limit in range(6, 0, -1):
+        table = generations_table(state, now_ms, limit)
+        # Measured unbounded: a table measured within the width claims to fit it.
+        wanted = Measurement.get(console, options.update_width(10_000), table).maximum
+        if wanted <= options.max_width:
+            return table
     return table
 
 
-def invariants_text(journal: Journal) -> Text:
-    text = Text("invariants: ")
+def steps_table(journal: Journal, cause: bool = True, last: int | None = None) -> Table:
+    """The steps, one a row (`last`: only the newest that many, with a row saying how many
+    came before; `cause`: with each step's cause, which the summary tells in full below)."""
+    table = Table(box=box.SIMPLE_HEAD, title="timeline", title_justify="left")
+    # Short values never wrap; the step's name and its cause share what is left.
+    table.add_column("#", no_wrap=True)
+    table.add_column("step", overflow="fold")
+    table.add_column("status", no_wrap=True)
+    if cause:
+        table.add_column("cause", overflow="fold")
+    table.add_column("gens", overflow="fold")
+    table.add_column("stable\nafter", no_wrap=True)
+    table.add_column("moved", no_wrap=True)
+    table.add_column("errors", no_wrap=True)
+    steps = journal.steps
+    if last is not None and len(steps) > last:
+        earlier = len(steps) - last
+        steps = steps[earlier:] if last > 0 else []
+        table.add_row("", Text(f"({earlier} earlier)", style="dim"))
+    for s in steps:
+        errors = sum(n for per in s.errors.values() for n in per.values())
+        row: list[RenderableType] = [
+            str(s.index + 1),
+            s.name,
+            Text(s.status, style=STATUS_STYLE.get(s.status, "")),
+        ]
+        if cause:
+            row.append(s.cause)
+        row += [
+            generations_text(s.generations),
+            fmt_ms(s.settle_ms),
+            str(len(s.moved)),
+            str(errors) if errors else "-",
+        ]
+        table.add_row(*row)
+    return table
+
+
+def invariants_text(journal: Journal) -> RenderableType:
+    """`invariants: rule ✓  rule ✗ ...`, wrapped between rules: a mark never parts from
+    its rule."""
     if not journal.invariants:
-        text.append("none checked yet", style="dim")
+        return Text.assemble("invariants: ", ("none checked yet", "dim"))
+    return Packed(
+        Text("invariants: "),
+        [
+            Text(f"{rule} {'✓' if status == 'held' else '✗'}",
+                 style="green" if status == "held" else "bold red")
+            for rule, status in sorted(journal.invariants.items())
+        ],
+    )  # fmt: skip
+
+
+def _invariants_counted(journal: Journal) -> Text:
+    """`invariants: 11 held ✓  exclusive-ownership ✗`: the line for a screen too small
+    to name every rule; a broken rule is always named."""
+    held = sum(1 for status in journal.invariants.values() if status == "held")
+    text = Text("invariants: ")
+    text.append(f"{held} held ✓", style="green")
     for rule, status in sorted(journal.invariants.items()):
-        text.append(f"{rule} ", style="green" if status == "held" else "bold red")
-        text.append("✓  " if status == "held" else "✗  ")
+        if status != "held":
+            text.append(f"  {rule} ✗", style="bold red")
     return text
+
+
+def generations_text(generations: list[int]) -> str:
+    """A step's generations, a run of three or more as its ends: `4-11`, `5,6`, `-`."""
+    runs: list[list[int]] = []
+    for g in generations:
+        if runs and g == runs[-1][-1] + 1:
+            runs[-1].append(g)
+        else:
+            runs.append([g])
+    return (
+        ",".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ",".join(str(g) for g in r) for r in runs)
+        or "-"
+    )
 
 
 NO_FETCH = "members do not fetch (fleet.fetch: false): no records are read or checked"
@@ -120,28 +189,73 @@ def timings_text(journal: Journal) -> Text | None:
     return text
 
 
+WIDE = 120  # columns from which the live timeline has room for each step's cause
+
+
 def render_chaos(journal: Journal, state: GroupState, now_ms: int) -> RenderableType:
-    """The whole live screen for one moment of a run."""
-    current: StepReport | None = next((s for s in journal.steps if s.status == "running"), None)
-    head = Text()
-    head.append(f"kgctl chaos {journal.scenario}", style="bold")
-    head.append(f"  group {journal.group}  gen {state.generation}  ")
-    head.append(journal.verdict, style=STATUS_STYLE.get(journal.verdict, ""))
-    if current is not None:
-        head.append(
-            f"\nstep {current.index + 1}: {current.name} — {current.cause or current.action}"
+    """The whole live screen for one moment of a run, laid out for the console's size."""
+    return ChaosScreen(journal, state, now_ms)
+
+
+class ChaosScreen:
+    """The live screen. What must stay in sight comes first: the run and its step, then
+    the invariants (counted, the broken ones named, where naming all takes more lines
+    than the screen's height spares) and the latest violations; below them the
+    generations that fit the width, and as many of the newest steps as fit the height (a
+    Live cuts the bottom)."""
+
+    def __init__(self, journal: Journal, state: GroupState, now_ms: int) -> None:
+        self.journal, self.state, self.now_ms = journal, state, now_ms
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        journal, state = self.journal, self.state
+        options = options.update(no_wrap=False, overflow="fold")
+        current = next((s for s in journal.steps if s.status == "running"), None)
+        head = Packed(
+            Text(""),
+            [
+                Text(f"kgctl chaos {journal.scenario}", style="bold"),
+                Text(f"group {journal.group}"),
+                Text(f"gen {state.generation if state.generation >= 0 else '-'}"),
+                Text(journal.verdict, style=STATUS_STYLE.get(journal.verdict, "")),
+            ],
         )
-    parts: list[RenderableType] = [head]
-    if journal.setup.get("fetch") is False:
-        parts.append(Text(NO_FETCH, style="yellow"))
-    timings = timings_text(journal)
-    if timings is not None:
-        parts.append(timings)
-    parts += [generations_table(state, now_ms), steps_table(journal)]
-    parts.append(invariants_text(journal))
-    for v in journal.violations[-5:]:
-        parts.append(Text(f"✗ {v.rule} [{v.step}] {v.message}", style="red"))
-    return Group(*parts)
+        top: list[RenderableType] = [head]
+        if current is not None:
+            # One line: its cause can be a paragraph, which the summary tells in full.
+            top.append(
+                Text(
+                    f"step {current.index + 1}: {current.name} — {current.cause or current.action}",
+                    no_wrap=True,
+                    overflow="ellipsis",
+                )
+            )
+        if journal.setup.get("fetch") is False:
+            top.append(Text(NO_FETCH, style="yellow"))
+        timings = timings_text(journal)
+        if timings is not None:
+            top.append(timings)
+        invariants = invariants_text(journal)
+        # Their lines in proportion to the screen's: two of 24, three of 40.
+        if len(console.render_lines(invariants, options, pad=False)) > max(
+            2, options.size.height // 12
+        ):
+            invariants = _invariants_counted(journal)
+        top.append(invariants)
+        for v in journal.violations[-5:]:
+            top.append(Text(f"✗ {v.rule} [{v.step}] {v.message}", style="red"))
+        top.append(_fitting_generations(console, options, state, self.now_ms))
+        used = sum(len(console.render_lines(r, options, pad=False)) for r in top)
+        room = options.size.height - used
+        # Below 120 columns a cause wraps into a tall narrow column: the running step's
+        # is in the head, the others' in the summary at the end.
+        cause = options.max_width >= WIDE
+        timeline = steps_table(journal, cause=cause)
+        for last in range(len(journal.steps) - 1, 0, -1):
+            if len(console.render_lines(timeline, options, pad=False)) <= room:
+                break
+            timeline = steps_table(journal, cause=cause, last=last)
+        yield from console.render(Group(*top, timeline), options)
 
 
 def event_line(event: Event) -> str | None:
@@ -183,31 +297,39 @@ def event_line(event: Event) -> str | None:
 
 def summary(journal: Journal) -> RenderableType:
     """The text report printed at the end of a run."""
-    parts: list[RenderableType] = [steps_table(journal)]
+    parts: list[RenderableType] = [steps_table(journal, cause=False)]
     timings = timings_text(journal)
     if timings is not None:
         parts.insert(0, timings)
+    # Each step: its number, then its paragraph wrapping under itself.
+    steps = Table.grid(padding=(0, 1))
+    steps.add_column(no_wrap=True)
+    steps.add_column(overflow="fold")
     for s in journal.steps:
-        lines = Text(f"{s.index + 1}. {s.name}: ", style="bold")
+        lines = Text()
+        lines.append(f"{s.name}: ", style="bold")
         lines.append(s.cause or s.action)
-        lines.append(f"\n   generations {s.generations or '-'}; stable after {fmt_ms(s.settle_ms)}")
-        if s.unassigned_ms:
-            shown = ", ".join(f"{m} {fmt_ms(ms)}" for m, ms in sorted(s.unassigned_ms.items()))
-            lines.append(f"\n   without partitions: {shown}")
+        gens = generations_text(s.generations)
+        lines.append(f"\ngenerations {gens}; stable after {fmt_ms(s.settle_ms)}")
+        waited = {m: ms for m, ms in s.unassigned_ms.items() if ms}
+        if waited:
+            shown = ", ".join(f"{m} {fmt_ms(ms)}" for m, ms in sorted(waited.items()))
+            lines.append(f"\nwithout partitions: {shown}")
         if s.moved:
             moves = ", ".join(
                 f"{mv['partition']} {'/'.join(mv['from']) or '-'}→{'/'.join(mv['to']) or '-'}"
                 for mv in s.moved
             )
-            lines.append(f"\n   moved: {moves}")
-        lines.append(f"\n   affected: {', '.join(s.affected) or 'none'}")
+            lines.append(f"\nmoved: {moves}")
+        lines.append(f"\naffected: {', '.join(s.affected) or 'none'}")
         if s.errors:
             errs = "; ".join(
                 f"{m}: " + ", ".join(f"{e}×{n}" for e, n in per.items())
                 for m, per in s.errors.items()
             )
-            lines.append(f"\n   errors seen: {errs}")
-        parts.append(lines)
+            lines.append(f"\nerrors seen: {errs}")
+        steps.add_row(Text(f"{s.index + 1}.", style="bold"), lines)
+    parts.append(steps)
     r = journal.records
     if journal.setup.get("fetch") is False:
         parts.append(Text(NO_FETCH, style="yellow"))
@@ -223,13 +345,16 @@ def summary(journal: Journal) -> RenderableType:
         who = f" {', '.join(v.members)}" if v.members else ""
         part = f" {v.partition}" if v.partition else ""
         parts.append(
-            Text(f"✗ {v.rule} [step {v.step}]{who}{part} at {v.at_ms}: {v.message}", style="red")
+            Text(
+                f"✗ {v.rule} [step {v.step}]{who}{part} at {fmt_clock(v.at_ms)}: {v.message}",
+                style="red",
+            )
         )
     verdict = Text(f"verdict: {journal.verdict}", style=STATUS_STYLE.get(journal.verdict, "bold"))
     if journal.error:
         verdict.append(f" — {journal.error}")
     parts.append(verdict)
-    return Group(*parts)
+    return Wrapped(Group(*parts))
 
 
 class ChaosDisplay:
@@ -281,6 +406,38 @@ class ChaosDisplay:
         if self.live is not None:
             self.live.stop()
             self.live = None
+
+
+def scenario_table(rows: list[dict[str, Any]]) -> RenderableType:
+    """`kgctl chaos list`: each scenario on a line with the protocol its members speak and
+    its steps, its description under it, indented: readable at 80 columns, where a
+    table's description column would be a word wide."""
+    parts: list[RenderableType] = []
+    for r in rows:
+        if r.get("compare_protocols"):
+            protocol = "each protocol, compared"
+        else:
+            protocol = "+".join(r.get("protocols", []))
+            # Where it means something on one protocol only, --group-protocol cannot change it.
+            if len(r.get("meaningful_on", [])) == 1:
+                protocol += " only"
+        steps: list[str] = []
+        for action in r["steps"]:
+            if steps and steps[-1].split(" ×")[0] == action:
+                n = int(steps[-1].split(" ×")[1]) + 1 if " ×" in steps[-1] else 2
+                steps[-1] = f"{action} ×{n}"
+            else:
+                steps.append(action)
+        head = Packed(
+            Text.assemble((r["name"], "bold"), "  ", (protocol, "cyan"), "  "),
+            [
+                Text(step + ("," if i < len(steps) - 1 else ""), "dim")
+                for i, step in enumerate(steps)
+            ],
+            sep=" ",
+        )
+        parts += [head, Padding(Text(r["description"]), (0, 0, 1, 4))]
+    return Wrapped(Group(*parts))
 
 
 def showdown_table(rows: list[ShowdownRow], protocols: list[str]) -> RenderableType:

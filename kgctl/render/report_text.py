@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich import box
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -12,6 +14,7 @@ from kgctl.model.reasons import Cause
 from kgctl.model.reasons import cause_text as _cause_words
 from kgctl.render.explain_text import render_diagnosis
 from kgctl.render.group_view import fmt_clock, fmt_ms
+from kgctl.render.layout import Packed, Wrapped
 from kgctl.report import Rebalance, Report
 
 
@@ -52,52 +55,94 @@ def errors_text(r: Rebalance) -> str:
     return ", ".join(f"{e.what}" + (f" ×{e.count}" if e.count > 1 else "") for e in r.errors) or "-"
 
 
+def error_codes_text(r: Rebalance) -> str:
+    """The errors by their code alone, counted over the requests that met them
+    (`UNKNOWN_MEMBER_ID ×4`): a table cell's worth; the JSON and the page name each
+    event type too."""
+    counts: dict[str, int] = {}
+    for e in r.errors:
+        code = e.what.split(" ", 1)[-1]
+        counts[code] = counts.get(code, 0) + e.count
+    return ", ".join(f"{c} ×{n}" if n > 1 else c for c, n in counts.items()) or "-"
+
+
+WIDE = 120  # columns from which the table has room for milliseconds and join/sync
+
+
+class RebalanceTable:
+    """One row per rebalance, its columns chosen for the width: below 120 columns the
+    start is to the second, join/sync is left out (the paragraphs below have both) and
+    the errors are counted, their codes named under the table, so that the cause and
+    who went without partitions keep room to be read."""
+
+    def __init__(self, report: Report) -> None:
+        self.report = report
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        wide = options.max_width >= WIDE
+        table = Table(box=box.SIMPLE_HEAD, pad_edge=False, expand=False)
+        # Times, counts and generations are read whole or not at all: they never wrap or
+        # get cut; the cause, who went without partitions and the errors wrap in the rest.
+        columns: list[tuple[str, dict[str, Any]]] = [
+            ("#", {"justify": "right", "no_wrap": True}),
+            ("gen", {"justify": "right", "no_wrap": True}),
+            ("started", {"no_wrap": True}),
+            ("cause", {"overflow": "fold", "ratio": 3}),
+            ("took", {"justify": "right", "no_wrap": True}),
+            ("without\npartitions", {"overflow": "fold", "ratio": 2}),
+            ("moved", {"justify": "right", "no_wrap": True}),
+            ("errors", {"overflow": "fold", "ratio": 2} if wide else {"no_wrap": True}),
+        ]
+        if wide:
+            columns.insert(5, ("join/sync", {"justify": "right", "no_wrap": True}))
+        for name, kw in columns:
+            table.add_column(name, **kw)
+        for r in self.report.rebalances:
+            gen = f"{'+' if r.inferred else ''}{r.generation}"
+            if r.previous_generation is not None:
+                gen = f"{r.previous_generation}→{gen}"
+            started = fmt_clock(r.start_ms)
+            row: list[RenderableType] = [
+                str(r.index),
+                gen,
+                started if wide else started.split(".")[0],
+                Text(cause_text(r), style="yellow" if is_guess(r) else ""),
+                took_text(r, self.report),
+                unassigned_text(r),
+                str(len(r.moves)),
+                Text(
+                    error_codes_text(r) if wide else str(sum(e.count for e in r.errors) or "-"),
+                    style="red" if r.errors else "dim",
+                ),
+            ]
+            if wide:
+                row.insert(5, f"{fmt_ms(r.join_ms)}/{fmt_ms(r.sync_phase_ms)}")
+            table.add_row(*row)
+        yield from console.render(table, options)
+        if not wide and any(r.errors for r in self.report.rebalances):
+            # Error codes do not fit a narrow column whole: they follow the table.
+            said = [
+                Text.assemble((f"#{r.index} ", "dim"), (error_codes_text(r), "red"))
+                for r in self.report.rebalances
+                if r.errors
+            ]
+            yield Packed(Text("errors: "), said, sep="; ")
+
+
 def render_report(report: Report) -> RenderableType:
     """Header line, one row per rebalance, then the invariants verdict."""
-    span = fmt_ms(report.last_ms - report.first_ms)
-    head = Text.assemble(
-        ("group ", "dim"),
-        (report.group or "?", "bold"),
-        ("  from ", "dim"),
-        fmt_clock(report.first_ms) if report.events else "-",
-        ("  for ", "dim"),
-        span,
-        ("  events ", "dim"),
-        str(len(report.events)),
-        ("  members ", "dim"),
-        str(len(report.members)),
-        ("  rebalances ", "dim"),
-        str(len(report.rebalances)),
+    head = Packed(
+        Text(""),
+        [
+            Text.assemble(("group ", "dim"), (report.group or "?", "bold")),
+            Text.assemble(("from ", "dim"), fmt_clock(report.first_ms) if report.events else "-"),
+            Text.assemble(("for ", "dim"), fmt_ms(report.last_ms - report.first_ms)),
+            Text.assemble(("events ", "dim"), str(len(report.events))),
+            Text.assemble(("members ", "dim"), str(len(report.members))),
+            Text.assemble(("rebalances ", "dim"), str(len(report.rebalances))),
+        ],
     )
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, expand=False)
-    for name, kw in (
-        ("#", {"justify": "right"}),
-        ("gen", {"justify": "right"}),
-        ("started", {}),
-        ("cause", {}),
-        ("took", {"justify": "right"}),
-        ("join/sync", {"justify": "right"}),
-        ("without partitions", {}),
-        ("moved", {"justify": "right"}),
-        ("errors", {}),
-    ):
-        table.add_column(name, **kw)  # type: ignore[arg-type]
-    for r in report.rebalances:
-        gen = f"{'+' if r.inferred else ''}{r.generation}"
-        if r.previous_generation is not None:
-            gen = f"{r.previous_generation}→{gen}"
-        took = took_text(r, report)
-        table.add_row(
-            str(r.index),
-            gen,
-            fmt_clock(r.start_ms),
-            Text(cause_text(r), style="yellow" if is_guess(r) else ""),
-            took,
-            f"{fmt_ms(r.join_ms)}/{fmt_ms(r.sync_phase_ms)}",
-            unassigned_text(r),
-            str(len(r.moves)),
-            Text(errors_text(r), style="red" if r.errors else "dim"),
-        )
+    table = RebalanceTable(report)
     # Each rebalance explained: trigger and evidence, what it waited for, cost, advice.
     why: list[RenderableType] = [Text("why, rebalance by rebalance:", style="bold")]
     for r in report.rebalances:
@@ -116,7 +161,7 @@ def render_report(report: Report) -> RenderableType:
         lines = [Text(f"invariants: {_checks_passed(report)}", style="green")]
     if report.skipped:
         lines.append(Text(f"skipped {len(report.skipped)} line(s) that were not events", "dim"))
-    return Group(head, table, causes, *lines)
+    return Wrapped(Group(head, table, causes, *lines))
 
 
 def _checks_passed(report: Report) -> str:
