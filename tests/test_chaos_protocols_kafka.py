@@ -50,6 +50,12 @@ def test_migrate_online_converts_the_group_both_ways_with_records_flowing(
     protocols = {r["member"]: r["protocol"] for r in to_consumer["details"]["restarts"]}
     assert protocols == dict.fromkeys(["k1", "k2", "j1", "j2"], "consumer")
     assert {r["protocol"] for r in to_classic["details"]["restarts"]} == {"classic"}
+    # Each of the two steps says, once, where the group changed protocol; the others not.
+    [onto] = to_consumer["protocol_changes"]
+    assert "the group became a consumer-protocol group" in onto, onto
+    [back] = to_classic["protocol_changes"]
+    assert "the group went back to the classic protocol" in back, back
+    assert _records["protocol_changes"] == _again["protocol_changes"] == []
     # kgctl members spoke both protocols; the Java members' events are in the record.
     started = [e for e in events if e["type"] == "MemberStarted"]
     assert {e["member"] for e in started} == {"k1", "k2", "j1", "j2"}

@@ -185,3 +185,49 @@ def test_a_recorded_steps_cause_is_its_generations_diagnosis() -> None:
     assert (wait.phase, wait.member) == ("detect", "m2") and 2000 <= wait.ms <= 3500
     line = cause_line("SIGKILL m2", step.facts.rejoin_reasons, step.facts.diagnoses)
     assert line.startswith("SIGKILL m2 → gen 3: m2: timed out; detect waited")
+
+
+MIGRATION = Path(__file__).parent / "data" / "chaos_migrate_online.jsonl.gz"
+
+
+def test_a_migrating_steps_report_says_where_the_group_changed_protocol() -> None:
+    """Recorded: `kgctl chaos run migrate-online` (kgctl k1, k2 and Java j1, j2 rolled
+    classic → consumer → classic, each restarted under its name). The step that rolled
+    them onto the consumer protocol says the group became a consumer-protocol group when
+    k1 came back on it (generation 5: k2 had led generation 4); the step back says it was
+    classic again once j2, the last, left (generation 18: k1's JoinGroup answer named a
+    leader). The steps that only produced say nothing of it. As explain says it."""
+    import gzip
+
+    from kgctl.chaos.journal import Journal
+    from kgctl.model.diagnosis import diagnose
+    from kgctl.render.chaos_view import event_line, summary
+
+    events, _ = parse_lines(gzip.decompress(MIGRATION.read_bytes()).decode().splitlines())
+    steps = recorded_steps(events)
+    changes = {s.name: s.facts.protocol_changes for s in steps}
+    [onto] = changes["roll every member onto the consumer protocol"]
+    assert onto.startswith("generation 5: the group became a consumer-protocol group: k1 joined")
+    [back] = changes["roll every member back onto classic"]
+    assert back.startswith("generation 18: the group went back to the classic protocol: j2 was")
+    assert "k1's JoinGroup answer named" in back
+    assert changes["records on the consumer protocol"] == []
+    assert changes["records on the classic protocol again"] == []
+    # The same words as explain's, from the one diagnosis.
+    report = build_report(events)
+    explained = [d.protocol_change for d in diagnose(report.state, events, report.last_ms)]
+    assert [c for c in explained if c] == [onto.split(": ", 1)[1], back.split(": ", 1)[1]]
+
+    # The step report: the summary and the plain line of its StepFinished say it.
+    (finished,) = [e for e in events if e.type == "ScenarioFinished"]
+    journal = Journal.from_dict(finished.data["journal"])
+    for step, s in zip(journal.steps, steps, strict=True):
+        step.protocol_changes = s.facts.protocol_changes
+    console = Console(record=True, width=100, color_system=None, file=io.StringIO())
+    console.print(summary(journal))
+    text = " ".join(console.export_text().split())
+    assert "protocol changed at generation 5: the group became a consumer-protocol group" in text
+    assert "protocol changed at generation 18: the group went back to the classic protocol" in text
+    assert text.count("protocol changed at") == 2
+    line = event_line(cev("StepFinished", 1, status="ok", protocol_changes=[onto]))
+    assert line is not None and f"protocol changed at {onto}" in line

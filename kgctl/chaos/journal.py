@@ -45,6 +45,7 @@ class StepReport:
     revoked: dict[str, int] = field(default_factory=dict)
     fenced: list[str] = field(default_factory=list)
     diagnoses: list[dict[str, Any]] = field(default_factory=list)  # each new generation's
+    protocol_changes: list[str] = field(default_factory=list)  # where a mixed group migrated
     details: dict[str, Any] = field(default_factory=dict)
     expect: dict[str, Any] = field(default_factory=dict)
     status: str = "running"  # running | ok | failed | not settled | interrupted

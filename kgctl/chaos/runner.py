@@ -678,6 +678,7 @@ class ChaosRun:
         report.rejoin_reasons = facts.rejoin_reasons
         report.cause = verdict.cause_line(report.cause, facts.rejoin_reasons, facts.diagnoses)
         report.diagnoses = [d.to_dict() for d in facts.diagnoses]
+        report.protocol_changes = facts.protocol_changes
         report.errors = facts.errors
         report.revoked = facts.revoked
         report.fenced = facts.fenced

@@ -109,6 +109,13 @@ class StepFacts:
     def rebalances(self) -> int:
         return len(self.generations)
 
+    @property
+    def protocol_changes(self) -> list[str]:
+        """Where the group changed protocol during the step (a mixed group's migration),
+        as its diagnoses say it: `generation 5: the group became a consumer-protocol
+        group: ...`."""
+        return [f"{d.label}: {d.protocol_change}" for d in self.diagnoses if d.protocol_change]
+
 
 def step_facts(
     state: GroupState,

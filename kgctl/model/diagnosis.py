@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -228,6 +228,9 @@ class Diagnosis:
     # no broker log): when its rebalance began is unknown.
     timed: bool = True
     epoch: bool = False  # a consumer-protocol (KIP-848) group: `generation` is its epoch
+    # A mixed group that changed protocol at this generation, in words (one of `notes`
+    # too): chaos's step report says it.
+    protocol_change: str = ""
 
     @property
     def label(self) -> str:
@@ -274,6 +277,7 @@ class Diagnosis:
             "partitions_revoked": self.revoked,
             "advice": [a.to_dict() for a in self.advice],
             "notes": list(self.notes),
+            "protocol_change": self.protocol_change,
         }
 
 
@@ -1137,42 +1141,67 @@ def _protocol_change(
     events: EventIndex,
     rec: GenerationRecord,
     prev: GenerationRecord | None,
-    members: Mapping[str, _Member],
-) -> list[str]:
-    """A mixed group that changed protocol between two generations, from the members'
-    own words: who speaks KIP-848 (MemberStarted) and whether a classic leader computed
-    the assignment (AssignmentComputed: only a classic group has one)."""
+) -> str:
+    """A mixed group that changed protocol between two generations, in words ("" when it
+    did not), from the members' own words: which protocol each spoke then (its latest
+    MemberStarted before the generation began: a member restarted under its name may
+    speak the other) and whether the group had a classic leader (a leader's
+    AssignmentComputed, or a classic member's JoinGroup answer naming a leader: a
+    consumer-protocol group's names none, its broker assigns)."""
     if prev is None:
-        return []
+        return ""
+    started = [
+        (e.ts_ms, e.member, str((e.data.get("config") or {}).get("group_protocol") or "classic"))
+        for e in events.of("MemberStarted")
+        if e.source in ("member", "wire") and e.member
+    ]
 
-    def speaks_consumer(keys: Iterable[str]) -> list[str]:
-        return sorted(k for k in keys if members.get(k) and members[k].group_protocol == "consumer")
+    def speaks_consumer(g: GenerationRecord) -> list[str]:
+        said: dict[str, str] = {}
+        for ts, member, protocol in started:
+            if ts <= g.start_ms:
+                said[member] = protocol
+        return sorted(k for k in g.members if said.get(k) == "consumer")
 
-    def leader_of(generation: int) -> Event | None:
-        return next(
-            (e for e in events.of("AssignmentComputed") if e.generation == generation and e.member),
-            None,
-        )
+    answers = events.of("JoinGroupReceived")
+    # The traced classic members' own ids, to name a leader that is one of them.
+    ids = {str(e.data.get("member_id") or e.member_id): e.member for e in answers if e.member}
 
-    before, after = speaks_consumer(prev.members), speaks_consumer(rec.members)
-    leader = leader_of(rec.generation)
-    if before and not after and leader is not None and leader_of(prev.generation) is None:
-        return [
+    def classic_leader(generation: int) -> str:
+        """How the generation is known to have had a classic leader, or ""."""
+        for e in events.of("AssignmentComputed"):
+            if e.generation == generation and e.member:
+                return (
+                    f"{e.member} computed this generation's assignment as its classic leader "
+                    f"({e.data.get('assignor', '?')})"
+                )
+        for e in answers:
+            leader = str(e.data.get("leader") or "")
+            if e.data.get("generation") == generation and leader:
+                return (
+                    f"{e.member}'s JoinGroup answer named {ids.get(leader, leader)} its leader, "
+                    "as only a classic group's does"
+                )
+        return ""
+
+    before, after = speaks_consumer(prev), speaks_consumer(rec)
+    leader = classic_leader(rec.generation)
+    if before and not after and leader and not classic_leader(prev.generation):
+        return (
             f"the group went back to the classic protocol: {', '.join(before)} "
             f"{'was its last member' if len(before) == 1 else 'were its last members'} "
             "with group.protocol=consumer, and with none left the broker converts the group "
-            "to classic (group.consumer.migration.policy); "
-            f"{leader.member} computed this generation's assignment as its classic leader "
-            f"({leader.data.get('assignor', '?')}), where the broker assigned before"
-        ]
+            "to classic (group.consumer.migration.policy): a classic leader assigns again, "
+            f"where the broker assigned before ({leader})"
+        )
     joined = [k for k in after if k not in prev.members]
-    if joined and not before and leader_of(prev.generation) is not None:
-        return [
+    if joined and not before and classic_leader(prev.generation):
+        return (
             f"the group became a consumer-protocol group: {', '.join(joined)} joined with "
             "group.protocol=consumer, so the broker converted it (group.consumer.migration."
             "policy) and now assigns every member's partitions, classic members' included"
-        ]
-    return []
+        )
+    return ""
 
 
 def _detect_wait(
@@ -2207,7 +2236,9 @@ def _diagnose_one(
             "no member of this generation was traced: what the rebalance waited for is "
             "not known (kgctl join members, --trace-topic or the proxy's wire events show it)"
         )
-    notes += _protocol_change(events, rec, prev, members)
+    protocol_change = _protocol_change(events, rec, prev)
+    if protocol_change:
+        notes.append(protocol_change)
     moved = rebalance_moves(state, rec, now_ms)
     revoked = _revoked(events, rec, prev)
     advice: list[Advice] = []
@@ -2240,6 +2271,7 @@ def _diagnose_one(
         advice=tuple(advice),
         notes=tuple(notes),
         epoch=state.group_type == "consumer",
+        protocol_change=protocol_change,
         # Its start is known when a member (or the broker's log) said it, exactly.
         timed=traced
         or (chosen.confidence == EXACT and 0 < chosen.at_ms <= start)

@@ -282,10 +282,13 @@ def event_line(event: Event) -> str | None:
         return f"  settled at generation {d.get('generation')} after {fmt_ms(d.get('settle_ms'))}"
     if t == "StepFinished":
         gens = ",".join(str(g) for g in d.get("generations", [])) or "none"
-        return (
+        line = (
             f"  {d.get('status')}: generations {gens}, {len(d.get('moved', []))} moved, "
             f"affected {', '.join(d.get('affected', [])) or 'none'}"
         )
+        for change in d.get("protocol_changes") or []:
+            line += f"\n  protocol changed at {change}"
+        return line
     if t == "InvariantViolated":
         return f"  VIOLATED {d.get('rule')} [{d.get('step')}]: {d.get('message')}"
     if t == "MemberFailed":
@@ -321,6 +324,8 @@ def summary(journal: Journal) -> RenderableType:
                 for mv in s.moved
             )
             lines.append(f"\nmoved: {moves}")
+        for change in s.protocol_changes:
+            lines.append(f"\nprotocol changed at {change}", style="cyan")
         lines.append(f"\naffected: {', '.join(s.affected) or 'none'}")
         if s.errors:
             errs = "; ".join(
