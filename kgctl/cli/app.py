@@ -163,6 +163,31 @@ def _one_line(exc: click_errors.ClickException) -> str:
 
     message = " ".join(exc.format_message().split()).rstrip(".")
     ctx = getattr(exc, "ctx", None)
+    if isinstance(exc, click_errors.NoSuchOption) and ctx is not None:
+        message = _no_such_option(exc.option_name, ctx)
     if isinstance(exc, click_errors.UsageError) and ctx is not None:
         return f"{message}; see '{ctx.command_path} -h'"
     return message
+
+
+def _no_such_option(name: str, ctx: Any) -> str:
+    """`--bogus is not an option of kgctl join`, with the options it may be a typo of.
+
+    Click suggests what is close to the name dashes included, so that every long option
+    shares two characters with it: it offered --verbose for any unknown option. Here the
+    names are compared without their dashes, and an option the name begins is offered too
+    (`--time`: --timeout)."""
+    import difflib
+
+    longs = [
+        o
+        for param in ctx.command.get_params(ctx)
+        for o in (*getattr(param, "opts", ()), *getattr(param, "secondary_opts", ()))
+        if o.startswith("--")
+    ]
+    bare = name.lstrip("-")
+    begun = [o for o in longs if len(bare) >= 3 and o[2:].startswith(bare)]
+    close = difflib.get_close_matches(bare, [o[2:] for o in longs], n=2, cutoff=0.75)
+    offered = list(dict.fromkeys(begun + [f"--{o}" for o in close]))[:3]
+    said = f"{name} is not an option of {ctx.command_path}"
+    return f"{said} (did you mean {' or '.join(offered)}?)" if offered else said
