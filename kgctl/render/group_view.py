@@ -76,15 +76,21 @@ class FrameMemo:
         if old_owned is None:
             self._closed = {}
             return
+        # (identity first: of 10,000 partitions a frame's events change a few hundred)
+        changed = [(tp, new) for tp, new in s.ownership.items() if old_owned.get(tp) is not new]
         since = _first_change(
-            ((old_owned.get(tp, ()), new) for tp, new in s.ownership.items()),
+            ((old_owned.get(tp, ()), new) for tp, new in changed),
             len(old_owned) > len(s.ownership),
             lambda sp: ((sp.member, sp.generation, sp.start_ms), sp.start_ms, sp.end_ms),
         )
         since = min(
             since,
             _first_change(
-                ((old_lives.get(k, ()), new) for k, new in lives.items()),
+                (
+                    (old_lives.get(k, ()), new)
+                    for k, new in lives.items()
+                    if old_lives.get(k) is not new
+                ),
                 any(k not in lives for k in old_lives),
                 lambda life: (life[0], life[0], life[1]),
             ),
