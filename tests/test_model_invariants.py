@@ -30,7 +30,10 @@ def test_a_zombie_owning_a_reassigned_partition_is_named() -> None:
     v = violations[0]
     assert (v.rule, v.topic, v.partition, v.at_ms) == ("exclusive-ownership", "t", 3, 5450)
     assert v.members == ("m1", "m2")
-    assert "t-3 owned by both m1" in v.message
+    # Times as a person reads them (UTC), not epoch milliseconds.
+    assert v.message == (
+        "t-3 owned by both m1 (since 00:00:01.160 UTC) and m2 (since 00:00:05.450 UTC)"
+    )
 
 
 def test_an_unowned_partition_in_a_stable_group_is_named() -> None:

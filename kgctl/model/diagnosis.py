@@ -27,6 +27,7 @@ from kgctl.model.events import Event
 from kgctl.model.reasons import Cause, RejoinReason, cause_of_reason, cause_text
 from kgctl.model.state import GenerationRecord, GroupState, TopicPartition
 from kgctl.model.timeline import Move, owners_at, rebalance_moves, rebalance_unassigned
+from kgctl.model.timeline import utc_clock as _clock
 
 EXACT = "exact"
 FENCED = "FENCED_INSTANCE_ID"
@@ -2065,15 +2066,6 @@ def _advise_kip848(
 
 
 # -- putting it together ------------------------------------------------------------------
-
-
-def _clock(ms: int | None) -> str:
-    """HH:MM:SS.mmm UTC of an epoch millisecond (pure arithmetic, no clock read)."""
-    if ms is None:
-        return "?"
-    s, milli = divmod(ms, 1000)
-    day = s % 86400
-    return f"{day // 3600:02d}:{day % 3600 // 60:02d}:{day % 60:02d}.{milli:03d}"
 
 
 def diagnose(

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from kgctl.model.state import PHASE_RECONCILING, GroupState, OwnershipSpan, TopicPartition
+from kgctl.model.timeline import utc_clock
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,8 @@ def check_exclusive_ownership(
                             a,
                             b,
                             f"{topic}-{pid} owned by both {a.member} (since "
-                            f"{a.start_ms}) and {b.member} (since {b.start_ms})",
+                            f"{utc_clock(a.start_ms)} UTC) and {b.member} (since "
+                            f"{utc_clock(b.start_ms)} UTC)",
                         )
                     )
     return out

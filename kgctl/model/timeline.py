@@ -26,6 +26,17 @@ from typing import Any
 from kgctl.model.events import Event
 from kgctl.model.state import GenerationRecord, GroupState, OwnershipSpan, TopicPartition
 
+
+def utc_clock(ms: int | None) -> str:
+    """HH:MM:SS.mmm UTC of an epoch millisecond (pure arithmetic, no clock read): how the
+    model's own words (a diagnosis's evidence, an invariant's violation) give a time."""
+    if ms is None:
+        return "?"
+    s, milli = divmod(ms, 1000)
+    day = s % 86400
+    return f"{day // 3600:02d}:{day % 3600 // 60:02d}:{day % 60:02d}.{milli:03d}"
+
+
 # Errors that are the protocol's normal answers, not failures: a dynamic member's first
 # JoinGroup is always answered MEMBER_ID_REQUIRED, and asked again with the id.
 NORMAL_ERRORS = frozenset({"", "NONE", "MEMBER_ID_REQUIRED"})
