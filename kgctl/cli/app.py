@@ -15,6 +15,7 @@ this module's top imports typer.
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -145,7 +146,9 @@ def _with_typer(command: str | None, argv: list[str] | None) -> int:
     try:
         # Not standalone: click would print a usage error as a box of several lines;
         # kgctl says every bad input in one line (docs/cli.md, exit 2).
-        returned = build_app(command)(args=argv, prog_name="kgctl", standalone_mode=False)
+        cli = typer.main.get_command(build_app(command))
+        reflow_help(cli)
+        returned = cli(args=argv, prog_name="kgctl", standalone_mode=False)
         return returned if isinstance(returned, int) else 0
     except click_errors.NoArgsIsHelpError as exc:
         # `kgctl chaos` alone: typer has printed the help already, the answer.
@@ -155,6 +158,20 @@ def _with_typer(command: str | None, argv: list[str] | None) -> int:
         return exc.exit_code
     except typer.Abort:
         return 130
+
+
+def reflow_help(command: Any) -> None:
+    """Let each help paragraph wrap at the terminal's width: typer keeps a docstring's
+    line breaks after its first paragraph, so at 80 columns a line written for 90 broke
+    into a long line and a stub ("... 6 when" / "the" / "fleet or ..."). A paragraph that
+    starts with \\b keeps its lines (click's mark for that)."""
+    if command.help:
+        paragraphs = inspect.cleandoc(command.help).split("\n\n")
+        command.help = "\n\n".join(
+            p if p.startswith("\b") else " ".join(p.split("\n")) for p in paragraphs
+        )
+    for sub in getattr(command, "commands", {}).values():
+        reflow_help(sub)
 
 
 def _one_line(exc: click_errors.ClickException) -> str:
