@@ -345,3 +345,27 @@ def test_in_the_background_a_diagnosis_is_made_on_a_worker_and_taken_when_done()
             same.queue.put(e)
         same.drain(clock=lambda: end)
         assert same.diagnoses(end) == found  # what the view's own thread would have made
+
+
+def test_an_instant_replay_that_ends_mid_rebalance_still_diagnoses_its_generations(
+    tmp_path: Path,
+) -> None:
+    # A chaos recording ends with its members stopping: a rebalance begun and never done.
+    # The view's clock stays at the last event, so it must not wait for that rebalance.
+    from helpers import mev, two_member_eager_history
+
+    history = two_member_eager_history()
+    history.insert(6, mev("RejoinRequested", 5005, "m2", reason="first_join"))
+    history += [
+        mev("PartitionsRevoked", 9100, "m1", 2, partitions={"t": [0, 1]}),
+        mev("LeaveGroupSent", 9110, "m1", 2, reason="stopping"),
+    ]
+    group = history[0].group
+    path = write(tmp_path / "run.jsonl", history)
+    with Watch(ClientSettings(), group, replay=path, observe=False, speed=0) as watch:
+        watch.start()
+        watch.drain()
+        assert watch.state.rebalancing
+        diagnosed = watch.diagnoses(watch.clock())
+    assert sorted(diagnosed) == [1, 2]
+    assert diagnosed[2].trigger.text() == "m2: member joined (first_join)"

@@ -344,7 +344,11 @@ class Watch:
         self._spacing_ms = max(1000, int(DIAGNOSIS_SPACING * job.cost_ms))
 
     def _too_early(self, now_ms: int) -> bool:
-        """A rebalance runs, for less than one spacing (at most SETTLING_MS) so far."""
+        """A rebalance runs, for less than one spacing (at most SETTLING_MS) so far. Never
+        in an instant replay: its clock stops at its last event and nothing more comes, so
+        a recording that ends mid-rebalance (members stopping) waited for ever."""
+        if self._replay_end_ms is not None:
+            return False
         s = self.state
         if not s.rebalancing or s.rebalance_started_ms is None or not s.generations:
             return False
