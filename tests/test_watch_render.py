@@ -277,3 +277,11 @@ def frame_without_memo(state: GroupState, now: int) -> str:
     console = Console(record=True, width=160, height=50, color_system=None, file=io.StringIO())
     console.print(render_group(state, now, width=160, height=50))
     return console.export_text()
+
+
+def test_a_generation_superseded_before_it_was_stable_does_not_read_not_yet() -> None:
+    from kgctl.render.group_view import _to_stable
+
+    assert _to_stable(GenerationRecord(generation=1, start_ms=0, end_ms=500)) == "superseded"
+    assert _to_stable(GenerationRecord(generation=2, start_ms=500)) == "not yet"
+    assert _to_stable(GenerationRecord(generation=2, start_ms=500, stable_ms=800)) == "300ms"

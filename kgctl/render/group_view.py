@@ -379,11 +379,18 @@ def _generation_row(
             fmt_ms(None if g.sync_ms is None or g.stable_ms is None else g.stable_ms - g.sync_ms),
         ]
     row += [
-        fmt_ms(g.rebalance_ms()) if g.stable_ms is not None else "not yet",
+        _to_stable(g),
         fmt_ms(g.duration_ms(now_ms)) + ("" if g.end_ms is not None else "…"),
         _unassigned_cell(s, unassigned),
     ]
     return row
+
+
+def _to_stable(g: GenerationRecord) -> str:
+    if g.stable_ms is not None:
+        return fmt_ms(g.rebalance_ms())
+    # Another rebalance began before this one was stable: it never will be.
+    return "not yet" if g.end_ms is None else "superseded"
 
 
 # Members a generation's "no partitions" cell names; past that, the longest ones and a
