@@ -12,11 +12,11 @@ from kgctl.chaos.checks import (
     commit_violations,
     consumed_coverage,
     duplicate_count,
-    excused_by,
     first_owner_after,
     missing_records,
 )
 from kgctl.model.fold import fold_all
+from kgctl.model.invariants import excused_by
 from kgctl.model.state import GroupState
 
 # Offsets 0..9 of t-0 and 0..4 of t-1 were produced (acknowledged by the broker).

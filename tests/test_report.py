@@ -100,6 +100,34 @@ def test_double_ownership_is_a_violation() -> None:
     assert any(v.partition == 3 for v in report.violations)
 
 
+def test_an_overlap_the_chaos_run_excused_is_not_reported_as_a_violation() -> None:
+    # A chaos run that froze or cut off a member knows its ownership was stale and says
+    # so in its ScenarioFinished; the report judges that recording as the run did.
+    events = _events()
+    done = [e for e in events if e.type == "JoinCompleted" and e.generation == 3]
+    a3 = next(e for e in done if e.member == "a")
+    topic = next(iter(a3.data["assignment"]))
+    data = {**a3.data, "assignment": {topic: [0, 1, 2, 3]}}
+    forged = Event.from_dict({**a3.to_dict(), "seq": 999, "ts_ms": a3.ts_ms + 1, "data": data})
+    finished = Event(
+        type="ScenarioFinished", ts_ms=events[-1].ts_ms + 10, mono_ms=0.0, seq=1,
+        group=a3.group, source="chaos", data={"verdict": "passed", "excused": {}},
+    )  # fmt: skip
+    b_start = min(e.ts_ms for e in events if e.member == "b")
+
+    def violations(excused: dict[str, list[list[int | None]]]) -> list[tuple[str, int | None]]:
+        end = Event.from_dict({**finished.to_dict(), "data": {"excused": excused}})
+        report = build_report([*events, forged, end])
+        return [(v.rule, v.partition) for v in report.violations]
+
+    assert ("exclusive-ownership", 3) in violations({})
+    # b held partition 3 in its stale view from before a took it: excused, as chaos did.
+    assert ("exclusive-ownership", 3) not in violations({"b": [[b_start, None]]})
+    # Excused over another time, or another member: still a violation.
+    assert ("exclusive-ownership", 3) in violations({"b": [[0, b_start - 1]]})
+    assert ("exclusive-ownership", 3) in violations({"c": [[b_start, None]]})
+
+
 def test_lines_that_are_not_events_are_skipped_and_counted() -> None:
     events, skipped = parse_lines(["not json", '{"type":"Nope"}', "", RUN.read_text()[:0]])
     assert events == [] and len(skipped) == 2

@@ -1,32 +1,18 @@
 """Pure checks chaos runs over the group state and what it produced (no I/O, no clock).
 
-The model's own invariants (kgctl/model/invariants.py) judge ownership and generations;
-these add what only a chaos run knows: which members were frozen or fenced (they
-cannot act, so an overlap with their stale ownership is the broker's view, not a
-double consumption), when a killed member's partitions found a new owner, and the
-records it produced and its members consumed and committed. What a step did to the
+The model's own invariants (kgctl/model/invariants.py) judge ownership and generations,
+with what the run excuses (`excused_by`: members frozen, cut off or fenced, whose
+overlap with their stale ownership is the broker's view, not a double consumption);
+these add what only a chaos run knows: when a killed member's partitions found a new
+owner, and the records it produced and its members consumed and committed. What a step did to the
 group is judged in kgctl/chaos/verdict.py, from the model's timeline queries.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from kgctl.model.state import GroupState, TopicPartition
-
-Interval = tuple[int, int | None]
-
-
-def excused_by(excused: Mapping[str, list[Interval]]) -> Callable[[str, int], bool]:
-    """For the model's exclusive-ownership check (and consumption outside the
-    assignment): an overlap is excused when, at its start, the older owner was frozen
-    (SIGSTOP), cut off from its coordinator by a fault, or already fenced by the broker:
-    it holds the partition only in its own stale view."""
-    return lambda member, at_ms: _within(excused.get(member, []), at_ms)
-
-
-def _within(intervals: Iterable[Interval], t: int) -> bool:
-    return any(start <= t and (end is None or t <= end) for start, end in intervals)
 
 
 def first_owner_after(

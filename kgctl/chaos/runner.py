@@ -44,6 +44,7 @@ from kgctl.model.invariants import (
     check_idle_members,
     check_revoked_before_assigned,
     check_single_generation,
+    excused_by,
 )
 from kgctl.model.state import GroupState, TopicPartition
 from kgctl.proxy.runner import ProxyThread
@@ -301,7 +302,7 @@ class ChaosRun:
                 self.batches.append((tp[0], tp[1], first, last))
                 key = (ev.member, tp)
                 self.consumed_up_to[key] = max(self.consumed_up_to.get(key, 0), last + 1)
-                if tp not in owned and not checks.excused_by(self.excused)(ev.member, ev.ts_ms):
+                if tp not in owned and not excused_by(self.excused)(ev.member, ev.ts_ms):
                     # (An excused member, frozen or cut off from its coordinator, consumes
                     # what its own stale view says it owns: the fault shows that.)
                     self.violation(
@@ -712,7 +713,7 @@ class ChaosRun:
         self.journal.held("complete-ownership")
 
     def check_exclusive(self) -> None:
-        excused = checks.excused_by(self.excused)
+        excused = excused_by(self.excused)
         if self.consumer_timings() is not None:
             self.check_handovers(excused)
         for v in check_exclusive_ownership(self.state, excused):
@@ -888,6 +889,10 @@ class ChaosRun:
                 exit_status=int(self.journal.exit_status),
                 violations=len(self.journal.violations),
                 journal=self.journal.to_dict(),
+                # The members whose ownership the run knew to be stale, and when (frozen,
+                # cut off from their coordinator, replaced): `kgctl report` excuses their
+                # overlaps as the run did.
+                excused={k: [list(i) for i in v] for k, v in self.excused.items() if v},
             )
         return self.journal
 

@@ -21,7 +21,7 @@ and each carries its own member epoch instead of one generation for all:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kgctl.model.state import PHASE_RECONCILING, GroupState, OwnershipSpan, TopicPartition
@@ -63,6 +63,20 @@ def _between(
         members=(a.member, b.member),
         topic=topic,
         partition=pid,
+    )
+
+
+Interval = tuple[int, int | None]  # ms, from start to end (None: still)
+
+
+def excused_by(excused: Mapping[str, Sequence[Interval]]) -> Callable[[str, int], bool]:
+    """For the exclusive-ownership check (and consumption outside the assignment): an
+    overlap is excused when, at its start, the older owner was frozen (SIGSTOP), cut off
+    from its coordinator by a fault, or already fenced by the broker: it holds the
+    partition only in its own stale view. A chaos run knows when (and records it in its
+    ScenarioFinished, which `kgctl report` reads back)."""
+    return lambda member, at_ms: any(
+        start <= at_ms and (end is None or at_ms <= end) for start, end in excused.get(member, ())
     )
 
 

@@ -8,7 +8,7 @@ phase it was in is known at every instant; causes come from what the members sai
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -20,6 +20,7 @@ from kgctl.model.invariants import (
     check_complete_ownership,
     check_exclusive_ownership,
     check_single_generation,
+    excused_by,
 )
 from kgctl.model.reasons import CAUSE_ORDER, Cause, cause_of_reason
 from kgctl.model.state import GenerationRecord, GroupState, format_owned
@@ -282,6 +283,21 @@ def _extend(segs: list[list[Any]], t: int, label: str | None, count: int) -> Non
         segs.append([t, None, label, count])
 
 
+def _excused_by_chaos(events: Sequence[Event]) -> Callable[[str, int], bool] | None:
+    """What a chaos run excused from exclusive-ownership, as its ScenarioFinished says:
+    members whose ownership it knew to be stale (frozen, cut off from their coordinator,
+    replaced by a process with their group.instance.id), each over intervals of ms."""
+    found: dict[str, list[tuple[int, int | None]]] = {}
+    for e in events:
+        raw = e.data.get("excused") if e.type == "ScenarioFinished" else None
+        if isinstance(raw, Mapping):
+            for member, spans in raw.items():
+                found.setdefault(str(member), []).extend(
+                    (int(s[0]), None if s[1] is None else int(s[1])) for s in spans
+                )
+    return excused_by(found) if found else None
+
+
 def build_report(
     events: Sequence[Event],
     group: str | None = None,
@@ -317,7 +333,7 @@ def build_report(
         if ev.type == "InvariantViolated":
             checks.append(_recorded_violation(ev))
     tracker.close(last)
-    exclusive = check_exclusive_ownership(state)
+    exclusive = check_exclusive_ownership(state, _excused_by_chaos(ordered))
     checks.insert(0, InvariantCheck("exclusive-ownership", last, None, tuple(exclusive)))
 
     members = tuple(
