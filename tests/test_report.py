@@ -86,15 +86,18 @@ def test_a_member_that_vanishes_is_a_timed_out_guess() -> None:
     assert "b stopped without a word" in last.evidence
 
 
-def test_double_ownership_is_a_violation() -> None:
-    events = _events()
+def _a_also_claims_3(events: list[Event]) -> Event:
+    """a's JoinCompleted of generation 3 again, claiming partition 3 too, while b owns it."""
     done = [e for e in events if e.type == "JoinCompleted" and e.generation == 3]
     a3 = next(e for e in done if e.member == "a")
     topic = next(iter(a3.data["assignment"]))
-    # a claims partition 3 too, while b owns it.
     data = {**a3.data, "assignment": {topic: [0, 1, 2, 3]}}
-    forged = Event.from_dict({**a3.to_dict(), "seq": 999, "ts_ms": a3.ts_ms + 1, "data": data})
-    report = build_report(events + [forged])
+    return Event.from_dict({**a3.to_dict(), "seq": 999, "ts_ms": a3.ts_ms + 1, "data": data})
+
+
+def test_double_ownership_is_a_violation() -> None:
+    events = _events()
+    report = build_report(events + [_a_also_claims_3(events)])
     rules = {v.rule for v in report.violations}
     assert "exclusive-ownership" in rules
     assert any(v.partition == 3 for v in report.violations)
@@ -104,14 +107,10 @@ def test_an_overlap_the_chaos_run_excused_is_not_reported_as_a_violation() -> No
     # A chaos run that froze or cut off a member knows its ownership was stale and says
     # so in its ScenarioFinished; the report judges that recording as the run did.
     events = _events()
-    done = [e for e in events if e.type == "JoinCompleted" and e.generation == 3]
-    a3 = next(e for e in done if e.member == "a")
-    topic = next(iter(a3.data["assignment"]))
-    data = {**a3.data, "assignment": {topic: [0, 1, 2, 3]}}
-    forged = Event.from_dict({**a3.to_dict(), "seq": 999, "ts_ms": a3.ts_ms + 1, "data": data})
+    forged = _a_also_claims_3(events)
     finished = Event(
         type="ScenarioFinished", ts_ms=events[-1].ts_ms + 10, mono_ms=0.0, seq=1,
-        group=a3.group, source="chaos", data={"verdict": "passed", "excused": {}},
+        group=forged.group, source="chaos", data={"verdict": "passed", "excused": {}},
     )  # fmt: skip
     b_start = min(e.ts_ms for e in events if e.member == "b")
 
