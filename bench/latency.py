@@ -4,7 +4,8 @@ One case = one kind, one scenario, one group size, one repetition, on a fresh gr
 fresh topic(s):
 
 1. setup: start the members, wait until the broker reports the group complete
-   (observe.complete) and quiet for 1 s;
+   (observe.complete) and leave it complete for the group's age (`--group-age`, 1 s by
+   default: no rebalance left over from the setup);
 2. trigger (wall clock t0): scale-out spawns N-1 more members; kill SIGKILLs one member;
    growth adds partitions; subscription sends every member a new topic list;
 3. t_stable: first DescribeGroups sample that is complete again; latency = t_stable - t0;
@@ -57,6 +58,7 @@ class CaseResult:
     loadavg_1m: float | None = None  # the machine's load average when triggered
     loadavg_end_1m: float | None = None  # ... and when the case ended
     trigger_delay_ms: int = 0  # --trigger-jitter: the random wait before t0
+    group_age_ms: int = 0  # --group-age: how long the group stayed complete before that
     # --through-proxy, growth: the phases read from the trace (bench/growth_phases.py)
     # and the trace itself, compact, from 3 s before t0 to the end.
     wire_phases: dict[str, Any] | None = None
@@ -73,8 +75,10 @@ class Env:
         member_logs: Path | None = None,
         proxy: Any = None,
         trigger_jitter_ms: int = 0,
+        group_age_s: float = 1.0,
     ) -> None:
         self.trigger_jitter_ms = trigger_jitter_ms
+        self.group_age_s = group_age_s
         self.bootstrap = bootstrap
         # With a proxy (`--through-proxy`, a ProxyThread tracing Metadata too) the members
         # connect through it; the bench's own admin and observer do not.
@@ -184,8 +188,12 @@ def run_case(
                 for e in env.log.events(group, setup_offset)
             ]
             return res
-        # Quiet for a second: no rebalance left over from the setup.
-        time.sleep(1.0)
+        # Left complete for the group's age: at least no rebalance left over from the
+        # setup (1 s, the default); longer, the members' heartbeat and metadata periods
+        # have run for a while, as in a long-lived group. A parameter of the
+        # measurement, not a wait for an event: the check below is the synchronisation.
+        time.sleep(env.group_age_s)
+        res.group_age_ms = round(env.group_age_s * 1000)
         if env.observer.wait_complete(group, len(members), expected, 30) is None:
             res.error = "setup: group not complete after settling"
             return res

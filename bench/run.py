@@ -132,6 +132,32 @@ def parse_cases(text: str) -> list[tuple[str, int, int]]:
     return cases
 
 
+def group_age(text: str) -> float:
+    """`--group-age SECONDS`: a finite number of seconds, 0 or more."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 <= seconds < float("inf"):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of seconds, 0 or more (e.g. 30)"
+        )
+    return seconds
+
+
+def trigger_jitter(text: str) -> int:
+    """`--trigger-jitter MS`: whole milliseconds, 0 or more."""
+    try:
+        ms = int(text)
+    except ValueError:
+        ms = -1
+    if ms < 0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a whole number of milliseconds, 0 or more (e.g. 1000)"
+        )
+    return ms
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     plan = dict(PLANS["smoke" if args.smoke else "full"])
     if args.cases:
@@ -191,6 +217,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             member_logs=args.member_logs,
             proxy=proxy,
             trigger_jitter_ms=args.trigger_jitter or 0,
+            group_age_s=args.group_age,
         )
         try:
             if "micro" in sections:
@@ -233,6 +260,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 out["latency_config"] = cfg.__dict__
                 out["latency_cases"] = result_dicts(results)
                 out["latency_max_load"] = args.max_load
+                out["latency_group_age_s"] = args.group_age
+                out["latency_trigger_jitter_ms"] = args.trigger_jitter or 0
                 out["latency"] = summarize(results, args.max_load)
             if "startup" in sections:
                 say("bench: start-up, kgctl join vs plain kafka-python")
@@ -339,9 +368,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--trigger-jitter",
-        type=int,
+        type=trigger_jitter,
+        metavar="MS",
         help="latency: wait a random 0..MS ms before each trigger, so it falls anywhere in "
         "the members' heartbeat and metadata periods (recorded per case)",
+    )
+    ap.add_argument(
+        "--group-age",
+        type=group_age,
+        default=1.0,
+        metavar="SECONDS",
+        help="latency: how long the group stays complete before the trigger (default 1; "
+        "recorded per case); any --trigger-jitter comes on top",
     )
     ap.add_argument("--out", type=Path, help="JSON results file")
     ap.add_argument("--quiet", action="store_true")
