@@ -602,3 +602,21 @@ def test_members_that_report_no_protocol_step_still_name_their_comings_and_going
     assert all(conf == INFERRED for who, _, conf in said if who.startswith("j"))
     # kgctl's own members still say it themselves.
     assert all(conf == EXACT for who, _, conf in said if who.startswith("k"))
+
+
+def test_a_consumer_protocol_member_fenced_and_back_names_the_epoch_its_rejoin_made() -> None:
+    """Recorded: `kgctl chaos run fencing-loop` (routine events dropped): m2's heartbeat is
+    held past its session twice; each time the broker removes it, m2 hears
+    UNKNOWN_MEMBER_ID, loses its partitions and joins again with epoch 0, and the broker
+    bumps the group epoch for it (6, then 8). Those epochs read "unknown" before."""
+    import gzip
+
+    lines = gzip.decompress((DATA / "chaos_fencing_loop.jsonl.gz").read_bytes()).decode()
+    events, _ = parse_lines(lines.splitlines())
+    report = build_report(events)
+    diags = {d.generation: d for d in diagnose(report.state, report.events, report.last_ms)}
+    for epoch in (6, 8):
+        t = diags[epoch].trigger
+        assert (t.who, t.cause, t.confidence) == ("m2", "member_joined", EXACT), epoch
+        assert t.reason == "rejoined after UNKNOWN_MEMBER_ID"
+        assert "fenced (UNKNOWN_MEMBER_ID)" in t.evidence

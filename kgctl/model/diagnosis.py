@@ -463,6 +463,19 @@ def _said_failed(e: Event, who: str, src: str) -> list[Trigger]:
     return [Trigger(Cause.MEMBER_FAILED.value, who, error, EXACT, evidence, e.ts_ms)]
 
 
+def _said_fenced(e: Event, who: str, src: str) -> list[Trigger]:
+    """A consumer-protocol member fenced by the broker (UNKNOWN_MEMBER_ID: it had been
+    removed; FENCED_MEMBER_EPOCH: its epoch was stale): it gives up its partitions as lost
+    and joins again with epoch 0, which bumps the group epoch like any new member."""
+    error = str(e.data.get("error", "") or "")
+    evidence = (
+        f"{who}'s trace: fenced ({error}), its partitions lost; a fenced member joins "
+        "again with member epoch 0"
+    )
+    reason = f"rejoined after {error}" if error else "rejoined after being fenced"
+    return [Trigger(Cause.MEMBER_JOINED.value, who, reason, EXACT, evidence, e.ts_ms)]
+
+
 def _seen_left(e: Event, who: str, src: str) -> list[Trigger]:
     evidence = f"snapshots: {who} missing from the broker's description"
     return [Trigger(Cause.MEMBER_LEFT.value, who, "", INFERRED, evidence, e.ts_ms)]
@@ -480,6 +493,7 @@ _READERS: dict[tuple[str, str | None], Callable[[Event, str, str], list[Trigger]
     ("PollIntervalExceeded", None): _said_poll,
     ("LeaveGroupSent", None): _said_leave,
     ("MemberFailed", None): _said_failed,
+    ("MemberFenced", "member"): _said_fenced,
     ("MemberLeftGroup", "observer"): _seen_left,
     ("MemberJoinedGroup", "observer"): _seen_joined,
 }
