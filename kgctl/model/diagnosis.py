@@ -642,7 +642,7 @@ def _replacements(
 def _instanced(events: EventIndex) -> list[Event]:
     """The events that name a group.instance.id, in order (none in a group of dynamic
     members)."""
-    return [e for e in events if e.instance_id or e.data.get("instance_id")]  # _instance_of
+    return [e for e in events if _instance_of(e)]
 
 
 def _chaos_act(events: EventIndex, member: str, until: int) -> Event | None:

@@ -119,9 +119,6 @@ class EventIndex(Sequence[Event]):
         k = bisect_right(ts, until)
         return ts[k - 1] if k else None
 
-    def types(self) -> frozenset[str]:
-        return frozenset(self._types)
-
     def memo(self, key: str, build: Callable[[EventIndex], T]) -> T:
         """What `build` derives from these events, derived once: a diagnosis asks the same
         of every generation (the events with an instance id, each member's batches)."""
