@@ -413,7 +413,7 @@ def normalise(
     for at, _, item in items:
         step: str | None = None
         if isinstance(item, Request):
-            if at >= since_ms:
+            if in_window(item, since_ms):
                 if item.api == "SyncGroup" and _heartbeat_while_syncing(item, requests, walk):
                     _add(trace.steps, "heartbeat during SyncGroup")
                 if item.api == "JoinGroup" and _commit_in_flight(item, requests):
@@ -475,13 +475,22 @@ def _add(steps: list[str], step: str) -> None:
         steps.append(step)
 
 
+def in_window(r: Request, since_ms: float) -> bool:
+    """Whether a request belongs to the compared run: sent from `since_ms` on, or answered
+    by a fault rule. The proxy stamps its answers in whole milliseconds (truncated), so a
+    request read in the millisecond the situation began can look up to 1 ms older than it
+    (seen in CI: Java's faulted OffsetCommit left out); every rule is armed after
+    `since_ms`, so an injected answer is always the situation's."""
+    return r.injected or r.sent_ms >= since_ms
+
+
 def retry_delays(requests: list[Request], since_ms: float) -> list[tuple[str, float]]:
     """For each answer the proxy injected (from `since_ms` on): how long the member took
     to send its next group request, labelled `after API ERROR`."""
     ordered = sorted(requests, key=lambda r: r.sent_ms)
     out = []
     for r in ordered:
-        if not r.injected or r.sent_ms < since_ms:
+        if not r.injected or not in_window(r, since_ms):
             continue
         nxt = next((n for n in ordered if n.sent_ms >= r.answered_ms and n is not r), None)
         if nxt is not None:

@@ -167,6 +167,21 @@ def test_a_commit_retrying_a_failed_one_is_a_step_until_the_next_join() -> None:
     ]
 
 
+def test_an_injected_answer_stamped_just_before_the_window_is_in_it() -> None:
+    # The proxy's whole-millisecond stamp put a faulted commit 0.6 ms before the window.
+    requests = stable_then(
+        req("OffsetCommit", 999.4, "UNKNOWN_MEMBER_ID", generation=1, injected=True),
+        req("OffsetCommit", 999.5, generation=1),  # answered by the broker: not the situation's
+        req("JoinGroup", 1200, member_id=""),
+    )
+    trace = normalise(requests, [], [], since_ms=1000)
+    assert trace.steps == [
+        "OffsetCommit(gen=current) -> UNKNOWN_MEMBER_ID",
+        "JoinGroup(member=none) -> NONE",
+    ]
+    assert trace.delays == [("after OffsetCommit UNKNOWN_MEMBER_ID", 199.6)]
+
+
 def test_heartbeats_sent_while_the_sync_group_waits_are_one_step() -> None:
     requests = [
         joined(100, sent_member=""),
