@@ -4,6 +4,7 @@ process's stdout or stderr."""
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
@@ -47,6 +48,35 @@ def test_a_file_of_random_bytes_is_not_a_recording(tmp_path: Path) -> None:
     assert out == ""
     assert err.count("\n") == 1 and "Traceback" not in err
     assert err.startswith(f"kgctl: error: {junk}: not a kgctl recording")
+
+
+def test_a_gzipped_recording_reads_as_the_plain_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "160")
+    packed = tmp_path / "run.jsonl.gz"
+    packed.write_bytes(gzip.compress(RUN.read_bytes()))
+    group = json.loads(RUN.read_text(encoding="utf-8").splitlines()[0])["group"]
+    for argv in (
+        ("report", "--output", "json"),
+        ("explain", group, "--output", "json", "--recording"),
+        ("watch", group, "--once", "--output", "json", "--speed", "0", "--replay"),
+    ):
+        plain = kgctl(*argv, str(RUN))
+        assert plain[0] in (0, int(ExitStatus.UNHEALTHY)) and plain[1], (argv, plain)
+        status, out, err = kgctl(*argv, str(packed))
+        # (explain names its sources: the file's path)
+        assert (status, out.replace(str(packed), str(RUN)), err) == plain, argv
+
+
+def test_a_damaged_gzipped_recording_is_one_line_saying_so(tmp_path: Path) -> None:
+    cut = tmp_path / "run.jsonl.gz"
+    cut.write_bytes(gzip.compress(RUN.read_bytes())[:200])
+    for argv in (("report",), ("watch", "g", "--speed", "0", "--replay")):
+        status, out, err = kgctl(*argv, str(cut))
+        assert status == int(ExitStatus.USAGE), (argv, err)
+        assert out == "" and err.count("\n") == 1 and "Traceback" not in err
+        assert "a damaged gzip file" in err and "gzip -dc" in err
 
 
 def test_report_has_no_connection_options() -> None:

@@ -69,9 +69,10 @@ def complete_file_groups(ctx: typer.Context, incomplete: str) -> list[str]:
             path = next((a for a in ctx.args if Path(a).is_file()), None)
         if not path:
             return []
+        from kgctl.recordings import recording_lines
         from kgctl.report import groups_in, parse_lines
 
-        events, _ = parse_lines(Path(path).read_text(encoding="utf-8").splitlines())
+        events, _ = parse_lines(recording_lines(Path(path)))
         return [g for g in groups_in(events) if g.startswith(incomplete)]
     except Exception:
         return []

@@ -63,7 +63,7 @@ def explain_command(
         list[Path] | None,
         typer.Option(
             "--recording",
-            help="Events recorded by --record or --output json (repeatable).",
+            help="Events recorded by --record or --output json, plain or gzipped (repeatable).",
             show_default=False,
         ),
     ] = None,

@@ -23,7 +23,7 @@ def report_command(
     file: Annotated[
         Path,
         typer.Argument(
-            help="Events as JSON lines: kgctl chaos/watch --record, or kgctl join --output json.",
+            help="Events as JSON lines, plain or gzipped: --record, or join --output json.",
             show_default=False,
         ),
     ],

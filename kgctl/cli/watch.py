@@ -63,7 +63,7 @@ def watch_command(
         Path | None,
         typer.Option(
             "--replay",
-            help="Show events from a JSON-lines file instead of a broker.",
+            help="Show events from a JSON-lines file (or gzipped) instead of a broker.",
             show_default=False,
         ),
     ] = None,

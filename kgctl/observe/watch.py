@@ -32,6 +32,7 @@ from kgctl.model.fold import fold
 from kgctl.model.snapshot import GroupListing
 from kgctl.model.state import GroupState
 from kgctl.observe.infer import Inferrer
+from kgctl.recordings import recording_lines
 from kgctl.settings import ClientSettings
 
 MAX_BACKOFF_S = 15.0
@@ -55,24 +56,18 @@ def replay_schedule(events: Iterable[Event], speed: float) -> Iterator[tuple[flo
 
 
 def read_events(path: Path) -> Iterator[Event]:
-    """Events from a JSON-lines file; a bad line is a usage error naming file and line."""
-    try:
-        handle = path.open(encoding="utf-8")
-    except FileNotFoundError:
-        raise NotFoundError(f"--replay {path}: no such file") from None  # as report says it
-    except OSError as exc:
-        raise UsageError(f"--replay {path}: cannot read it ({exc.strerror})") from None
-    with handle:
-        for lineno, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                yield Event.from_json(line)
-            except (ValueError, TypeError) as exc:
-                raise UsageError(
-                    f"--replay {path}:{lineno}: not a kgctl event ({exc}); "
-                    "pass a file written by --record or --output json"
-                ) from None
+    """Events from a JSON-lines file (plain or gzip); a bad line is a usage error naming
+    file and line."""
+    for lineno, line in enumerate(recording_lines(path, "--replay"), 1):
+        if not line.strip():
+            continue
+        try:
+            yield Event.from_json(line)
+        except (ValueError, TypeError) as exc:
+            raise UsageError(
+                f"--replay {path}:{lineno}: not a kgctl event ({exc}); "
+                "pass a file written by --record or --output json"
+            ) from None
 
 
 class GroupObserver:

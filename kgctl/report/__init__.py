@@ -10,6 +10,7 @@ from pathlib import Path
 from kgctl.errors import NotFoundError, UsageError
 from kgctl.model.diagnosis import Context
 from kgctl.model.timeline import Move
+from kgctl.recordings import recording_lines
 from kgctl.report.summary import (
     ErrorCount,
     InvariantCheck,
@@ -38,16 +39,11 @@ __all__ = [
 
 
 def load_report(path: Path, group: str | None = None, context: Context | None = None) -> Report:
-    """Read a JSON-lines events file (`--record`, `--output json`) and build its report."""
-    try:
-        # Undecodable bytes do not end the read: a recording with a damaged line still
-        # reports its other events, and a file of something else has no events at all.
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise NotFoundError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read it ({exc.strerror})") from None
-    events, skipped = parse_lines(text.splitlines())
+    """Read a JSON-lines events file (`--record`, `--output json`; plain or gzip) and
+    build its report."""
+    # Undecodable bytes do not end the read: a recording with a damaged line still
+    # reports its other events, and a file of something else has no events at all.
+    events, skipped = parse_lines(recording_lines(path))
     if not events:
         raise UsageError(
             f"{path}: not a kgctl recording (no kgctl events in it); pass a file written by "
