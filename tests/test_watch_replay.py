@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kgctl.errors import UsageError
+from kgctl.errors import NotFoundError, UsageError
 from kgctl.model.events import Event
 from kgctl.observe.watch import Watch, replay_schedule
 from kgctl.settings import ClientSettings
@@ -87,6 +87,22 @@ def test_an_instant_replay_tells_time_by_the_recordings_end_not_the_wall_clock(
         watch.start()
         watch.drain()
         assert watch.clock() == T0 + 2_500
+
+
+@pytest.mark.parametrize("speed", [0, 1])
+def test_a_group_the_recording_does_not_hold_is_refused_naming_those_it_does(
+    tmp_path: Path, speed: float
+) -> None:
+    path = write(tmp_path / "run.jsonl", [ev(T0, 1, "orders-app"), ev(T0, 2, "grüppe")])
+    with Watch(ClientSettings(), "orders", replay=path, observe=False, speed=speed) as watch:
+        with pytest.raises(
+            NotFoundError, match=r"no events of group 'orders' \(groups: grüppe, orders-app\)"
+        ):
+            watch.start()
+    # A name JSON escapes is found in its escaped form.
+    with Watch(ClientSettings(), "grüppe", replay=path, observe=False, speed=0) as watch:
+        watch.start()
+        assert [e.seq for e in watch.drain()] == [2]
 
 
 def test_a_negative_speed_is_a_usage_error(tmp_path: Path) -> None:

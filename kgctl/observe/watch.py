@@ -191,6 +191,7 @@ class Watch:
 
     def start(self) -> None:
         if self.replay is not None:
+            self._replay_names_group()
             if self.speed == 0:
                 for ev in read_events(self.replay):
                     if ev.group == self.group or not self.group:
@@ -233,6 +234,24 @@ class Watch:
         th = threading.Thread(target=target, name=name, daemon=True)
         th.start()
         self.threads.append(th)
+
+    def _replay_names_group(self) -> None:
+        """Refuse a recording with no event of the group (a mistyped name would show an
+        empty group until the replay ends). Its quoted name on no line is proof enough and
+        cheap; the events are parsed only to list the groups it does hold."""
+        assert self.replay is not None
+        if not self.group:
+            return
+        quoted = {json.dumps(self.group), json.dumps(self.group, ensure_ascii=False)}
+        if any(q in line for line in recording_lines(self.replay, "--replay") for q in quoted):
+            return
+        groups = sorted(
+            {e.group for e in read_events(self.replay) if e.group and e.source != "chaos"}
+        )
+        raise NotFoundError(
+            f"--replay {self.replay}: no events of group {self.group!r} "
+            f"(groups: {', '.join(groups) or 'none'})"
+        )
 
     def _replay_loop(self) -> None:
         """Feed the recording at its recorded pace (divided by `speed`)."""
