@@ -604,6 +604,33 @@ def test_members_that_report_no_protocol_step_still_name_their_comings_and_going
     assert all(conf == EXACT for who, _, conf in said if who.startswith("k"))
 
 
+def test_eager_members_of_a_consumer_protocol_group_are_advised_from_the_brokers_answer() -> None:
+    """Recorded migrate-online: while a member speaks group.protocol=consumer the broker
+    assigns, so re-running kafka-python's assignor (as for a classic group) was the wrong
+    basis; the advice counted revocations of members that no longer spoke classic. Now,
+    in those generations, only the eager classic members are counted, from their own
+    JoinPrepared (what they held) and JoinCompleted (what the broker gave back)."""
+    import gzip
+
+    lines = gzip.decompress((DATA / "chaos_migrate_online.jsonl.gz").read_bytes()).decode()
+    events, _ = parse_lines(lines.splitlines())
+    report = build_report(events)
+    ctx = Context(cooperative=cooperative_sticky)
+    diags = {d.generation: d for d in diagnose(report.state, report.events, report.last_ms, ctx)}
+    coop = {
+        g: a.text for g, d in diags.items() for a in d.advice if a.pattern == "eager-stop-the-world"
+    }
+    # k1 held 0, 3, 5 and got 0, 3 back; k2 held 4, 6, 7 and got 4, 6 back.
+    assert coop[17].startswith("k1, k2 (classic members, eager protocol) gave up all 6")
+    assert "back all but 2" in coop[17] and "inferred" in coop[17]
+    # Generations 6-13: k1 and k2 spoke consumer; nobody eager is left to advise.
+    assert not {g for g in coop if 6 <= g <= 13}
+    # Before generation 5 and from 18 on the group is classic (a classic leader
+    # assigned): there the assignor is re-run.
+    assert "re-run on this generation's members" in coop[19]
+    assert not [t for g, t in coop.items() if 5 <= g <= 17 and "re-run" in t]
+
+
 def test_a_consumer_protocol_member_fenced_and_back_names_the_epoch_its_rejoin_made() -> None:
     """Recorded: `kgctl chaos run fencing-loop` (routine events dropped): m2's heartbeat is
     held past its session twice; each time the broker removes it, m2 hears

@@ -1152,6 +1152,29 @@ def _assigned_late(
     )
 
 
+def _speaks_consumer(events: EventIndex, g: GenerationRecord) -> list[str]:
+    """The generation's members that spoke the consumer protocol (group.protocol=consumer)
+    when it began, by their latest MemberStarted before it (a member restarted under its
+    name may speak the other)."""
+
+    def started(index: EventIndex) -> list[tuple[int, str, str]]:
+        return [
+            (
+                e.ts_ms,
+                e.member,
+                str((e.data.get("config") or {}).get("group_protocol") or "classic"),
+            )
+            for e in index.of("MemberStarted")
+            if e.source in ("member", "wire") and e.member
+        ]
+
+    said: dict[str, str] = {}
+    for ts, member, protocol in events.memo("member protocols", started):
+        if ts <= g.start_ms:
+            said[member] = protocol
+    return sorted(k for k in g.members if said.get(k) == "consumer")
+
+
 def _protocol_change(
     events: EventIndex,
     rec: GenerationRecord,
@@ -1165,18 +1188,9 @@ def _protocol_change(
     consumer-protocol group's names none, its broker assigns)."""
     if prev is None:
         return ""
-    started = [
-        (e.ts_ms, e.member, str((e.data.get("config") or {}).get("group_protocol") or "classic"))
-        for e in events.of("MemberStarted")
-        if e.source in ("member", "wire") and e.member
-    ]
 
     def speaks_consumer(g: GenerationRecord) -> list[str]:
-        said: dict[str, str] = {}
-        for ts, member, protocol in started:
-            if ts <= g.start_ms:
-                said[member] = protocol
-        return sorted(k for k in g.members if said.get(k) == "consumer")
+        return _speaks_consumer(events, g)
 
     answers = events.of("JoinGroupReceived")
     # The traced classic members' own ids, to name a leader that is one of them.
@@ -1898,8 +1912,19 @@ def _advise_cooperative(
     revoked: int,
     now_ms: int,
 ) -> list[Advice]:
-    eager = [k for k in rec.members if k in members and members[k].protocol == "eager"]
-    if not eager or ctx.cooperative is None or prev is None or revoked == 0:
+    speakers = _speaks_consumer(events, rec)
+    # (a member's `protocol` is its last JoinPrepared's: one restarted onto the consumer
+    # protocol still carries its classic life's)
+    eager = [
+        k
+        for k in rec.members
+        if k in members and members[k].protocol == "eager" and k not in speakers
+    ]
+    if not eager or prev is None or revoked == 0:
+        return []
+    if speakers or (state.group_type == "consumer" and rec.end_ms is None):
+        return _advise_cooperative_classic_members(events, since, rec, prev, eager, now_ms)
+    if ctx.cooperative is None:
         return []
     after_t = rec.stable_ms if rec.stable_ms is not None else now_ms
     after = owners_at(state, after_t)
@@ -1908,18 +1933,7 @@ def _advise_cooperative(
         if who:  # owners() lists every partition ever owned, later ones included
             partitions[topic] = max(partitions.get(topic, 0), p + 1)
     subs = {k: members[k].subscription or tuple(sorted(partitions)) for k in rec.members}
-    # What each member owned when it prepared to join (its own words), else the owners
-    # when the previous generation was stable.
-    owned: dict[str, list[TopicPartition]] = {k: [] for k in rec.members}
-    prepared = _prepared_owned(events, since, rec.sync_ms or rec.start_ms)
-    before_t = prev.stable_ms if prev.stable_ms is not None else rec.start_ms - 1
-    for tp, who in owners_at(state, min(before_t, rec.start_ms - 1)).items():
-        for k in who:
-            if k in owned and k not in prepared:
-                owned[k].append(tp)
-    for k, claimed in prepared.items():
-        if k in owned:
-            owned[k] = list(claimed)
+    owned = _owned_before(events, since, state, rec, prev)
     for held in owned.values():
         for topic, p in held:
             partitions[topic] = max(partitions.get(topic, 0), p + 1)
@@ -1937,6 +1951,89 @@ def _advise_cooperative(
             f"the eager protocol revoked {revoked} partitions from members that stayed; "
             f"cooperative-sticky, re-run on this generation's members and subscriptions, "
             f"would have revoked {moving} and left the others consuming",
+        )
+    ]
+
+
+def _owned_before(
+    events: EventIndex,
+    since: int,
+    state: GroupState,
+    rec: GenerationRecord,
+    prev: GenerationRecord,
+) -> dict[str, list[TopicPartition]]:
+    """What each member of `rec` owned as the rebalance began: its own words when it
+    prepared to join, else the owners when the previous generation was stable."""
+    owned: dict[str, list[TopicPartition]] = {k: [] for k in rec.members}
+    prepared = _prepared_owned(events, since, rec.sync_ms or rec.start_ms)
+    before_t = prev.stable_ms if prev.stable_ms is not None else rec.start_ms - 1
+    for tp, who in owners_at(state, min(before_t, rec.start_ms - 1)).items():
+        for k in who:
+            if k in owned and k not in prepared:
+                owned[k].append(tp)
+    for k, claimed in prepared.items():
+        if k in owned:
+            owned[k] = list(claimed)
+    return owned
+
+
+def _partitions_of(raw: object) -> set[TopicPartition]:
+    """A `{topic: [partition, ...]}` of an event's data as a set."""
+    if not isinstance(raw, dict):
+        return set()
+    return {(str(t), int(p)) for t, ids in raw.items() if isinstance(ids, list) for p in ids}
+
+
+def _advise_cooperative_classic_members(
+    events: EventIndex,
+    since: int,
+    rec: GenerationRecord,
+    prev: GenerationRecord,
+    eager: list[str],
+    now_ms: int,
+) -> list[Advice]:
+    """Eager classic members of a consumer-protocol group (a mixed group): the broker
+    assigns, so re-running a client assignor says nothing of it. Each eager member gave
+    up all it held; a cooperative one gives up only what the broker's new assignment
+    takes from it (taken as the one it was given here: the broker computes its target
+    from the assignments it gave, not from what a member let go of)."""
+    # Each one's own words: what it held when it prepared to join, and what the
+    # generation gave it (its JoinCompleted). There is no barrier: each prepares when
+    # its heartbeat hears of the rebalance, after the generation's own start.
+    until = rec.end_ms if rec.end_ms is not None else now_ms
+    given: dict[str, set[TopicPartition]] = {}
+    completed: dict[str, int] = {}
+    for e in events.of("JoinCompleted", since=rec.start_ms, until=until):
+        if e.member in eager and e.generation == rec.generation:
+            given[e.member] = _partitions_of(e.data.get("assignment"))
+            completed[e.member] = e.ts_ms
+    owned: dict[str, set[TopicPartition]] = {}
+    for e in events.of("JoinPrepared", since=since, until=until):
+        if e.member in completed and e.ts_ms <= completed[e.member]:
+            owned[e.member] = _partitions_of(e.data.get("owned"))
+    stayed = [k for k in eager if k in prev.members and owned.get(k)]
+    held = sum(len(owned[k]) for k in stayed)
+    moving = sum(1 for k in stayed for tp in owned[k] if tp not in given[k])
+    if not held or moving >= held:
+        return []
+    one = len(stayed) == 1
+    who = (
+        f"{stayed[0]} (a classic member, eager protocol) gave up all {held} partitions it held"
+        if one
+        else f"{', '.join(stayed)} (classic members, eager protocol) gave up all {held} "
+        "partitions they held"
+    )
+    back = "every one" if moving == 0 else f"all but {moving}"
+    kept = "kept them all" if moving == 0 else f"given up only {moving}"
+    return [
+        Advice(
+            "eager-stop-the-world",
+            "partition.assignment.strategy",
+            "cooperative-sticky",
+            f"{who}; the broker, which assigns this consumer-protocol group, gave "
+            f"{'it' if one else 'them'} back {back}: with cooperative-sticky "
+            f"{'it' if one else 'they'} would have {kept} (inferred: the broker's assignment "
+            "taken as it would have been with a cooperative member)",
         )
     ]
 
