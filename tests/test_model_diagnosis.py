@@ -633,7 +633,7 @@ def test_eager_members_of_a_consumer_protocol_group_are_advised_from_the_brokers
 
 def test_a_consumer_protocol_member_fenced_and_back_names_the_epoch_its_rejoin_made() -> None:
     """Recorded: `kgctl chaos run fencing-loop` (routine events dropped): m2's heartbeat is
-    held past its session twice; each time the broker removes it, m2 hears
+    held past its session twice; each time the broker removes it (epochs 5, 7), m2 hears
     UNKNOWN_MEMBER_ID, loses its partitions and joins again with epoch 0, and the broker
     bumps the group epoch for it (6, then 8). Those epochs read "unknown" before."""
     import gzip
@@ -647,3 +647,15 @@ def test_a_consumer_protocol_member_fenced_and_back_names_the_epoch_its_rejoin_m
         assert (t.who, t.cause, t.confidence) == ("m2", "member_joined", EXACT), epoch
         assert t.reason == "rejoined after UNKNOWN_MEMBER_ID"
         assert "fenced (UNKNOWN_MEMBER_ID)" in t.evidence
+    # The epochs before (5, 7) are the broker removing m2 while its heartbeat was held:
+    # the chaos run says it held it, m2 says the broker answered it by fencing.
+    for epoch, held in ((5, "first"), (7, "second")):
+        t = diags[epoch].trigger
+        assert (t.who, t.cause, t.reason, t.confidence) == (
+            "m2",
+            "timed_out",
+            "session timeout",
+            EXACT,
+        ), epoch
+        assert f"fault in force: {held} ConsumerGroupHeartbeat:delay=15000" in t.evidence
+        assert "was answered UNKNOWN_MEMBER_ID only at" in t.evidence

@@ -646,14 +646,17 @@ def _instanced(events: EventIndex) -> list[Event]:
 
 
 def _chaos_act(events: EventIndex, member: str, until: int) -> Event | None:
-    """kgctl chaos's own word that it killed or froze `member` (its ActionPerformed, or
-    the MemberFailed it wrote when the process ended without a word), before `until`."""
+    """kgctl chaos's own word that it killed, froze or cut off `member` (its
+    ActionPerformed: a fault naming it `cut_off` holds or drops what it sends; or the
+    MemberFailed it wrote when the process ended without a word), before `until`."""
     found = None
     for e in events.of("ActionPerformed", "MemberFailed", until=until):
         if e.source != "chaos":
             continue
         acted = e.type == "ActionPerformed" and e.data.get("action") in _SILENCING
-        if acted and member in (e.data.get("members") or []):
+        details = e.data.get("details")
+        cut_off = isinstance(details, dict) and details.get("cut_off") == member
+        if (acted and member in (e.data.get("members") or [])) or cut_off:
             found = e
         elif e.type == "MemberFailed" and e.member == member and found is None:
             found = e
@@ -931,9 +934,18 @@ def _silent_departures(
     for key in prev.members:
         m = state.members.get(key)
         info = members.get(key)
-        if m is None or info is None or key in said or key in rec.members:
+        if m is None or info is None:
             continue
-        if m.alive and (m.left_ms is None or m.left_ms > until):
+        # Still running, yet removed by the broker while a heartbeat of it was held or
+        # lost across the rebalance's start, as it heard when that one was answered
+        # (fenced). The fold still counts it a member, and what it did meanwhile (its
+        # own reconciling) never reached the broker.
+        fenced = _fenced_in_flight(events, key, rec.start_ms)
+        if fenced is None and (
+            key in said
+            or key in rec.members
+            or (m.alive and (m.left_ms is None or m.left_ms > until))
+        ):
             continue
         last = _last_seen(events, key, until)
         if last is None:
@@ -942,7 +954,16 @@ def _silent_departures(
         at = last + session if session else (m.left_ms or until)
         what = f"session.timeout.ms={session}" if session else "its session timeout"
         chaos = _chaos_act(events, key, until)
-        if chaos is not None:
+        if fenced is not None:
+            sent, answered, error = fenced
+            at = min(at, rec.start_ms)
+            said_so = (
+                f"{key}'s heartbeat sent at {_clock(sent)} was answered {error} only at "
+                f"{_clock(answered)} (fenced): the broker had removed it at {what}"
+            )
+            evidence = f"{_chaos_words(chaos)}; {said_so}" if chaos else said_so
+            confidence = EXACT if chaos else INFERRED
+        elif chaos is not None:
             # kgctl chaos says itself that it silenced the member: no guess about why.
             evidence = (
                 f"{_chaos_words(chaos)}; {key} silent since {_clock(last)} and missing "
@@ -962,6 +983,23 @@ def _silent_departures(
             )
         )  # fmt: skip
     return out
+
+
+def _fenced_in_flight(events: EventIndex, member: str, t: int) -> tuple[int, int, str] | None:
+    """When `member` sent a heartbeat before `t` that the broker answered after it by
+    fencing it (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH): (sent, answered, the error).
+    The member's own words: its HeartbeatFailed, with the round trip it measured."""
+    for e in events.of("HeartbeatFailed", since=t):
+        if e.member != member or e.data.get("error") not in _FENCING_ERRORS:
+            continue
+        rtt = e.data.get("rtt_ms")
+        if isinstance(rtt, (int, float)) and e.ts_ms - rtt <= t:
+            return int(e.ts_ms - rtt), e.ts_ms, str(e.data["error"])
+        return None  # the first fencing after t was of a later heartbeat
+    return None
+
+
+_FENCING_ERRORS = ("UNKNOWN_MEMBER_ID", "FENCED_MEMBER_EPOCH")
 
 
 def _pick(cands: list[Trigger], start_ms: int) -> tuple[Trigger | None, tuple[Trigger, ...]]:
