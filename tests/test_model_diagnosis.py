@@ -604,6 +604,32 @@ def test_members_that_report_no_protocol_step_still_name_their_comings_and_going
     assert all(conf == EXACT for who, _, conf in said if who.startswith("k"))
 
 
+def test_a_member_restarted_onto_consumer_within_one_rebalance_converts_the_group() -> None:
+    """k1 leaves the classic group and starts again with group.protocol=consumer before the
+    rebalance is over: it is in both generations (one CI run of migrate-online said no
+    protocol change for that step: the detection wanted a member new to the generation
+    and read the protocol spoken when the rebalance began)."""
+    from kgctl.model.diagnosis import _protocol_change
+    from kgctl.model.event_index import EventIndex
+    from kgctl.model.state import GenerationRecord
+
+    def started(ts: int, protocol: str) -> Event:
+        config = {"group_protocol": protocol}
+        return Event("MemberStarted", ts, 0.0, 1, "g", member="k1", data={"config": config})
+
+    def computed(ts: int, generation: int) -> Event:
+        data = {"assignor": "range"}
+        return Event(
+            "AssignmentComputed", ts, 0.0, 1, "g", member="k2", generation=generation, data=data
+        )
+
+    prev = GenerationRecord(3, 1_000, stable_ms=1_200, end_ms=5_000, members=("k1", "k2"))
+    rec = GenerationRecord(4, 5_000, stable_ms=5_900, members=("k1", "k2"))
+    events = EventIndex([started(0, "classic"), computed(1_100, 3), started(5_400, "consumer")])
+    said = _protocol_change(events, rec, prev)
+    assert said.startswith("the group became a consumer-protocol group: k1 joined with")
+
+
 def test_eager_members_of_a_consumer_protocol_group_are_advised_from_the_brokers_answer() -> None:
     """Recorded migrate-online: while a member speaks group.protocol=consumer the broker
     assigns, so re-running kafka-python's assignor (as for a classic group) was the wrong

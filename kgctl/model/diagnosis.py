@@ -1192,8 +1192,8 @@ def _assigned_late(
 
 def _speaks_consumer(events: EventIndex, g: GenerationRecord) -> list[str]:
     """The generation's members that spoke the consumer protocol (group.protocol=consumer)
-    when it began, by their latest MemberStarted before it (a member restarted under its
-    name may speak the other)."""
+    in it, by their latest MemberStarted (a member restarted under its name may speak the
+    other)."""
 
     def started(index: EventIndex) -> list[tuple[int, str, str]]:
         return [
@@ -1206,9 +1206,12 @@ def _speaks_consumer(events: EventIndex, g: GenerationRecord) -> list[str]:
             if e.source in ("member", "wire") and e.member
         ]
 
+    # A member restarted within the rebalance is in the generation too, speaking what it
+    # restarted with: the cut is when the generation was stable (or ended), not began.
+    cut = g.stable_ms if g.stable_ms is not None else g.end_ms
     said: dict[str, str] = {}
     for ts, member, protocol in events.memo("member protocols", started):
-        if ts <= g.start_ms:
+        if cut is None or ts <= cut:
             said[member] = protocol
     return sorted(k for k in g.members if said.get(k) == "consumer")
 
@@ -1261,10 +1264,11 @@ def _protocol_change(
             "to classic (group.consumer.migration.policy): a classic leader assigns again, "
             f"where the broker assigned before ({leader})"
         )
-    joined = [k for k in after if k not in prev.members]
-    if joined and not before and classic_leader(prev.generation):
+    # (not "members new to this generation": a member restarted onto the consumer
+    # protocol within one rebalance is in both)
+    if after and not before and classic_leader(prev.generation):
         return (
-            f"the group became a consumer-protocol group: {', '.join(joined)} joined with "
+            f"the group became a consumer-protocol group: {', '.join(after)} joined with "
             "group.protocol=consumer, so the broker converted it (group.consumer.migration."
             "policy) and now assigns every member's partitions, classic members' included"
         )
