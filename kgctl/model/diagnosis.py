@@ -985,21 +985,32 @@ def _silent_departures(
     return out
 
 
+# The answers that tell a consumer-protocol member it is no longer in the group.
+_FENCING_ERRORS = ("UNKNOWN_MEMBER_ID", "FENCED_MEMBER_EPOCH")
+
+
+def _fencings(events: EventIndex) -> dict[str, list[Event]]:
+    """Each member's HeartbeatFailed with a fencing error, in time order."""
+    out: dict[str, list[Event]] = {}
+    for e in events.of("HeartbeatFailed"):
+        if e.member and e.data.get("error") in _FENCING_ERRORS:
+            out.setdefault(e.member, []).append(e)
+    return out
+
+
 def _fenced_in_flight(events: EventIndex, member: str, t: int) -> tuple[int, int, str] | None:
     """When `member` sent a heartbeat before `t` that the broker answered after it by
     fencing it (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH): (sent, answered, the error).
     The member's own words: its HeartbeatFailed, with the round trip it measured."""
-    for e in events.of("HeartbeatFailed", since=t):
-        if e.member != member or e.data.get("error") not in _FENCING_ERRORS:
-            continue
-        rtt = e.data.get("rtt_ms")
-        if isinstance(rtt, (int, float)) and e.ts_ms - rtt <= t:
-            return int(e.ts_ms - rtt), e.ts_ms, str(e.data["error"])
-        return None  # the first fencing after t was of a later heartbeat
+    mine = events.memo("fencings", _fencings).get(member, [])
+    i = bisect_left(mine, t, key=lambda e: e.ts_ms)
+    if i == len(mine):
+        return None
+    e = mine[i]  # the first fencing answer after t: of a heartbeat sent before t?
+    rtt = e.data.get("rtt_ms")
+    if isinstance(rtt, (int, float)) and e.ts_ms - rtt <= t:
+        return int(e.ts_ms - rtt), e.ts_ms, str(e.data["error"])
     return None
-
-
-_FENCING_ERRORS = ("UNKNOWN_MEMBER_ID", "FENCED_MEMBER_EPOCH")
 
 
 def _pick(cands: list[Trigger], start_ms: int) -> tuple[Trigger | None, tuple[Trigger, ...]]:
@@ -1230,9 +1241,6 @@ def _protocol_change(
     if prev is None:
         return ""
 
-    def speaks_consumer(g: GenerationRecord) -> list[str]:
-        return _speaks_consumer(events, g)
-
     answers = events.of("JoinGroupReceived")
     # The traced classic members' own ids, to name a leader that is one of them.
     ids = {str(e.data.get("member_id") or e.member_id): e.member for e in answers if e.member}
@@ -1254,7 +1262,7 @@ def _protocol_change(
                 )
         return ""
 
-    before, after = speaks_consumer(prev), speaks_consumer(rec)
+    before, after = _speaks_consumer(events, prev), _speaks_consumer(events, rec)
     leader = classic_leader(rec.generation)
     if before and not after and leader and not classic_leader(prev.generation):
         return (
