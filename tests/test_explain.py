@@ -280,6 +280,9 @@ def test_a_consumer_protocol_group_is_told_in_epochs_and_diagnosed_without_unkno
     assert (epoch5.trigger.cause, epoch5.trigger.who) == ("member_joined", "c-m-3")
     assert any("group epoch 5 (consumer protocol)" in n for n in epoch5.notes)
     assert epoch5.label == "group epoch 5" and {c.member for c in epoch5.costs} <= {"c-m-3"}
+    alone = infer(csnap("Stable", 7, cmember("m-1", 7, [0, 1, 2, 3])))
+    one = explain(alone[0].group, alone, alone[-1].ts_ms, live=True)
+    assert one.health == "stable now, 1 member in group epoch 7"
     assert "snapshots: c-m-3 new" in epoch5.trigger.evidence  # named as the views name it
     # No join barrier to advise away, and nothing reads 'unknown' or 'DEAD'.
     assert not any(a.pattern == "kip-848" for d in x.generations for a in d.advice)

@@ -98,7 +98,8 @@ def health_of(state: GroupState, live: bool) -> tuple[bool, str]:
         if state.group_type == "consumer" or state.group_epoch >= 0
         else f"generation {state.generation}"
     )
-    return True, f"stable {when}, {len(state.live_members)} members in {where}"
+    n = len(state.live_members)
+    return True, f"stable {when}, {n} member{'' if n == 1 else 's'} in {where}"
 
 
 def explain(
