@@ -1696,9 +1696,9 @@ def _advise_poll(
                 "max-poll-interval",
                 "max.poll.records",
                 str(records),
-                f"{member} spent {took / 1000:.1f}s on {n} records ({per_record:.0f} ms each) "
-                f"against max.poll.interval.ms={limit}: max.poll.records={records} keeps a batch "
-                "within 80% of the interval",
+                f"{member} spent {took / 1000:.1f}s on {_n(n, 'record')} "
+                f"({per_record:.0f} ms each) against max.poll.interval.ms={limit}: "
+                f"max.poll.records={records} keeps a batch within 80% of the interval",
             )
         )
     single = " (one record alone outlives the interval)" if records < 1 else ""
@@ -1708,7 +1708,7 @@ def _advise_poll(
             "max.poll.interval.ms",
             str(interval),
             f"{'or ' if out else ''}max.poll.interval.ms={interval} (1.5 × the "
-            f"{took / 1000:.1f}s batch of {n} records seen){single}",
+            f"{took / 1000:.1f}s batch of {_n(n, 'record')} seen){single}",
         )
     )
     return out
@@ -1905,8 +1905,8 @@ def _advise_batch(events: EventIndex, w: Wait, start_ms: int) -> list[Advice]:
             "processing-held-join",
             "max.poll.records",
             str(records),
-            f"the join waited {w.ms / 1000:.1f}s for {w.member} to finish a batch of {n} "
-            f"records ({took / 1000:.1f}s, {per_record:.0f} ms each): with "
+            f"the join waited {w.ms / 1000:.1f}s for {w.member} to finish a batch of "
+            f"{_n(n, 'record')} ({took / 1000:.1f}s, {per_record:.0f} ms each): with "
             f"max.poll.records={records} a batch takes about a second, and so does the wait",
         )
     ]
@@ -1998,7 +1998,7 @@ def _advise_cooperative(
             "eager-stop-the-world",
             "partition.assignment.strategy",
             "cooperative-sticky",
-            f"the eager protocol revoked {revoked} partitions from members that stayed; "
+            f"the eager protocol revoked {_n(revoked, 'partition')} from members that stayed; "
             f"cooperative-sticky, re-run on this generation's members and subscriptions, "
             f"would have revoked {moving} and left the others consuming",
         )
@@ -2025,6 +2025,11 @@ def _owned_before(
         if k in owned:
             owned[k] = list(claimed)
     return owned
+
+
+def _n(count: int, noun: str) -> str:
+    """`1 record`, `2 records`."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _partitions_of(raw: object) -> set[TopicPartition]:
@@ -2067,11 +2072,11 @@ def _advise_cooperative_classic_members(
     if not held or moving >= held:
         return []
     one = len(stayed) == 1
+    gave = f"gave up all {_n(held, 'partition')}" if held > 1 else "gave up the partition"
     who = (
-        f"{stayed[0]} (a classic member, eager protocol) gave up all {held} partitions it held"
+        f"{stayed[0]} (a classic member, eager protocol) {gave} it held"
         if one
-        else f"{', '.join(stayed)} (classic members, eager protocol) gave up all {held} "
-        "partitions they held"
+        else f"{', '.join(stayed)} (classic members, eager protocol) {gave} they held"
     )
     back = "every one" if moving == 0 else f"all but {moving}"
     kept = "kept them all" if moving == 0 else f"given up only {moving}"
@@ -2209,14 +2214,14 @@ def _advise_kip848(
     if stopped:
         text += f"; here the members that stayed went without partitions ({stopped})"
     if revoked:
-        text += f" and gave up {revoked} partitions"
+        text += f" and gave up {_n(revoked, 'partition')}"
     text += (
         f", where only the {handed} taken from one of them would have paused"
         if handed
         else ", where none of theirs would have paused"
     )
     if owned:
-        text += f" (of {owned} partitions)"
+        text += f" (of {_n(owned, 'partition')})"
     if waited and held > 1000:
         text += (
             f"; the {held / 1000:.1f}s the join waited for {waited} would not have held "
