@@ -17,6 +17,7 @@ from kgctl.model.diagnosis import (
     INFERRED,
     WAIT_DEAD,
     WAIT_PROCESSING,
+    Advice,
     AssignmentInput,
     BrokerReason,
     Context,
@@ -685,3 +686,16 @@ def test_a_consumer_protocol_member_fenced_and_back_names_the_epoch_its_rejoin_m
         ), epoch
         assert f"fault in force: {held} ConsumerGroupHeartbeat:delay=15000" in t.evidence
         assert "was answered UNKNOWN_MEMBER_ID only at" in t.evidence
+
+
+def test_an_advice_names_its_setting_as_people_read_it() -> None:
+    # A value that is itself a setting, or words, read "group.instance.id=session.timeout..."
+    def shown(setting: str, value: str) -> str:
+        return Advice("p", setting, value, "why").shown()
+
+    assert shown("max.poll.records", "17") == "max.poll.records=17"
+    assert shown("group.instance.id", "session.timeout.ms=2000") == (
+        "group.instance.id and session.timeout.ms=2000"
+    )
+    assert shown("group.instance.id", "one per process") == "group.instance.id (one per process)"
+    assert shown("shutdown", "") == "shutdown"

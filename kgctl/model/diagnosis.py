@@ -199,6 +199,18 @@ class Advice:
     value: str
     text: str
 
+    def shown(self) -> str:
+        """The setting as people read it: `max.poll.records=17`; a value that is itself a
+        setting or words is not written as one (`group.instance.id and
+        session.timeout.ms=2000`, `group.instance.id (one per process)`)."""
+        if not self.value:
+            return self.setting
+        if "=" in self.value:
+            return f"{self.setting} and {self.value}"
+        if " " in self.value:
+            return f"{self.setting} ({self.value})"
+        return f"{self.setting}={self.value}"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "pattern": self.pattern,

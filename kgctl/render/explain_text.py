@@ -54,8 +54,7 @@ def render_diagnosis(d: Diagnosis, superseded: bool = False) -> RenderableType:
         partitions = "partition" if d.moved == 1 else "partitions"
         lines.append(_line("moved", f"{d.moved} {partitions} moved, {d.revoked} revoked"))
     for a in d.advice:
-        shown = f"{a.setting}={a.value}" if a.value else a.setting
-        lines.append(_line("advice", f"{shown}: {a.text}", "cyan"))
+        lines.append(_line("advice", f"{a.shown()}: {a.text}", "cyan"))
     for n in d.notes:
         lines.append(_line("note", n, "dim"))
     # A label column and a body that wraps under itself: each paragraph fits a terminal.

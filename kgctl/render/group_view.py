@@ -363,7 +363,7 @@ def _generation_row(
         cause = d.short(reasons=wide)
         if wide and d.advice:
             a = d.advice[0]
-            cause += f"; advice: {a.setting}={a.value}" if a.value else f"; advice: {a.setting}"
+            cause += f"; advice: {a.shown()}"
     else:
         cause = cause_text(g.cause) or "-"
         if g.cause and g.cause_guess:

@@ -129,8 +129,7 @@ def _why_html(rb: Rebalance) -> str:
     parts = [f"{d.trigger.confidence}: {d.trigger.evidence}"]
     parts += [w.text() for w in d.waits]
     parts += [
-        f"advice: {a.setting}={a.value}: {a.text}" if a.value else f"advice: {a.text}"
-        for a in d.advice
+        f"advice: {a.shown()}: {a.text}" if a.value else f"advice: {a.text}" for a in d.advice
     ]
     parts += list(d.notes)
     return "".join(f'<br><small class="why">{escape(p)}</small>' for p in parts)
