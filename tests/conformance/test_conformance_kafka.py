@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import math
 import os
 import re
 import shutil
@@ -415,6 +416,15 @@ def _heartbeat_request(
     )
 
 
+def window_start() -> float:
+    """Now, as the start of the compared run: the start of this millisecond. The members
+    and the proxy stamp in whole milliseconds (truncated), so what happens just after now
+    may be stamped just before it; what is stamped in this millisecond before the rules
+    are armed is the member's own steady traffic (answered heartbeats and commits, never
+    steps)."""
+    return float(math.floor(time.time() * 1000))
+
+
 def requests_of(
     events: list[Event],
     client_id: str,
@@ -629,7 +639,7 @@ class Runner:
                 )  # fmt: skip
                 peer.wait_event("PartitionsAssigned", timeout=START_S)
             if s.window == "start":
-                run.since_ms = time.time() * 1000
+                run.since_ms = window_start()
                 run.armed += self.arm(s.stages[0] if s.stages else (), cid)
             kind = s.java if client == "java" else client
             member = MEMBERS[kind](self.proxy.bootstrap, group, topic, s, cid)
@@ -691,7 +701,7 @@ class Runner:
             ]
         for stage in s.stages[1:]:
             run.armed += [f"{r}:client={cid}" for r in stage]
-        run.since_ms = time.time() * 1000
+        run.since_ms = window_start()
         if peer is not None and s.peer_rules:
             peer_id = peer.name
             for r in s.peer_rules:
