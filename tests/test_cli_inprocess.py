@@ -32,6 +32,8 @@ def test_report_writes_text_and_json_to_the_given_streams(
     status, out, err = kgctl("report", str(RUN))
     assert status == 0, err
     assert "partitions changed" in out and "invariants: all" in out
+    # rich pads table cells to the width: a file or a pipe gets no trailing blanks.
+    assert [line for line in out.splitlines() if line.endswith(" ")] == []
     assert err == ""
     status, out, err = kgctl("report", str(RUN), "--output", "json")
     assert status == 0, err
@@ -79,10 +81,16 @@ def test_a_damaged_gzipped_recording_is_one_line_saying_so(tmp_path: Path) -> No
         assert "a damaged gzip file" in err and "gzip -dc" in err
 
 
-def test_report_has_no_connection_options() -> None:
+def test_report_has_no_connection_options(capfd: pytest.CaptureFixture[str]) -> None:
     # It reads a file: the options it used to accept "for symmetry" are gone.
-    status, _out, _err = kgctl("report", str(RUN), "-b", "127.0.0.1:9092")
+    status, out, err = kgctl("report", str(RUN), "-b", "127.0.0.1:9092")
     assert status == int(ExitStatus.USAGE)
+    # The usage error goes to the command's own stream, as every other error does.
+    assert (
+        out == ""
+        and err == "kgctl: error: -b is not an option of kgctl report; see 'kgctl report -h'\n"
+    )
+    assert capfd.readouterr() == ("", "")
 
 
 def test_broker_status_without_a_broker_says_so(
@@ -95,3 +103,13 @@ def test_broker_status_without_a_broker_says_so(
     assert err == ""
     status, out, _err = kgctl("broker", "status", "--output", "json")
     assert status == int(ExitStatus.ERROR) and json.loads(out)["running"] is False
+
+
+def test_lines_written_in_pieces_lose_only_their_trailing_spaces() -> None:
+    from kgctl.cli.base import _trimmed
+
+    sink = io.StringIO()
+    stream = _trimmed(sink)
+    for piece in ("a  b   ", "  ", "c   \n", "   \n", "  d", "  \ne  "):
+        stream.write(piece)
+    assert sink.getvalue() == "a  b     c\n\n  d\ne"

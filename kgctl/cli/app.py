@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None, env: Env | None = None) -> int:
         try:
             code = _join_without_typer(args[1:]) if command == "join" else None
             if code is None:
-                code = _with_typer(command, argv)
+                code = _with_typer(command, argv, env)
         except SystemExit as exc:
             if env is None:
                 raise
@@ -137,7 +137,7 @@ def _join_without_typer(argv: list[str]) -> int | None:
         return exc.status
 
 
-def _with_typer(command: str | None, argv: list[str] | None) -> int:
+def _with_typer(command: str | None, argv: list[str] | None, env: Env | None) -> int:
     import typer
 
     # typer carries its own click; pinned in pyproject.toml with typer.
@@ -154,7 +154,9 @@ def _with_typer(command: str | None, argv: list[str] | None) -> int:
         # `kgctl chaos` alone: typer has printed the help already, the answer.
         return exc.exit_code
     except click_errors.ClickException as exc:
-        typer.echo(f"kgctl: error: {_one_line(exc)}", err=True)
+        stream = env.stderr_stream if env is not None else sys.stderr
+        stream.write(f"kgctl: error: {_one_line(exc)}\n")
+        stream.flush()
         return exc.exit_code
     except typer.Abort:
         return 130

@@ -55,7 +55,7 @@ class Env:
         if self._out is None:
             from rich.console import Console
 
-            self._out = Console(file=self.stdout, soft_wrap=True)
+            self._out = Console(file=_trimmed(self.stdout_stream), soft_wrap=True)
         return self._out
 
     @property
@@ -99,6 +99,44 @@ class Env:
         if not self.quiet:
             assert self.err is not None
             self.err.print(message, highlight=False)
+
+
+class _TrimmedLines:
+    """A text stream whose lines lose their trailing spaces: rich pads a table's cells to
+    the console's width, which a file or a pipe keeps as trailing blanks on every line.
+    Spaces at the end of what is written so far wait for the rest of their line."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._spaces = ""
+
+    def write(self, text: str) -> int:
+        lines = (self._spaces + text).split("\n")
+        last = lines.pop()
+        out = "".join(line.rstrip(" ") + "\n" for line in lines)
+        kept = last.rstrip(" ")
+        self._spaces = last[len(kept) :]
+        self._stream.write(out + kept)
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._stream, name)
+
+
+def _trimmed(stream: TextIO) -> TextIO:
+    """`stream`, with its lines' trailing spaces dropped unless it is a terminal."""
+    try:
+        if stream.isatty():
+            return stream
+    except (AttributeError, ValueError):
+        pass
+    return _TrimmedLines(stream)  # type: ignore[return-value]
 
 
 # The streams `main(env=...)` was given, for the command it runs (in-process tests).
