@@ -285,3 +285,16 @@ def test_a_generation_superseded_before_it_was_stable_does_not_read_not_yet() ->
     assert _to_stable(GenerationRecord(generation=1, start_ms=0, end_ms=500)) == "superseded"
     assert _to_stable(GenerationRecord(generation=2, start_ms=500)) == "not yet"
     assert _to_stable(GenerationRecord(generation=2, start_ms=500, stable_ms=800)) == "300ms"
+
+
+def test_a_member_first_seen_empty_handed_has_had_no_partitions_at_least_that_long() -> None:
+    # The observer cannot know for how long before it first saw the member.
+    events = infer(
+        snap("Stable", member("a-1", "alpha", [0, 1]), member("b-1", "beta", [])),
+        snap("Stable", member("a-1", "alpha", [0, 1]), member("b-1", "beta", [])),
+    )
+    state = fold_all(GroupState("billing"), events, now_ms=4000)
+    [beta] = [m for m in state.members.values() if m.name == "beta"]
+    first = beta.first_seen_ms
+    row = [line for line in screen(state, 160, 50).splitlines() if line.startswith("beta")]
+    assert row and f"none for ≥{(NOW - first) / 1000:.1f}s" in row[0], row

@@ -13,7 +13,7 @@ from kgctl.model.events import Event
 from kgctl.model.fold import fold_all
 from kgctl.model.state import GroupState
 from kgctl.observe.infer import Inferrer
-from kgctl.render.group_view import render_header
+from kgctl.render.group_view import render_group, render_header
 
 A = MemberRecord("a-1", "a", "/10.1.1.1", subscription=("t",))
 B = MemberRecord("b-1", "b", "/10.1.1.1", subscription=("t",))
@@ -59,6 +59,24 @@ def test_the_look_back_gives_the_current_generation_and_its_leader() -> None:
     assert (state.generation, state.generation_inferred, state.leader) == (5, False, "a-1")
     assert state.current is not None and state.current.stable_ms == 5005
     assert "generation 5\n" in text(events) and "inferred" not in text(events)
+
+
+def test_a_generation_stored_before_the_watch_began_was_stable_when_written() -> None:
+    # Seen in a terminal: a group stable for 10 s read "sync 10.1s, to stable 10.1s", the
+    # time until the watch started, not how long its rebalance took.
+    inf = Inferrer(G)
+    events = inf.observe(snap("Stable", member("a-1", "a", [0, 1])), 60_000)
+    events += inf.stored_ready(7, record(5, A), scanned=1200, now_ms=61_000)
+    state = fold_all(GroupState(G), events, 62_000)
+    rec = state.current
+    assert rec is not None and (rec.start_ms, rec.stable_ms) == (5000, 5005)
+    # Its start is the record's state time, the end of the join phase: the join's
+    # length is not known, and the rebalance took at least the 5 ms after it.
+    assert not rec.start_exact
+    console = Console(width=160, file=io.StringIO(), color_system=None, record=True)
+    console.print(render_group(state, 62_000, width=160, height=50))
+    [row] = [line for line in console.export_text().splitlines() if line.startswith("  5 ")]
+    assert row.split()[-5:-2] == ["-", "5ms", "≥5ms"], row
 
 
 def test_each_record_is_a_generation_with_its_cause_even_between_two_polls() -> None:

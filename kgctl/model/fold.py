@@ -774,14 +774,18 @@ def _on_generation_changed(s: GroupState, ev: Event, t: int) -> GroupState:
     rec = s.current
     if rec is None:
         return s
+    # The start first: a stable time found below is never before it (one found at the
+    # watch's start is the record's write time, seconds before the watch's clock).
+    started = _int(d.get("rebalance_started_ms"), -1)
+    if started >= 0 and known_start is None:
+        rec = evolve(rec, start_ms=min(started, rec.start_ms))
+    if d.get("initial") and known_start is None:
+        rec = evolve(rec, start_exact=False)
     if stored and rec.generation == gen:
         s, rec = _stored_generation(s, rec, d, t)
     sync = _int(d.get("sync_ms"), -1)
     if sync >= 0 and rec.sync_ms is None:
         rec = evolve(rec, sync_ms=sync)
-    started = _int(d.get("rebalance_started_ms"), -1)
-    if started >= 0 and known_start is None:
-        rec = evolve(rec, start_ms=min(started, rec.start_ms))
     s = _replace_current(s, rec)
     # `settled`: a consumer group's epoch moved and it had already reconciled by then.
     if (inferred or d.get("settled")) and s.state in ("Stable", "Empty"):

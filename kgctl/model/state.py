@@ -118,6 +118,9 @@ class GenerationRecord:
     end_ms: int | None = None
     leader: str = ""
     members: tuple[str, ...] = ()
+    # False when the rebalance's start is only bounded: a generation found stored when
+    # the watch began is known from when its join phase ended (the record's state time).
+    start_exact: bool = True
 
     def duration_ms(self, now_ms: int) -> int:
         return (self.end_ms if self.end_ms is not None else now_ms) - self.start_ms

@@ -285,7 +285,11 @@ def _member_row(m: MemberState, now_ms: int, wide: bool, kip848: bool = False) -
         parts = format_owned(m.partitions)
     else:
         since = m.unassigned_since_ms
-        parts = "none" + (f" for {fmt_ms(now_ms - since)}" if since is not None else "")
+        # Seen by the observer only, and empty-handed from its first sight: it may have
+        # been so long before (the watch began, or the member appeared, then).
+        unseen_before = since is not None and since <= m.first_seen_ms and "member" not in m.sources
+        at_least = "≥" if unseen_before else ""
+        parts = "none" + (f" for {at_least}{fmt_ms(now_ms - since)}" if since is not None else "")
     row = [m.name]
     if wide:
         row += [m.member_id or "-", m.host.lstrip("/") or "-", m.instance_id or "-"]
@@ -375,7 +379,7 @@ def _generation_row(
     if wide:
         join_end = g.sync_ms if g.sync_ms is not None else g.stable_ms
         row += [
-            fmt_ms(None if join_end is None else join_end - g.start_ms),
+            fmt_ms(None if join_end is None or not g.start_exact else join_end - g.start_ms),
             fmt_ms(None if g.sync_ms is None or g.stable_ms is None else g.stable_ms - g.sync_ms),
         ]
     row += [
@@ -388,7 +392,8 @@ def _generation_row(
 
 def _to_stable(g: GenerationRecord) -> str:
     if g.stable_ms is not None:
-        return fmt_ms(g.rebalance_ms())
+        # (a start known only as the join's end: the rebalance took at least this)
+        return ("" if g.start_exact else "≥") + fmt_ms(g.rebalance_ms())
     # Another rebalance began before this one was stable: it never will be.
     return "not yet" if g.end_ms is None else "superseded"
 
