@@ -79,6 +79,19 @@ def test_a_generation_stored_before_the_watch_began_was_stable_when_written() ->
     assert row.split()[-5:-2] == ["-", "5ms", "≥5ms"], row
 
 
+def test_a_rebalance_between_two_polls_is_bounded_by_its_record_not_timed_by_the_watch() -> None:
+    # b left between two polls: the record (state time 2000, written 2005) is all there
+    # is; the view read "join 0ms, to stable 0ms" from the watch's own read time (2100).
+    inf = Inferrer(G)
+    events = inf.observe(snap("Stable", member("a-1", "a", [0]), member("b-1", "b", [1])), 1000)
+    events += inf.stored_ready(0, record(1, A, B), 10, 1500)
+    events += inf.stored_record(record(2, A), 2100)
+    state = fold_all(GroupState(G), events, 3000)
+    one, two = state.generations
+    assert (two.start_ms, two.sync_ms, two.stable_ms, two.start_exact) == (2000, 2000, 2005, False)
+    assert one.end_ms == 2000
+
+
 def test_each_record_is_a_generation_with_its_cause_even_between_two_polls() -> None:
     inf = Inferrer(G)
     events = inf.observe(snap("Stable", member("a-1", "a", [0, 1])), 1000)

@@ -770,6 +770,11 @@ def _on_generation_changed(s: GroupState, ev: Event, t: int) -> GroupState:
     if stored and not s.generation_inferred and gen < s.generation:
         return s  # members already reported a newer one
     known_start = s.rebalance_started_ms
+    # Whether the rebalance's start was seen (a PreparingRebalance, a member's rejoin):
+    # a stored record alone says only when its join phase ended.
+    cur = s.current
+    seen_start = known_start is not None and (cur is None or known_start > cur.start_ms)
+    opened = not any(r.generation == gen and r.inferred == inferred for r in s.generations)
     s = _open_generation(s, gen, t, inferred=inferred, data=d)
     rec = s.current
     if rec is None:
@@ -779,8 +784,15 @@ def _on_generation_changed(s: GroupState, ev: Event, t: int) -> GroupState:
     started = _int(d.get("rebalance_started_ms"), -1)
     if started >= 0 and known_start is None:
         rec = evolve(rec, start_ms=min(started, rec.start_ms))
-    if d.get("initial") and known_start is None:
-        rec = evolve(rec, start_exact=False)
+    traced = any("member" in m.sources for m in s.live_members)
+    if stored and opened and not seen_start and not traced:
+        ended = _int(d.get("sync_ms"), -1)
+        bound = min(rec.start_ms, ended) if ended >= 0 else rec.start_ms
+        rec = evolve(rec, start_exact=False, start_ms=bound)
+        gens = s.generations
+        if len(gens) > 1 and gens[-2].end_ms is not None and gens[-2].end_ms > bound:
+            # (the previous generation ended where this one's rebalance began, at the latest)
+            s = evolve(s, generations=gens[:-2] + (evolve(gens[-2], end_ms=bound), gens[-1]))
     if stored and rec.generation == gen:
         s, rec = _stored_generation(s, rec, d, t)
     sync = _int(d.get("sync_ms"), -1)
@@ -811,9 +823,10 @@ def _stored_generation(
     traced = any("member" in m.sources for m in s.live_members)
     if rec.stable_ms is None and not traced:
         # Stored when the leader's SyncGroup completed; the broker answers SyncGroup
-        # (and says Stable) right after. One found at the watch start: its write time.
+        # (and says Stable) right after: its write time (the watch reads it later, by
+        # seconds for one found when the watch began).
         written = _int(d.get("written_ms"), -1)
-        at = written if d.get("initial") and written > 0 else t
+        at = written if written > 0 else t
         rec = evolve(rec, stable_ms=max(at, rec.start_ms))
     return s, rec
 
