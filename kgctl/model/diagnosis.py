@@ -25,8 +25,14 @@ from kgctl.model.bounds import GroupBounds
 from kgctl.model.event_index import EventIndex, index
 from kgctl.model.events import Event
 from kgctl.model.reasons import Cause, RejoinReason, cause_of_reason, cause_text
-from kgctl.model.state import GenerationRecord, GroupState, TopicPartition
-from kgctl.model.timeline import Move, owners_at, rebalance_moves, rebalance_unassigned
+from kgctl.model.state import (
+    GenerationRecord,
+    GroupState,
+    TopicPartition,
+    owned_from,
+    owned_pairs,
+)
+from kgctl.model.timeline import Move, owners_at, plural, rebalance_moves, rebalance_unassigned
 from kgctl.model.timeline import utc_clock as _clock
 
 EXACT = "exact"
@@ -1708,7 +1714,7 @@ def _advise_poll(
                 "max-poll-interval",
                 "max.poll.records",
                 str(records),
-                f"{member} spent {took / 1000:.1f}s on {_n(n, 'record')} "
+                f"{member} spent {took / 1000:.1f}s on {plural(n, 'record')} "
                 f"({per_record:.0f} ms each) against max.poll.interval.ms={limit}: "
                 f"max.poll.records={records} keeps a batch within 80% of the interval",
             )
@@ -1720,7 +1726,7 @@ def _advise_poll(
             "max.poll.interval.ms",
             str(interval),
             f"{'or ' if out else ''}max.poll.interval.ms={interval} (1.5 × the "
-            f"{took / 1000:.1f}s batch of {_n(n, 'record')} seen){single}",
+            f"{took / 1000:.1f}s batch of {plural(n, 'record')} seen){single}",
         )
     )
     return out
@@ -1918,7 +1924,7 @@ def _advise_batch(events: EventIndex, w: Wait, start_ms: int) -> list[Advice]:
             "max.poll.records",
             str(records),
             f"the join waited {w.ms / 1000:.1f}s for {w.member} to finish a batch of "
-            f"{_n(n, 'record')} ({took / 1000:.1f}s, {per_record:.0f} ms each): with "
+            f"{plural(n, 'record')} ({took / 1000:.1f}s, {per_record:.0f} ms each): with "
             f"max.poll.records={records} a batch takes about a second, and so does the wait",
         )
     ]
@@ -2010,7 +2016,7 @@ def _advise_cooperative(
             "eager-stop-the-world",
             "partition.assignment.strategy",
             "cooperative-sticky",
-            f"the eager protocol revoked {_n(revoked, 'partition')} from members that stayed; "
+            f"the eager protocol revoked {plural(revoked, 'partition')} from members that stayed; "
             f"cooperative-sticky, re-run on this generation's members and subscriptions, "
             f"would have revoked {moving} and left the others consuming",
         )
@@ -2039,18 +2045,6 @@ def _owned_before(
     return owned
 
 
-def _n(count: int, noun: str) -> str:
-    """`1 record`, `2 records`."""
-    return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
-def _partitions_of(raw: object) -> set[TopicPartition]:
-    """A `{topic: [partition, ...]}` of an event's data as a set."""
-    if not isinstance(raw, dict):
-        return set()
-    return {(str(t), int(p)) for t, ids in raw.items() if isinstance(ids, list) for p in ids}
-
-
 def _advise_cooperative_classic_members(
     events: EventIndex,
     since: int,
@@ -2068,23 +2062,23 @@ def _advise_cooperative_classic_members(
     # generation gave it (its JoinCompleted). There is no barrier: each prepares when
     # its heartbeat hears of the rebalance, after the generation's own start.
     until = rec.end_ms if rec.end_ms is not None else now_ms
-    given: dict[str, set[TopicPartition]] = {}
+    given: dict[str, frozenset[TopicPartition]] = {}
     completed: dict[str, int] = {}
     for e in events.of("JoinCompleted", since=rec.start_ms, until=until):
         if e.member in eager and e.generation == rec.generation:
-            given[e.member] = _partitions_of(e.data.get("assignment"))
+            given[e.member] = owned_pairs(owned_from(e.data.get("assignment")))
             completed[e.member] = e.ts_ms
-    owned: dict[str, set[TopicPartition]] = {}
+    owned: dict[str, frozenset[TopicPartition]] = {}
     for e in events.of("JoinPrepared", since=since, until=until):
         if e.member in completed and e.ts_ms <= completed[e.member]:
-            owned[e.member] = _partitions_of(e.data.get("owned"))
+            owned[e.member] = owned_pairs(owned_from(e.data.get("owned")))
     stayed = [k for k in eager if k in prev.members and owned.get(k)]
     held = sum(len(owned[k]) for k in stayed)
     moving = sum(1 for k in stayed for tp in owned[k] if tp not in given[k])
     if not held or moving >= held:
         return []
     one = len(stayed) == 1
-    gave = f"gave up all {_n(held, 'partition')}" if held > 1 else "gave up the partition"
+    gave = f"gave up all {plural(held, 'partition')}" if held > 1 else "gave up the partition"
     who = (
         f"{stayed[0]} (a classic member, eager protocol) {gave} it held"
         if one
@@ -2226,14 +2220,14 @@ def _advise_kip848(
     if stopped:
         text += f"; here the members that stayed went without partitions ({stopped})"
     if revoked:
-        text += f" and gave up {_n(revoked, 'partition')}"
+        text += f" and gave up {plural(revoked, 'partition')}"
     text += (
         f", where only the {handed} taken from one of them would have paused"
         if handed
         else ", where none of theirs would have paused"
     )
     if owned:
-        text += f" (of {_n(owned, 'partition')})"
+        text += f" (of {plural(owned, 'partition')})"
     if waited and held > 1000:
         text += (
             f"; the {held / 1000:.1f}s the join waited for {waited} would not have held "

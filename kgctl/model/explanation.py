@@ -20,6 +20,7 @@ from kgctl.model.diagnosis import (
 from kgctl.model.events import Event
 from kgctl.model.fold import fold
 from kgctl.model.state import REBALANCING_STATES, GroupState
+from kgctl.model.timeline import plural
 from kgctl.model.wire import member_steps
 
 
@@ -98,8 +99,7 @@ def health_of(state: GroupState, live: bool) -> tuple[bool, str]:
         if state.group_type == "consumer" or state.group_epoch >= 0
         else f"generation {state.generation}"
     )
-    n = len(state.live_members)
-    return True, f"stable {when}, {n} member{'' if n == 1 else 's'} in {where}"
+    return True, f"stable {when}, {plural(len(state.live_members), 'member')} in {where}"
 
 
 def explain(

@@ -27,6 +27,11 @@ from kgctl.model.events import Event
 from kgctl.model.state import GenerationRecord, GroupState, OwnershipSpan, TopicPartition
 
 
+def plural(count: int, noun: str) -> str:
+    """`1 record`, `2 records`: a count in the model's (and its views') words."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def utc_clock(ms: int | None) -> str:
     """HH:MM:SS.mmm UTC of an epoch millisecond (pure arithmetic, no clock read): how the
     model's own words (a diagnosis's evidence, an invariant's violation) give a time."""

@@ -10,6 +10,7 @@ from rich.text import Text
 
 from kgctl.model.diagnosis import INFERRED, MEASURED_LAG, Cost, Diagnosis
 from kgctl.model.explanation import Explanation
+from kgctl.model.timeline import plural
 from kgctl.render.group_view import fmt_clock, fmt_ms
 
 
@@ -51,8 +52,7 @@ def render_diagnosis(d: Diagnosis, superseded: bool = False) -> RenderableType:
         )
         lines.append(_line("cost", cost))
     if d.revoked or d.moved:
-        partitions = "partition" if d.moved == 1 else "partitions"
-        lines.append(_line("moved", f"{d.moved} {partitions} moved, {d.revoked} revoked"))
+        lines.append(_line("moved", f"{plural(d.moved, 'partition')} moved, {d.revoked} revoked"))
     for a in d.advice:
         lines.append(_line("advice", f"{a.shown()}: {a.text}", "cyan"))
     for n in d.notes:
@@ -79,7 +79,7 @@ def render_explanation(x: Explanation) -> RenderableType:
     shown = len(x.generations)
     more = f" (of {x.total} known)" if x.total > shown else ""
     parts.append(Text(f"sources: {'; '.join(x.sources) or 'none'}", style="dim"))
-    parts.append(Text(f"{shown} rebalance{'s' if shown != 1 else ''}, newest first{more}\n"))
+    parts.append(Text(f"{plural(shown, 'rebalance')}, newest first{more}\n"))
     parts += [render_diagnosis(d, superseded=i > 0) for i, d in enumerate(x.generations)]
     for taken in x.replaced:
         parts.append(Text(f"replaced: {taken.text()}", style="yellow"))
@@ -94,7 +94,7 @@ def _missed(c: Cost) -> str:
     """The records a member did not consume meanwhile, and how that is known."""
     if not c.records_missed:
         return ""
-    records = "record" if c.records_missed == 1 else "records"
+    records = plural(c.records_missed, "record")
     if c.records_basis == MEASURED_LAG:
-        return f" (its partitions' lag grew by {c.records_missed} {records}, measured)"
-    return f" (~{c.records_missed} {records} not consumed, estimated from its rate before)"
+        return f" (its partitions' lag grew by {records}, measured)"
+    return f" (~{records} not consumed, estimated from its rate before)"
