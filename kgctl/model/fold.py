@@ -774,8 +774,9 @@ def _on_generation_changed(s: GroupState, ev: Event, t: int) -> GroupState:
     # a stored record alone says only when its join phase ended.
     cur = s.current
     seen_start = known_start is not None and (cur is None or known_start > cur.start_ms)
-    opened = not any(r.generation == gen and r.inferred == inferred for r in s.generations)
+    known = s.generations
     s = _open_generation(s, gen, t, inferred=inferred, data=d)
+    opened = s.generations is not known  # (it returns the state as it was for one it has)
     rec = s.current
     if rec is None:
         return s
@@ -794,7 +795,7 @@ def _on_generation_changed(s: GroupState, ev: Event, t: int) -> GroupState:
             # (the previous generation ended where this one's rebalance began, at the latest)
             s = evolve(s, generations=gens[:-2] + (evolve(gens[-2], end_ms=bound), gens[-1]))
     if stored and rec.generation == gen:
-        s, rec = _stored_generation(s, rec, d, t)
+        s, rec = _stored_generation(s, rec, d, t, traced)
     sync = _int(d.get("sync_ms"), -1)
     if sync >= 0 and rec.sync_ms is None:
         rec = evolve(rec, sync_ms=sync)
@@ -806,7 +807,7 @@ def _on_generation_changed(s: GroupState, ev: Event, t: int) -> GroupState:
 
 
 def _stored_generation(
-    s: GroupState, rec: GenerationRecord, d: Mapping[str, Any], t: int
+    s: GroupState, rec: GenerationRecord, d: Mapping[str, Any], t: int, traced: bool
 ) -> tuple[GroupState, GenerationRecord]:
     """What the broker's stored record adds: leader, assignor, and (unless traced members
     say exactly when they got their share) when the generation was stable."""
@@ -820,7 +821,6 @@ def _stored_generation(
         protocol_type=str(d.get("protocol_type", "") or s.protocol_type),
     )
     rec = evolve(rec, leader=leader or rec.leader)
-    traced = any("member" in m.sources for m in s.live_members)
     if rec.stable_ms is None and not traced:
         # Stored when the leader's SyncGroup completed; the broker answers SyncGroup
         # (and says Stable) right after: its write time (the watch reads it later, by
