@@ -166,7 +166,8 @@ def test_every_recorded_generation_gets_a_trigger(name: str) -> None:
 
 
 def test_a_member_that_keeps_starting_rebalances_is_named_with_its_reasons() -> None:
-    from kgctl.model.diagnosis import Trigger, _advise_loop
+    from kgctl.model.diagnosis import Trigger
+    from kgctl.model.diagnosis.advice import _advise_loop
 
     def d(gen: int, who: str, reason: str) -> Diagnosis:
         return Diagnosis(gen, False, gen * 100, None, None, Trigger("timed_out", who, reason))
@@ -341,7 +342,7 @@ def test_a_static_member_replaced_by_a_process_with_other_assignors() -> None:
 
 
 def test_the_brokers_words_for_a_static_member_replaced() -> None:
-    from kgctl.model.diagnosis import _broker_cause
+    from kgctl.model.diagnosis.causes import _broker_cause
 
     for reason in (
         "Updating metadata for static member m-1 with instance id i; client reason: x",
@@ -406,7 +407,7 @@ def test_an_untraced_dead_member_is_advised_from_its_stored_session_timeout() ->
     ],
 )  # fmt: skip
 def test_a_clients_own_reason_in_kgctls_or_javas_words(reason: str, cause: str | None) -> None:
-    from kgctl.model.diagnosis import _broker_cause, _wire_cause
+    from kgctl.model.diagnosis.causes import _broker_cause, _wire_cause
 
     assert _wire_cause(reason) == cause
     # In the broker's log, after its own words for a member that rejoined.
@@ -610,7 +611,7 @@ def test_a_member_restarted_onto_consumer_within_one_rebalance_converts_the_grou
     rebalance is over: it is in both generations (one CI run of migrate-online said no
     protocol change for that step: the detection wanted a member new to the generation
     and read the protocol spoken when the rebalance began)."""
-    from kgctl.model.diagnosis import _protocol_change
+    from kgctl.model.diagnosis.mixed import _protocol_change
     from kgctl.model.event_index import EventIndex
     from kgctl.model.state import GenerationRecord
 

@@ -1,0 +1,135 @@
+"""The cause that a client's or the broker's words name: KIP-800 JoinGroup reasons, the
+Java client's rejoin reasons, the group coordinator's `Preparing to rebalance` reasons."""
+
+from __future__ import annotations
+
+from kgctl.model.reasons import Cause, RejoinReason, cause_of_reason
+from kgctl.model.state import (
+    GroupState,
+)
+
+# A client's own KIP-800 reason (kgctl's `kgctl: <reason>`, the Java client's words) and
+# the cause it names; None: a reaction to a rebalance someone else started. Checked in
+# order, on the lower-cased text.
+_CLIENT_REASONS: tuple[tuple[str, str | None], ...] = (
+    # Java's ConsumerCoordinator and AbstractCoordinator
+    ("cached metadata has changed", Cause.PARTITIONS_CHANGED.value),
+    ("subscription has changed", Cause.SUBSCRIPTION_CHANGED.value),
+    ("does not match the current subscription", Cause.SUBSCRIPTION_CHANGED.value),
+    ("need to revoke partitions", None),  # the cooperative follow-up round
+    ("group is already rebalancing", None),
+    ("need to re-join with the given member-id", None),  # the second half of a first join
+    ("rebalanceinprogress", None),
+    ("illegalgeneration", None),
+    ("illegal_generation", None),
+    ("memberidrequired", None),
+    ("unknownmemberid", Cause.GENERATION_RESET.value),  # removed meanwhile: joins anew
+    ("unknown_member_id", Cause.GENERATION_RESET.value),
+    ("rebalance failed due to", None),  # another error: the rebalance was already running
+    # a join that completed after a heartbeat answer or the poll timeout reset it
+    ("generation/state was modified", Cause.GENERATION_RESET.value),
+    ("consumer poll timeout has expired", Cause.TIMED_OUT.value),
+    # the rejoin after leaving on its own, mostly for max.poll.interval.ms (an
+    # unsubscribe says so too, but is rare among members that rejoin)
+    ("pro-actively leaving the group", Cause.TIMED_OUT.value),
+    ("the consumer is being closed", Cause.MEMBER_LEFT.value),
+    ("unsubscribed from all topics", Cause.MEMBER_LEFT.value),
+    ("rebalance enforced by user", Cause.REJOIN_REQUESTED.value),
+    # kgctl's names (and older kgctl members' `kgctl: <reason>`)
+    ("rebalance_in_progress", None),
+    ("rebalance in progress", None),
+    ("already rebalancing", None),
+    ("retry after member_id_required", None),
+    ("cooperative_followup", None),
+)
+
+
+def _client_cause(reason: str) -> str | None:
+    """The cause a client's own reason names; None for a reaction; "" when kgctl does not
+    know the words."""
+    low = reason.lower().strip()
+    name = low.removeprefix("kgctl:").strip()  # kgctl's own names: `kgctl: metadata_changed`
+    if name in {r.value for r in RejoinReason}:
+        return cause_of_reason(name)
+    for words, cause in _CLIENT_REASONS:
+        if words in low:
+            return cause
+    if "poll" in low and ("timeout" in low or "interval" in low):
+        return Cause.TIMED_OUT.value
+    return ""
+
+
+def _wire_cause(reason: str) -> str | None:
+    """The cause a JoinGroup's KIP-800 reason names; None for a reaction."""
+    cause = _client_cause(reason)
+    return cause if cause != "" else _broker_cause(reason)
+
+
+# The broker's own words before `; client reason:` (Kafka's group coordinator) and the
+# cause they name; "" when the client's reason says why (a member rejoined).
+_BROKER_REASONS: tuple[tuple[str, str], ...] = (
+    ("static member", Cause.STATIC_MEMBER_REPLACED.value),
+    ("heartbeat expiration", Cause.TIMED_OUT.value),
+    ("session", Cause.TIMED_OUT.value),
+    ("pending sync request expiration", Cause.TIMED_OUT.value),
+    ("poll timeout", Cause.TIMED_OUT.value),
+    ("max.poll", Cause.TIMED_OUT.value),
+    ("on leavegroup", Cause.MEMBER_LEFT.value),
+    ("leave", Cause.MEMBER_LEFT.value),
+    ("removing member", Cause.MEMBER_LEFT.value),
+    ("adding new member", Cause.MEMBER_JOINED.value),
+    ("new member", Cause.MEMBER_JOINED.value),
+    ("re-joining group", ""),
+    ("updating metadata for member", ""),
+    ("storing group assignment", Cause.ASSIGNMENT_FAILED.value),
+)
+
+
+def _broker_cause(reason: str) -> str:
+    """The cause a broker log reason names: the broker's words when they name one, else
+    the client's (KIP-800 reasons are free text)."""
+    broker, _, client = reason.partition("; client reason: ")
+    low = broker.lower()
+    rejoined = False  # the broker says only that a member rejoined: its client says why
+    for words, cause in _BROKER_REASONS:
+        if words in low:
+            if cause:
+                return cause
+            rejoined = True
+            break
+    said = client.strip()
+    if said and said != "not provided":
+        found = _client_cause(said)
+        if found:
+            return found
+    elif not client:
+        found = _client_cause(broker)
+        if found:
+            return found
+    if rejoined:
+        return Cause.REJOIN_REQUESTED.value
+    if "metadata" in low or "partition" in low:
+        return Cause.PARTITIONS_CHANGED.value
+    if "subscription" in low:
+        return Cause.SUBSCRIPTION_CHANGED.value
+    return Cause.REJOIN_REQUESTED.value
+
+
+def _broker_who(reason: str) -> str:
+    """The member id a broker reason names (`removing member X on …`), if any."""
+    words = reason.replace("(", " ").replace(")", " ").split()
+    for i, w in enumerate(words[:-1]):
+        if w.lower() in ("member", "leader", "for") and "-" in words[i + 1]:
+            return words[i + 1].rstrip(".,;")
+    return ""
+
+
+def _member_name(state: GroupState, member_id: str) -> str:
+    """A member id as its member's name; an unknown dynamic id (client.id, a dash and a
+    UUID) as its client id."""
+    found = state.find_member(member_id)
+    if found is not None:
+        return found.name
+    if len(member_id) > 37 and member_id[-37] == "-" and member_id[-28] == "-":
+        return member_id[:-37]
+    return member_id

@@ -1,0 +1,134 @@
+"""What a rebalance cost each member: its time without partitions and the records it did
+not consume meanwhile (the lag growth the broker described, else its measured rate)."""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from kgctl.model.diagnosis.types import ESTIMATED_RATE, MEASURED_LAG, Cost
+from kgctl.model.event_index import EventIndex
+from kgctl.model.events import Event
+from kgctl.model.state import (
+    GenerationRecord,
+    GroupState,
+    TopicPartition,
+)
+from kgctl.model.timeline import owners_at, rebalance_unassigned
+
+
+def _rate_per_ms(
+    consumed: Mapping[str, Sequence[Event]], member: str, until: int, span: int
+) -> float | None:
+    """Records per ms `member` consumed in the `span` ms before `until` (`consumed`: each
+    member's RecordsConsumed events)."""
+    got = [e for e in consumed.get(member, ()) if until - span <= e.ts_ms < until]
+    if len(got) < 2:
+        return None
+    n = sum(int(e.data.get("count", 0) or 0) for e in got)
+    return n / span
+
+
+def _lag_at(
+    observed: _Observed,
+    t: int,
+    after: bool,
+    parsed: dict[int, dict[TopicPartition, int]] | None = None,
+) -> dict[TopicPartition, int] | None:
+    """The lag per partition in the broker's description last before `t` (first after,
+    when `after`). `parsed` keeps each description's lag once read (by the event's
+    identity, the events outliving it): a generation of 1,000 members asks for the same
+    two descriptions of 10,000 partitions once per member."""
+    if after:
+        k = bisect_left(observed.ts, t)
+        found = observed.events[k] if k < len(observed.ts) else None
+    else:
+        k = bisect_right(observed.ts, t)
+        found = observed.events[k - 1] if k else None
+    if found is None:
+        return None
+    if parsed is not None and id(found) in parsed:
+        return parsed[id(found)]
+    lag = found.data["lag"]
+    out = {
+        (str(topic), int(p)): int(n)
+        for topic, parts in lag.items()
+        if isinstance(parts, Mapping)
+        for p, n in parts.items()
+        if isinstance(n, int) and str(p).isdigit()
+    }
+    if parsed is not None:
+        parsed[id(found)] = out
+    return out
+
+
+def _lag_growth(
+    observed: _Observed,
+    owned: Sequence[TopicPartition],
+    t0: int,
+    t1: int,
+    parsed: dict[int, dict[TopicPartition, int]] | None = None,
+) -> int | None:
+    """How much the lag on the partitions `owned` before the rebalance grew while their
+    member had none (the broker's descriptions just before and just after, from the
+    `observed` GroupObserved events that carry a lag), when known."""
+    if not owned:
+        return None
+    before = _lag_at(observed, t0, after=False, parsed=parsed)
+    after = _lag_at(observed, t1, after=True, parsed=parsed)
+    if before is None or after is None:
+        return None
+    if any(tp not in before or tp not in after for tp in owned):
+        return None
+    return max(0, sum(after[tp] - before[tp] for tp in owned))
+
+
+def _consumed(events: EventIndex) -> dict[str, list[Event]]:
+    """Each member's RecordsConsumed events."""
+    out: dict[str, list[Event]] = {}
+    for e in events.of("RecordsConsumed"):
+        out.setdefault(e.member, []).append(e)
+    return out
+
+
+@dataclass(frozen=True)
+class _Observed:
+    """The broker's descriptions that carry the lag, with their times (ascending)."""
+
+    events: list[Event]
+    ts: list[int]
+
+
+def _observed(events: EventIndex) -> _Observed:
+    found = [e for e in events.of("GroupObserved") if isinstance(e.data.get("lag"), Mapping)]
+    return _Observed(found, [e.ts_ms for e in found])
+
+
+def _costs(
+    events: EventIndex, state: GroupState, rec: GenerationRecord, now_ms: int
+) -> tuple[Cost, ...]:
+    # Indexed once for all members (per member, each was a pass over every event or
+    # partition: a generation of N members cost N × events).
+    consumed = events.memo("consumed", _consumed)
+    observed = events.memo("observed", _observed)
+    out = []
+    t0, _t1 = rec.rebalance_window(now_ms)
+    owned_before: dict[str, list[TopicPartition]] = {}
+    for tp, who in owners_at(state, t0 - 1).items():
+        for k in who:
+            owned_before.setdefault(k, []).append(tp)
+    parsed: dict[int, dict[TopicPartition, int]] = {}
+    for key, ms in sorted(rebalance_unassigned(state, rec, now_ms).items()):
+        # Named as the views name it (an untraced member by its client id).
+        member = state.members[key].name if key in state.members else key
+        grown = _lag_growth(observed, owned_before.get(key, ()), t0, t0 + ms, parsed)
+        if grown is not None:
+            out.append(Cost(member, ms, grown, MEASURED_LAG))
+            continue
+        rate = _rate_per_ms(consumed, key, rec.start_ms, 10_000)
+        if rate is None:
+            out.append(Cost(member, ms))
+        else:
+            out.append(Cost(member, ms, round(rate * ms), ESTIMATED_RATE))
+    return tuple(out)

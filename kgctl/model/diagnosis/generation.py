@@ -1,0 +1,285 @@
+"""`diagnose`: every generation of a folded group, each from its trigger, critical path,
+cost and advice, and the rejoin loops across them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from kgctl.model.diagnosis.advice import (
+    _advise_batch,
+    _advise_dead,
+    _advise_loop,
+    _advise_poll,
+    _advise_replaced,
+    _advise_restart,
+)
+from kgctl.model.diagnosis.cost import _costs
+from kgctl.model.diagnosis.members import _Member, _members
+from kgctl.model.diagnosis.mixed import _assigned_late, _protocol_change
+from kgctl.model.diagnosis.protocol_advice import _advise_cooperative, _advise_kip848
+from kgctl.model.diagnosis.restarts import Restart, _restarts
+from kgctl.model.diagnosis.trigger import _candidates, _pick
+from kgctl.model.diagnosis.types import (
+    EXACT,
+    INFERRED,
+    POLL_BREACH,
+    WAIT_DEAD,
+    WAIT_PROCESSING,
+    Advice,
+    Context,
+    Diagnosis,
+    Trigger,
+)
+from kgctl.model.diagnosis.waits import _waits
+from kgctl.model.event_index import EventIndex, index
+from kgctl.model.events import Event
+from kgctl.model.reasons import Cause, RejoinReason
+from kgctl.model.state import (
+    GenerationRecord,
+    GroupState,
+)
+from kgctl.model.timeline import rebalance_moves
+
+
+def diagnose(
+    state: GroupState,
+    events: Sequence[Event],
+    now_ms: int,
+    ctx: Context | None = None,
+) -> tuple[Diagnosis, ...]:
+    """A diagnosis of every generation of `state` (folded from `events`, in time order)."""
+    ctx = ctx or Context()
+    events = index(events)
+    members = _members(events)
+    # The same for every generation: read once (at 1,000 members each is a pass over
+    # every event kept).
+    back = _restarts(state, events, members)
+    out: list[Diagnosis] = []
+    gens = state.generations
+    for i, rec in enumerate(gens):
+        prev = gens[i - 1] if i > 0 else None
+        out.append(_diagnose_one(state, events, rec, prev, members, ctx, now_ms, back))
+    loops = _advise_loop(out)
+    return tuple(
+        d if d.generation not in loops else _with_advice(d, loops[d.generation]) for d in out
+    )
+
+
+# What a diagnosis reads before its rebalance began: the trigger, a silent member's
+# last heartbeat (a session timeout before), its consumption rate (10 s before).
+NEEDED_BEFORE_MS = 60_000
+
+
+def keep_diagnoses(
+    before: Mapping[int, Diagnosis], fresh: Sequence[Diagnosis], window_from_ms: int | None
+) -> dict[int, Diagnosis]:
+    """Each generation's newest diagnosis, except for a rebalance that had finished when
+    it was diagnosed and whose events (from NEEDED_BEFORE_MS before it began) have begun
+    to leave the window kept (a live view keeps recent events only): that one keeps what
+    was said while the window held them all."""
+    out = dict(before)
+    for d in fresh:
+        kept = out.get(d.generation)
+        lost = window_from_ms is not None and window_from_ms > d.start_ms - NEEDED_BEFORE_MS
+        if not lost or kept is None or kept.stable_ms is None:
+            out[d.generation] = d
+    return out
+
+
+def _with_advice(d: Diagnosis, a: Advice) -> Diagnosis:
+    return replace(d, advice=d.advice + (a,))
+
+
+def _fallback_trigger(
+    events: EventIndex,
+    rec: GenerationRecord,
+    prev: GenerationRecord | None,
+    members: Mapping[str, _Member],
+) -> Trigger:
+    """The trigger when no member, wire event or broker log said it: what the broker's
+    records and the generations' shapes allow to infer, else unknown."""
+    if rec.cause:
+        # The observer's attribution compares the broker's descriptions or stored
+        # records: who came and went is a fact there, why the group rebalanced is not.
+        return Trigger(
+            rec.cause,
+            "",
+            "",
+            INFERRED,
+            f"broker's records/snapshots: {rec.evidence or 'the observer attribution'}",
+            rec.start_ms,
+        )
+    elif prev is None and rec.generation == 1 and not rec.inferred:
+        # The broker numbers a classic group's rebalances from 1: its first
+        # generation is made when the first members join the new group.
+        return Trigger(
+            Cause.MEMBER_JOINED.value,
+            ", ".join(sorted(rec.members)),
+            "",
+            INFERRED,
+            "generation 1 (the broker's own id): a new group's first members joined",
+            rec.start_ms,
+        )
+    elif prev is None and not (events and events[0].ts_ms < rec.start_ms):
+        return Trigger(
+            Cause.UNKNOWN.value,
+            "",
+            "",
+            INFERRED,
+            "already made when the sources begin: what started it was not seen",
+        )
+    elif prev is not None and _same_stored_members(events, prev.generation, rec.generation):
+        # Nobody came or went between two generations the broker numbered: one of the
+        # same members sent a new JoinGroup (a leader's metadata or subscription
+        # change, a rejoin after an error); the records do not say which or why.
+        return Trigger(
+            Cause.REJOIN_REQUESTED.value,
+            "",
+            "",
+            INFERRED,
+            f"generations {prev.generation} and {rec.generation} have the same members: "
+            "one of them rejoined (the broker's records do not say which, or why)",
+            rec.start_ms,
+        )
+    elif late := _assigned_late(events, prev, members):
+        return Trigger(
+            Cause.MEMBER_JOINED.value,
+            ", ".join(late),
+            "first_join",
+            INFERRED,
+            f"{', '.join(late)} joined generation {prev.generation if prev else '?'} "
+            "empty-handed (a classic member of a consumer-protocol group is answered "
+            "before the broker has a target for it); the broker's next target assignment "
+            "is the one that gave them partitions",
+            rec.start_ms,
+        )
+    else:
+        return Trigger(Cause.UNKNOWN.value, "", "", INFERRED, "no source said why")
+
+
+def _diagnose_one(
+    state: GroupState,
+    events: EventIndex,
+    rec: GenerationRecord,
+    prev: GenerationRecord | None,
+    members: Mapping[str, _Member],
+    ctx: Context,
+    now_ms: int,
+    found_restarts: tuple[Restart, ...],
+) -> Diagnosis:
+    since = (prev.stable_ms if prev.stable_ms is not None else prev.start_ms) if prev else -1
+    until = rec.sync_ms if rec.sync_ms is not None else (rec.stable_ms or rec.start_ms)
+    cands = _candidates(events, since, until, prev, rec, state, members, ctx)
+    chosen, also = _pick(cands, rec.start_ms)
+    notes: list[str] = []
+    if chosen is None:
+        chosen = _fallback_trigger(events, rec, prev, members)
+    if chosen.confidence == INFERRED:
+        notes.append("kgctl infers this trigger: no member, wire event or broker log said it")
+    start = rec.start_ms
+    if (
+        chosen.confidence == EXACT
+        and chosen.at_ms > since
+        and not any(k in members for k in rec.members)
+    ):
+        # Untraced members (or none: everyone left): the stored record says when the
+        # generation was written; the broker's log, or the words of a member that then
+        # left, say when the rebalance began.
+        start = min(start, chosen.at_ms)
+    traced = any(k in members for k in rec.members)
+    mine = [b for b in ctx.broker_reasons if b.group == state.group]
+    waits = _waits(events, replace(rec, start_ms=start), prev, state, members, chosen, mine)
+    if state.group_type == "consumer" and not waits:
+        # KIP-848: no barrier; the epochs are the broker's and each member reconciles alone.
+        notes.append(
+            f"group epoch {rec.generation} (consumer protocol): no join barrier, each member "
+            "was reconciled on its own heartbeats; the broker's descriptions do not say how "
+            "long each took to give up or take its partitions"
+        )
+    elif rec.members and not waits and (rec.inferred or not any(k in members for k in rec.members)):
+        notes.append(
+            "no member of this generation was traced: what the rebalance waited for is "
+            "not known (kgctl join members, --trace-topic or the proxy's wire events show it)"
+        )
+    protocol_change = _protocol_change(events, rec, prev)
+    if protocol_change:
+        notes.append(protocol_change)
+    moved = rebalance_moves(state, rec, now_ms)
+    revoked = _revoked(events, rec, prev)
+    advice: list[Advice] = []
+    for w in waits:
+        if w.why == WAIT_DEAD:
+            advice += _advise_dead(w, members, ctx, events)
+        elif w.why == WAIT_PROCESSING:
+            advice += _advise_batch(events, w, rec.start_ms)
+    if chosen.reason == POLL_BREACH or chosen.reason == (RejoinReason.POLL_INTERVAL_EXCEEDED.value):
+        if not any(a.pattern == "max-poll-interval" for a in advice):
+            advice += _advise_poll(events, chosen.who, members, chosen.at_ms)
+    advice += _advise_restart(chosen, found_restarts, since, until, ctx)
+    advice += _advise_replaced(events, chosen, prev, until)
+    advice += _advise_cooperative(events, since, state, rec, prev, members, ctx, revoked, now_ms)
+    costs = _costs(events, state, rec, now_ms)
+    advice += _advise_kip848(state, waits, costs, rec, prev, moved, revoked)
+    advice = list({(a.pattern, a.setting, a.value): a for a in advice}.values())
+    return Diagnosis(
+        generation=rec.generation,
+        inferred=rec.inferred,
+        start_ms=start,
+        sync_ms=rec.sync_ms,
+        stable_ms=rec.stable_ms,
+        trigger=chosen,
+        also=also,
+        waits=tuple(waits),
+        costs=costs,
+        moved=len(moved),
+        revoked=revoked,
+        advice=tuple(advice),
+        notes=tuple(notes),
+        epoch=state.group_type == "consumer",
+        protocol_change=protocol_change,
+        # Its start is known when a member (or the broker's log) said it, exactly.
+        timed=traced
+        or (chosen.confidence == EXACT and 0 < chosen.at_ms <= start)
+        or start < rec.start_ms
+        or not rec.stable_ms
+        or not _stored_only(events, rec),
+    )
+
+
+def _same_stored_members(events: EventIndex, before: int, after: int) -> bool:
+    """Both generations' stored records (__consumer_offsets) list the same member ids."""
+
+    def ids(generation: int) -> set[str] | None:
+        for e in events.of("GenerationChanged"):
+            if e.generation == generation and e.data.get("stored_in"):
+                return {str(m.get("member_id")) for m in e.data.get("members") or []}
+        return None
+
+    old, new = ids(before), ids(after)
+    return bool(old) and old == new
+
+
+def _stored_only(events: EventIndex, rec: GenerationRecord) -> bool:
+    """The generation is known only from the broker's stored record (read after the fact):
+    its start is when the record was written."""
+    return any(
+        e.data.get("stored_in")
+        and e.generation == rec.generation
+        and e.data.get("rebalance_started_ms") is None
+        for e in events.of("GenerationChanged")
+    )
+
+
+def _revoked(events: EventIndex, rec: GenerationRecord, prev: GenerationRecord | None) -> int:
+    """Partitions revoked in this rebalance from members that are in the new generation."""
+    if prev is None:
+        return 0
+    since = prev.stable_ms if prev.stable_ms is not None else prev.start_ms
+    until = rec.stable_ms if rec.stable_ms is not None else (rec.sync_ms or rec.start_ms)
+    n = 0
+    for e in events.of("PartitionsRevoked", since=since, until=until):
+        if e.member in rec.members:
+            parts = e.data.get("partitions") or {}
+            n += sum(len(v) for v in parts.values() if isinstance(v, list))
+    return n

@@ -1,0 +1,186 @@
+"""Members that stopped and came back under the same name (`Restart`), and static members
+whose group.instance.id another process took (`Replacement`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kgctl.model.diagnosis.members import _Member, _members
+from kgctl.model.diagnosis.trigger import _instance_of
+from kgctl.model.diagnosis.types import FENCED, START_SLACK_MS
+from kgctl.model.event_index import EventIndex, index
+from kgctl.model.events import Event
+from kgctl.model.state import (
+    GroupState,
+)
+from kgctl.model.timeline import utc_clock as _clock
+
+
+@dataclass(frozen=True)
+class Restart:
+    """A member that stopped and came back under the same name."""
+
+    member: str
+    stopped_ms: int
+    back_ms: int  # its first JoinGroup after starting again
+    static: bool
+    session_timeout_ms: int | None = None
+    rebalanced: bool = True  # a new generation began while it was away
+
+    @property
+    def down_ms(self) -> int:
+        return self.back_ms - self.stopped_ms
+
+    def text(self) -> str:
+        kind = "static" if self.static else "dynamic"
+        within = ""
+        if self.session_timeout_ms:
+            side = "within" if self.down_ms < self.session_timeout_ms else "beyond"
+            within = f", {side} session.timeout.ms={self.session_timeout_ms}"
+        outcome = "the group rebalanced" if self.rebalanced else "no rebalance"
+        return f"{self.member} ({kind}) was away {self.down_ms / 1000:.1f}s{within}: {outcome}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "member": self.member,
+            "stopped_ms": self.stopped_ms,
+            "back_ms": self.back_ms,
+            "down_ms": self.down_ms,
+            "static": self.static,
+            "session_timeout_ms": self.session_timeout_ms,
+            "rebalanced": self.rebalanced,
+        }
+
+
+def restarts(state: GroupState, events: Sequence[Event]) -> tuple[Restart, ...]:
+    """Every member that stopped (or left) and joined again under the same name: from
+    the stop to its first JoinGroup after starting, and whether the group rebalanced for
+    it (the generation it came back to is newer than the one it left, or a generation
+    began while it was away)."""
+    ordered = index(events)
+    return _restarts(state, ordered, _members(ordered))
+
+
+def _restarts(
+    state: GroupState, ordered: EventIndex, members: Mapping[str, _Member]
+) -> tuple[Restart, ...]:
+    """`restarts` of events already in time order, their members already read."""
+    out = []
+    for member, t0, back, gen_before in _returns(ordered):
+        info = members.get(member)
+        after = _generation_after(ordered, member, back)
+        began = any(t0 <= g.start_ms <= back.ts_ms + START_SLACK_MS for g in state.generations)
+        rebalanced = began or (after is not None and gen_before is not None and after > gen_before)
+        out.append(
+            Restart(
+                member,
+                t0,
+                back.ts_ms,
+                bool(back.instance_id or (info and info.instance_id)),
+                info.session_ms if info else None,
+                rebalanced,
+            )
+        )
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """A second process that took a static member's group.instance.id while the first
+    still held it (the broker handed the identity over; the first, if still running, was
+    fenced with FENCED_INSTANCE_ID)."""
+
+    instance_id: str
+    old: str
+    new: str
+    at_ms: int  # the newcomer's JoinGroup
+    fenced_ms: int | None = None  # when the old one was told FENCED_INSTANCE_ID
+    rebalanced: bool = False  # a rebalance began with it
+
+    def text(self) -> str:
+        fenced = (
+            f"; {self.old} was fenced (FENCED_INSTANCE_ID) at {_clock(self.fenced_ms)}"
+            if self.fenced_ms is not None
+            else ""
+        )
+        outcome = "the group rebalanced" if self.rebalanced else "no rebalance"
+        return (
+            f"{self.new} took group.instance.id {self.instance_id} from {self.old} at "
+            f"{_clock(self.at_ms)}{fenced}: {outcome}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "instance_id": self.instance_id,
+            "old": self.old,
+            "new": self.new,
+            "at_ms": self.at_ms,
+            "fenced_ms": self.fenced_ms,
+            "rebalanced": self.rebalanced,
+        }
+
+
+def replacements(state: GroupState, events: Sequence[Event]) -> tuple[Replacement, ...]:
+    """Every static member whose group.instance.id another process took (a process of
+    another name: one of the same name restarting is a `Restart`)."""
+    ordered = sorted(events, key=lambda e: e.ts_ms)
+    holder: dict[str, tuple[str, str]] = {}  # instance id -> (member, member id)
+    out = []
+    for e in ordered:
+        iid = _instance_of(e)
+        if not iid or e.source not in ("member", "wire"):
+            continue
+        who = e.member or e.client_id
+        member_id = str(e.member_id or e.data.get("member_id") or "")
+        if e.type == "JoinGroupSent" and not member_id and iid in holder:
+            old = holder[iid][0]
+            if old != who:
+                fenced = next(
+                    (
+                        x.ts_ms
+                        for x in ordered
+                        if x.member == old and x.ts_ms >= e.ts_ms and x.data.get("error") == FENCED
+                    ),
+                    None,
+                )
+                began = any(abs(g.start_ms - e.ts_ms) <= START_SLACK_MS for g in state.generations)
+                out.append(Replacement(iid, old, who, e.ts_ms, fenced, began))
+        elif member_id:
+            holder[iid] = (who or member_id, member_id)
+    return tuple(out)
+
+
+def _returns(ordered: EventIndex) -> list[tuple[str, int, Event, int | None]]:
+    """(member, when it stopped, its first JoinGroup back, its generation when it stopped)."""
+    stopped: dict[str, tuple[int, int | None]] = {}
+    generation: dict[str, int] = {}
+    started: set[str] = set()
+    out = []
+    # Only these types count below.
+    for e in ordered.of(
+        "JoinCompleted", "MemberStopped", "LeaveGroupSent", "MemberStarted", "JoinGroupSent"
+    ):
+        if e.source != "member" or not e.member:
+            continue
+        if e.type == "JoinCompleted":
+            generation[e.member] = int(e.data.get("generation", e.generation) or -1)
+        if e.type in ("MemberStopped", "LeaveGroupSent"):
+            stopped.setdefault(e.member, (e.ts_ms, generation.get(e.member)))
+            started.discard(e.member)
+        elif e.type == "MemberStarted" and e.member in stopped:
+            started.add(e.member)
+        elif e.type == "JoinGroupSent" and e.member in started:
+            t0, gen = stopped.pop(e.member)
+            started.discard(e.member)
+            out.append((e.member, t0, e, gen))
+    return out
+
+
+def _generation_after(ordered: EventIndex, member: str, back: Event) -> int | None:
+    """The generation `member` completed first after coming back."""
+    for e in ordered.by(member, since=back.ts_ms - 1):
+        if e.type == "JoinCompleted":
+            return int(e.data.get("generation", e.generation) or -1)
+    return None

@@ -1,0 +1,540 @@
+"""What started a rebalance: every candidate in the window before it (a member's or the
+wire's own words, the broker's log, a silent departure, a static member replaced, a
+member that reports no protocol step coming or going) and the one chosen, with its
+confidence and evidence."""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+
+from kgctl.model.diagnosis.causes import _broker_cause, _broker_who, _member_name, _wire_cause
+from kgctl.model.diagnosis.members import _Member
+from kgctl.model.diagnosis.types import (
+    _ROUTINE,
+    EXACT,
+    FAILED,
+    FENCED,
+    INFERRED,
+    POLL_BREACH,
+    START_SLACK_MS,
+    BrokerReason,
+    Context,
+    Trigger,
+)
+from kgctl.model.event_index import EventIndex
+from kgctl.model.events import Event
+from kgctl.model.reasons import Cause, RejoinReason, cause_of_reason
+from kgctl.model.state import (
+    GenerationRecord,
+    GroupState,
+)
+from kgctl.model.timeline import utc_clock as _clock
+
+
+def _said_rejoin(e: Event, who: str, src: str) -> list[Trigger]:
+    """A member's own rejoin reason (RejoinRequested; a wire JoinGroupSent)."""
+    reason = str(e.data.get("reason", "") or "")
+    cause = cause_of_reason(reason)
+    if cause is None:
+        return []
+    if reason == RejoinReason.FIRST_JOIN.value and e.type == "RejoinRequested":
+        evidence = f"{who}'s {src}: first join"
+    else:
+        evidence = f"{who}'s {src}: {e.type} reason {reason}"
+        extra = _reason_detail(e)
+        if extra:
+            evidence += f" ({extra})"
+    return [Trigger(cause, who, reason, EXACT, evidence, e.ts_ms)]
+
+
+def _wire_join(e: Event, who: str, src: str) -> list[Trigger]:
+    """kgctl proxy: a JoinGroup as the client sent it (its KIP-800 reason), read as a
+    member step by kgctl/model/wire.py (`member_steps`)."""
+    reason = str(e.data.get("wire_reason") or e.data.get("reason") or "")
+    who = e.member or e.client_id or who
+    if reason:
+        cause = _wire_cause(reason)
+        if cause is None:
+            return []
+        evidence = f"wire: {who}'s JoinGroup reason {reason!r}"
+        return [Trigger(cause, who, reason, EXACT, evidence, e.ts_ms)]
+    if e.data.get("member_id"):
+        return []
+    evidence = f"wire: {who}'s JoinGroup without a member id (a new member)"
+    return [Trigger(Cause.MEMBER_JOINED.value, who, "", EXACT, evidence, e.ts_ms)]
+
+
+def _said_poll(e: Event, who: str, src: str) -> list[Trigger]:
+    ms = e.data.get("max_poll_interval_ms")
+    evidence = f"{who}'s {src}: no poll within max.poll.interval.ms={ms}"
+    return [Trigger(Cause.TIMED_OUT.value, who, POLL_BREACH, EXACT, evidence, e.ts_ms)]
+
+
+def _said_leave(e: Event, who: str, src: str) -> list[Trigger]:
+    reason = str(e.data.get("reason", "") or "")
+    who = who or e.client_id
+    evidence = f"{who}'s {src}: LeaveGroup reason {reason!r}"
+    return [Trigger(Cause.MEMBER_LEFT.value, who, reason, EXACT, evidence, e.ts_ms)]
+
+
+def _said_failed(e: Event, who: str, src: str) -> list[Trigger]:
+    error = str(e.data.get("error", "") or "")
+    if error == FENCED:
+        iid = f" {e.instance_id}" if e.instance_id else ""
+        evidence = (
+            f"{who}'s trace: {FENCED}: another process joined with its group.instance.id{iid}"
+            " and the broker handed it the identity"
+        )
+        return [Trigger(Cause.STATIC_MEMBER_REPLACED.value, who, error, EXACT, evidence, e.ts_ms)]
+    evidence = f"{who}'s trace: failed with {error}"
+    return [Trigger(Cause.MEMBER_FAILED.value, who, error, EXACT, evidence, e.ts_ms)]
+
+
+def _said_fenced(e: Event, who: str, src: str) -> list[Trigger]:
+    """A consumer-protocol member fenced by the broker (UNKNOWN_MEMBER_ID: it had been
+    removed; FENCED_MEMBER_EPOCH: its epoch was stale): it gives up its partitions as lost
+    and joins again with epoch 0, which bumps the group epoch like any new member."""
+    error = str(e.data.get("error", "") or "")
+    evidence = (
+        f"{who}'s trace: fenced ({error}), its partitions lost; a fenced member joins "
+        "again with member epoch 0"
+    )
+    reason = f"rejoined after {error}" if error else "rejoined after being fenced"
+    return [Trigger(Cause.MEMBER_JOINED.value, who, reason, EXACT, evidence, e.ts_ms)]
+
+
+def _seen_left(e: Event, who: str, src: str) -> list[Trigger]:
+    evidence = f"snapshots: {who} missing from the broker's description"
+    return [Trigger(Cause.MEMBER_LEFT.value, who, "", INFERRED, evidence, e.ts_ms)]
+
+
+def _seen_joined(e: Event, who: str, src: str) -> list[Trigger]:
+    evidence = f"snapshots: {who} new in the broker's description"
+    return [Trigger(Cause.MEMBER_JOINED.value, who, "", INFERRED, evidence, e.ts_ms)]
+
+
+# (event type, the source it must come from, or None: any but chaos) -> its triggers.
+_READERS: dict[tuple[str, str | None], Callable[[Event, str, str], list[Trigger]]] = {
+    ("RejoinRequested", None): _said_rejoin,
+    ("JoinGroupSent", "wire"): _wire_join,
+    ("PollIntervalExceeded", None): _said_poll,
+    ("LeaveGroupSent", None): _said_leave,
+    ("MemberFailed", None): _said_failed,
+    ("MemberFenced", "member"): _said_fenced,
+    ("MemberLeftGroup", "observer"): _seen_left,
+    ("MemberJoinedGroup", "observer"): _seen_joined,
+}
+
+
+_READ_TYPES = tuple(sorted({t for t, _ in _READERS}))
+
+
+def _read(e: Event) -> list[Trigger]:
+    reader = _READERS.get((e.type, e.source)) or _READERS.get((e.type, None))
+    if reader is None or e.source == "chaos":
+        return []
+    src = "wire" if e.source == "wire" else "trace"
+    return reader(e, e.member or e.member_id, src)
+
+
+def _wire_rejoins(
+    events: EventIndex, since: int, until: int, prev: GenerationRecord | None
+) -> list[Trigger]:
+    """kgctl proxy: a member of the last generation that sent JoinGroup again without a
+    reason (kafka-python and older clients send none) and without having been told of a
+    rebalance (no REBALANCE_IN_PROGRESS answer before it): it started the rebalance
+    itself. A leader does that when it sees new partitions or a subscription change."""
+    out: list[Trigger] = []
+    told: set[str] = set()
+    for e in events.of(
+        "HeartbeatFailed", "JoinGroupReceived", "JoinGroupSent", since=since, until=until
+    ):
+        if e.source != "wire":
+            continue
+        who = e.member or e.client_id
+        if e.type in ("HeartbeatFailed", "JoinGroupReceived") and e.data.get("error") not in (
+            None, "", "NONE",
+        ):  # fmt: skip
+            told.add(who)
+        if (
+            e.type == "JoinGroupSent"
+            and e.data.get("member_id")
+            and not (e.data.get("wire_reason") or e.data.get("reason"))
+            and who not in told
+        ):
+            leader = prev is not None and prev.leader in (who, e.member_id)
+            role = "the leader" if leader else "a member"
+            reason = f"{role} rejoined on its own (the client gave no reason)"
+            hint = ": a leader does so when it sees new partitions or a subscription change"
+            evidence = f"wire: {who}'s JoinGroup with its member id, not told of a rebalance"
+            out.append(
+                Trigger(
+                    Cause.REJOIN_REQUESTED.value, who, reason, EXACT,
+                    evidence + (hint if leader else ""), e.ts_ms,
+                )
+            )  # fmt: skip
+            told.add(who)
+    return out
+
+
+# A member that reports any of these traces its protocol steps: its own words say why.
+_STEPS = frozenset({"RejoinRequested", "JoinGroupSent", "LeaveGroupSent", "GroupHeartbeatAnswered"})
+
+
+# How long after its close's revocation a member's stop may be reported and still be
+# dated from that revocation (a Java close: revoke, LeaveGroup, then shutdown_complete).
+CLOSE_REPORT_MS = 3_000
+
+
+def _stepless_comings_and_goings(events: EventIndex, since: int, until: int) -> list[Trigger]:
+    """Members that report their start, stop and partitions but no protocol step (kgctl
+    chaos's Java members: VerifiableConsumer prints no requests): their start is a join
+    and their clean stop a leave, inferred from the timing since they do not say so."""
+    stepless = events.memo("stepless", _stepless)
+    out: list[Trigger] = []
+    if not stepless:
+        return out
+    revoked_at: dict[str, int] = {}
+    # Only these three types count below; the rest of the events never did.
+    for e in events.of("PartitionsRevoked", "MemberStopped", "MemberStarted"):
+        if e.member in stepless and e.type == "PartitionsRevoked":
+            revoked_at[e.member] = e.ts_ms
+        if e.member in stepless and e.type == "MemberStopped":
+            # Its close revoked, then left; the stop is reported once the close is done.
+            at = revoked_at.get(e.member, e.ts_ms)
+            e = replace(e, ts_ms=at if e.ts_ms - at <= CLOSE_REPORT_MS else e.ts_ms)
+        if e.member not in stepless or not since < e.ts_ms <= until:
+            continue
+        if e.type == "MemberStarted":
+            evidence = f"{e.member} started then; it reports its partitions, not its requests"
+            out.append(
+                Trigger(Cause.MEMBER_JOINED.value, e.member, "", INFERRED, evidence, e.ts_ms)
+            )
+        elif e.type == "MemberStopped":
+            reason = str(e.data.get("reason", "") or "")
+            evidence = f"{e.member}'s own report: stopped ({reason}), closing its consumer"
+            out.append(
+                Trigger(Cause.MEMBER_LEFT.value, e.member, reason, INFERRED, evidence, e.ts_ms)
+            )
+    return out
+
+
+def _stepless(events: EventIndex) -> frozenset[str]:
+    """Members that report their start but no protocol step."""
+    started = {e.member for e in events.of("MemberStarted") if e.member}
+    return frozenset(started - {e.member for e in events.of(*_STEPS)})
+
+
+def _instance_of(e: Event) -> str:
+    return str(e.instance_id or e.data.get("instance_id") or "")
+
+
+def _replacements(
+    events: EventIndex, since: int, until: int, prev: GenerationRecord | None
+) -> tuple[list[Trigger], set[str]]:
+    """A JoinGroup without a member id under a group.instance.id that a member of the
+    last generation held (a member's own JoinGroupSent, or one the proxy saw): the broker
+    replaces the static member, and fences the old member id (FENCED_INSTANCE_ID). The
+    triggers, and the members replaced."""
+    replaced: set[str] = set()
+    if prev is None:
+        return [], replaced
+    holder: dict[str, tuple[str, str]] = {}  # instance id -> (member, member id)
+    out: list[Trigger] = []
+    for e in events.memo("instanced", _instanced):
+        iid = _instance_of(e)
+        if e.ts_ms > until:
+            break
+        who = e.member or e.client_id
+        member_id = str(e.member_id or e.data.get("member_id") or "")
+        joining = e.type == "JoinGroupSent" and e.source in ("member", "wire") and not member_id
+        if joining and since < e.ts_ms and iid in holder and holder[iid][0] in prev.members:
+            old, old_id = holder[iid]
+            src = "wire" if e.source == "wire" else "trace"
+            by = f"{old} (member id {old_id})" if old != who else f"its previous process ({old_id})"
+            replaced.add(old)
+            out.append(
+                Trigger(
+                    Cause.STATIC_MEMBER_REPLACED.value, who, "", EXACT,
+                    f"{who}'s {src}: JoinGroup with group.instance.id {iid} and no member id "
+                    f"while {by} held it: the broker replaced it",
+                    e.ts_ms,
+                )
+            )  # fmt: skip
+        elif member_id and e.source in ("member", "wire", "observer"):
+            holder[iid] = (e.member or who or member_id, member_id)
+    return out, replaced
+
+
+def _instanced(events: EventIndex) -> list[Event]:
+    """The events that name a group.instance.id, in order (none in a group of dynamic
+    members)."""
+    return [e for e in events if _instance_of(e)]
+
+
+def _chaos_act(events: EventIndex, member: str, until: int) -> Event | None:
+    """kgctl chaos's own word that it killed, froze or cut off `member` (its
+    ActionPerformed: a fault naming it `cut_off` holds or drops what it sends; or the
+    MemberFailed it wrote when the process ended without a word), before `until`."""
+    found = None
+    for e in events.of("ActionPerformed", "MemberFailed", until=until):
+        if e.source != "chaos":
+            continue
+        acted = e.type == "ActionPerformed" and e.data.get("action") in _SILENCING
+        details = e.data.get("details")
+        cut_off = isinstance(details, dict) and details.get("cut_off") == member
+        if (acted and member in (e.data.get("members") or [])) or cut_off:
+            found = e
+        elif e.type == "MemberFailed" and e.member == member and found is None:
+            found = e
+    return found
+
+
+# Chaos actions after which a member says nothing more: the broker finds out at its
+# session timeout.
+_SILENCING = ("member-kill", "member-pause")
+
+
+def _chaos_words(e: Event) -> str:
+    what = str(e.data.get("description") or e.data.get("error") or e.type)
+    return f"kgctl chaos at {_clock(e.ts_ms)}: {what}"
+
+
+def _from_broker_log(br: BrokerReason, state: GroupState) -> Trigger:
+    member_id = _broker_who(br.reason)
+    who = _member_name(state, member_id)
+    client = br.reason.partition("client reason: ")[2]
+    if not client or client == "not provided":
+        # The client gave no reason (kafka-python, older clients): the broker's own
+        # words, without the member id they repeat.
+        words = br.reason.partition("; client reason")[0].split()
+        client = " ".join(w for w in words if w.strip("()") != (member_id or None))
+    if br.kind == FAILED:
+        # The broker's words name the member by its id: its name is `who`.
+        return Trigger(
+            Cause.TIMED_OUT.value, who, "session timeout", EXACT,
+            f"broker log {_clock(br.ts_ms)}: {br.reason}", br.ts_ms,
+        )  # fmt: skip
+    return Trigger(
+        _broker_cause(br.reason), who, client or br.reason, EXACT,
+        f"broker log {_clock(br.ts_ms)}: Preparing to rebalance (reason: {br.reason})",
+        br.ts_ms,
+    )  # fmt: skip
+
+
+def _candidates(
+    events: EventIndex,
+    since: int,
+    until: int,
+    prev: GenerationRecord | None,
+    rec: GenerationRecord,
+    state: GroupState,
+    members: Mapping[str, _Member],
+    ctx: Context,
+) -> list[Trigger]:
+    """Everything in (since, until] that could have started the rebalance."""
+    out = [
+        _named(t, _member_name(state, e.member_id)) if e.source == "observer" else t
+        for e in events.of(*_READ_TYPES, since=since, until=until)
+        if _news(e, state, prev)
+        for t in _read(e)
+    ]
+    replaced, gone = _replacements(events, since, until, prev)
+    # The new process's first join is the replacement, not a new member.
+    out = [
+        t
+        for t in out
+        if t.cause != Cause.MEMBER_JOINED.value
+        or not any(r.who == t.who and abs(r.at_ms - t.at_ms) <= START_SLACK_MS for r in replaced)
+    ]
+    out += replaced
+    out += _wire_rejoins(events, since, until, prev)
+    out += _stepless_comings_and_goings(events, since, until)
+    # A replaced member is silent because it was fenced, not because it died.
+    out += [
+        t
+        for t in _silent_departures(events, since, until, prev, rec, state, members)
+        if t.who not in gone
+    ]
+    out += [
+        _from_broker_log(br, state)
+        for br in ctx.broker_reasons
+        if since < br.ts_ms <= until and br.group == state.group
+    ]
+    # A static member replaced in a stable group does not rebalance it (the broker hands
+    # the identity over): a replacement long before this rebalance began did not start it.
+    return [
+        t
+        for t in out
+        if t.cause != Cause.STATIC_MEMBER_REPLACED.value or t.at_ms >= rec.start_ms - START_SLACK_MS
+    ]
+
+
+def _named(t: Trigger, name: str) -> Trigger:
+    """An observer's trigger with its member named as the views name it."""
+    if not name or name == t.who:
+        return t
+    return replace(
+        t, who=name, evidence=t.evidence.replace(t.who, name, 1) if t.who else t.evidence
+    )
+
+
+def _news(e: Event, state: GroupState, prev: GenerationRecord | None) -> bool:
+    """Whether an observer's join or leave is news for this rebalance: a member seen new
+    that was already in the last generation (the watch started after it joined), or seen
+    gone that was not in it (dropped by an earlier rebalance, seen at the next poll),
+    started nothing."""
+    if e.source != "observer" or prev is None:
+        return True
+    found = state.find_member(e.member_id)
+    key = found.key if found is not None else e.member_id
+    if e.type == "MemberJoinedGroup":
+        return key not in prev.members
+    if e.type == "MemberLeftGroup":
+        return key in prev.members
+    return True
+
+
+def _reason_detail(e: Event) -> str:
+    counts, before = e.data.get("partition_counts"), e.data.get("assigned_with")
+    if isinstance(counts, dict) and isinstance(before, dict):
+        grown = [f"{t} {before.get(t, '?')} → {n}" for t, n in sorted(counts.items())]
+        grown = [g for g, (t, n) in zip(grown, sorted(counts.items()), strict=True)
+                 if before.get(t) != n]  # fmt: skip
+        return ", ".join(grown)
+    sub, joined = e.data.get("subscription"), e.data.get("joined_subscription")
+    if isinstance(sub, list) and isinstance(joined, list):
+        return f"{','.join(map(str, joined))} → {','.join(map(str, sub))}"
+    return ""
+
+
+def _last_seen(events: EventIndex, member: str, until: int) -> int | None:
+    return events.last_ts_by(member, until)
+
+
+def _silent_departures(
+    events: EventIndex,
+    since: int,
+    until: int,
+    prev: GenerationRecord | None,
+    rec: GenerationRecord,
+    state: GroupState,
+    members: Mapping[str, _Member],
+) -> list[Trigger]:
+    """Members of the previous generation gone without a word: removed by the coordinator
+    when their session timed out (estimated from when they were last heard of)."""
+    if prev is None:
+        return []
+    said = {
+        e.member
+        for e in events.excluding(_ROUTINE, since=since, until=until)
+        if e.source == "member"
+    }
+    out = []
+    for key in prev.members:
+        m = state.members.get(key)
+        info = members.get(key)
+        if m is None or info is None:
+            continue
+        # Still running, yet removed by the broker while a heartbeat of it was held or
+        # lost across the rebalance's start, as it heard when that one was answered
+        # (fenced). The fold still counts it a member, and what it did meanwhile (its
+        # own reconciling) never reached the broker.
+        fenced = _fenced_in_flight(events, key, rec.start_ms)
+        if fenced is None and (
+            key in said
+            or key in rec.members
+            or (m.alive and (m.left_ms is None or m.left_ms > until))
+        ):
+            continue
+        last = _last_seen(events, key, until)
+        if last is None:
+            continue
+        session = info.session_ms
+        at = last + session if session else (m.left_ms or until)
+        what = f"session.timeout.ms={session}" if session else "its session timeout"
+        chaos = _chaos_act(events, key, until)
+        if fenced is not None:
+            sent, answered, error = fenced
+            at = min(at, rec.start_ms)
+            said_so = (
+                f"{key}'s heartbeat sent at {_clock(sent)} was answered {error} only at "
+                f"{_clock(answered)} (fenced): the broker had removed it at {what}"
+            )
+            evidence = f"{_chaos_words(chaos)}; {said_so}" if chaos else said_so
+            confidence = EXACT if chaos else INFERRED
+        elif chaos is not None:
+            # kgctl chaos says itself that it silenced the member: no guess about why.
+            evidence = (
+                f"{_chaos_words(chaos)}; {key} silent since {_clock(last)} and missing "
+                f"from generation {rec.generation}: removed at {what}"
+            )
+            confidence = EXACT
+        else:
+            evidence = (
+                f"{key} silent since {_clock(last)} and missing from generation "
+                f"{rec.generation}: removed at {what} (killed or frozen)"
+            )
+            confidence = INFERRED
+        out.append(
+            Trigger(
+                Cause.TIMED_OUT.value, key, "session timeout", confidence, evidence,
+                min(at, until),
+            )
+        )  # fmt: skip
+    return out
+
+
+# The answers that tell a consumer-protocol member it is no longer in the group.
+_FENCING_ERRORS = ("UNKNOWN_MEMBER_ID", "FENCED_MEMBER_EPOCH")
+
+
+def _fencings(events: EventIndex) -> dict[str, list[Event]]:
+    """Each member's HeartbeatFailed with a fencing error, in time order."""
+    out: dict[str, list[Event]] = {}
+    for e in events.of("HeartbeatFailed"):
+        if e.member and e.data.get("error") in _FENCING_ERRORS:
+            out.setdefault(e.member, []).append(e)
+    return out
+
+
+def _fenced_in_flight(events: EventIndex, member: str, t: int) -> tuple[int, int, str] | None:
+    """When `member` sent a heartbeat before `t` that the broker answered after it by
+    fencing it (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH): (sent, answered, the error).
+    The member's own words: its HeartbeatFailed, with the round trip it measured."""
+    mine = events.memo("fencings", _fencings).get(member, [])
+    i = bisect_left(mine, t, key=lambda e: e.ts_ms)
+    if i == len(mine):
+        return None
+    e = mine[i]  # the first fencing answer after t: of a heartbeat sent before t?
+    rtt = e.data.get("rtt_ms")
+    if isinstance(rtt, (int, float)) and e.ts_ms - rtt <= t:
+        return int(e.ts_ms - rtt), e.ts_ms, str(e.data["error"])
+    return None
+
+
+def _pick(cands: list[Trigger], start_ms: int) -> tuple[Trigger | None, tuple[Trigger, ...]]:
+    """The trigger is the earliest candidate at the rebalance's start (exact ones first
+    when two are as early); later ones joined a rebalance already running."""
+    if not cands:
+        return None, ()
+    early = [c for c in cands if c.at_ms <= start_ms + START_SLACK_MS]
+    pool = early or cands
+    chosen = min(pool, key=lambda c: (c.at_ms, c.confidence != EXACT))
+    # The broker log and a member's trace often say the same thing: keep the member's
+    # words as the trigger and the log line as evidence.
+    also = tuple(c for c in sorted(cands, key=lambda c: c.at_ms) if c is not chosen)
+    return chosen, _dedupe(also, chosen)
+
+
+def _dedupe(items: tuple[Trigger, ...], chosen: Trigger) -> tuple[Trigger, ...]:
+    seen = {(chosen.cause, chosen.who)}
+    out = []
+    for t in items:
+        if (t.cause, t.who) in seen:
+            continue
+        seen.add((t.cause, t.who))
+        out.append(t)
+    return tuple(out)

@@ -1,0 +1,280 @@
+"""The diagnosis's vocabulary and its answer: the frozen dataclasses a diagnosis is made of
+(`Trigger`, `Wait`, `Cost`, `Advice`, `Diagnosis`, and what it is given: `Context`,
+`BrokerReason`, `AssignmentInput`), each with its JSON (`to_dict`), and the words and
+thresholds the other modules share."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kgctl.model.bounds import GroupBounds
+from kgctl.model.reasons import cause_text
+from kgctl.model.state import (
+    TopicPartition,
+)
+
+EXACT = "exact"
+FENCED = "FENCED_INSTANCE_ID"
+POLL_BREACH = "max.poll.interval.ms exceeded"  # a PollIntervalExceeded's reason
+INFERRED = "inferred"
+
+# A cause within this much after the rebalance's first sign still started it: members
+# stamp their own events, and a member learns of a rebalance at its next heartbeat.
+START_SLACK_MS = 500
+# A join phase that ends this long after the last live member's JoinGroup waited for
+# someone else (or for that member).
+WAIT_SLACK_MS = 300
+# A wait this close to a member's session timeout (as a share) was that timeout.
+SESSION_MATCH = 0.8
+
+# A member's main-thread steps: the first one after a batch ends its processing.
+_MAIN_THREAD = frozenset({"RecordsConsumed", "RejoinRequested", "JoinGroupSent", "MemberStopped"})
+# Events that say nothing about why a member acts (routine or a reaction).
+_ROUTINE = frozenset({"HeartbeatSucceeded", "RecordsConsumed", "OffsetsCommitted"})
+
+
+MEASURED_LAG = "lag"  # a Cost's records_missed: the lag growth the broker described
+ESTIMATED_RATE = "rate"  # a Cost's records_missed: its measured rate x the time without
+# heartbeat.interval.ms in the Java client and kafka-python, when nothing else says it.
+DEFAULT_HEARTBEAT_MS = 3000
+TRACED = "traced"  # a session timeout the member's own events gave
+STORED = "__consumer_offsets"  # a session timeout stored with the member's generation
+
+# Kinds of broker log lines.
+PREPARING = "preparing"  # Preparing to rebalance group … (reason: …)
+FAILED = "failed"  # Member … in group … has failed, removing it from the group
+
+
+@dataclass(frozen=True)
+class BrokerReason:
+    """A line of the broker's log about a group: a rebalance prepared, with its reason,
+    or a member removed when its session timed out."""
+
+    ts_ms: int
+    group: str
+    reason: str
+    generation: int = -1  # the old generation the line names, when it does
+    kind: str = PREPARING
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ts_ms": self.ts_ms,
+            "group": self.group,
+            "reason": self.reason,
+            "generation": self.generation,
+            "kind": self.kind,
+        }
+
+
+@dataclass(frozen=True)
+class AssignmentInput:
+    """What an assignor needs to re-run one generation: each member's subscription and
+    what it owned before, and each topic's partition count."""
+
+    subscriptions: Mapping[str, tuple[str, ...]]
+    owned: Mapping[str, tuple[TopicPartition, ...]]
+    partitions: Mapping[str, int]
+
+
+# member -> the partitions it would get
+Reassign = Callable[[AssignmentInput], Mapping[str, tuple[TopicPartition, ...]]]
+
+
+@dataclass(frozen=True)
+class Context:
+    """What is known besides the events."""
+
+    bounds: GroupBounds | None = None
+    broker_reasons: tuple[BrokerReason, ...] = ()
+    cooperative: Reassign | None = None  # kgctl.adapters.assignors.cooperative_sticky
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """Who or what started a rebalance, and how we know."""
+
+    cause: str  # a `Cause` value
+    who: str = ""
+    reason: str = ""  # the member's or the wire's own words, when there are some
+    confidence: str = INFERRED
+    evidence: str = ""
+    at_ms: int = 0
+
+    def text(self) -> str:
+        who = f"{self.who}: " if self.who else ""
+        reason = f" ({self.reason})" if self.reason and self.reason != self.cause else ""
+        return f"{who}{cause_text(self.cause)}{reason}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cause": self.cause,
+            "who": self.who,
+            "reason": self.reason,
+            "confidence": self.confidence,
+            "evidence": self.evidence,
+            "at_ms": self.at_ms,
+        }
+
+
+# Why a phase waited for a member.
+WAIT_DEAD = "dead"  # no heartbeat since T; removed at its session timeout
+WAIT_PROCESSING = "processing"  # still processing a batch; rejoined at its next poll
+WAIT_RESTARTING = "restarting"  # a static member restarting within its session timeout
+WAIT_SLOW_ASSIGNMENT = "slow_assignment"  # the leader took long to send the assignment
+WAIT_LATE_JOIN = "late_join"  # rejoined late for another reason (reaction time)
+
+
+@dataclass(frozen=True)
+class Wait:
+    """A phase of the rebalance that waited for one member."""
+
+    phase: str  # join | sync
+    member: str
+    ms: int
+    why: str  # one of WAIT_*
+    detail: str
+    confidence: str = INFERRED
+    session_timeout_ms: int | None = None
+    session_from: str = ""  # where the session timeout was read: traced, __consumer_offsets
+
+    def text(self) -> str:
+        return f"{self.phase} waited {self.ms / 1000:.1f}s for {self.member}: {self.detail}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "phase": self.phase,
+            "member": self.member,
+            "ms": self.ms,
+            "why": self.why,
+            "detail": self.detail,
+            "confidence": self.confidence,
+            "session_timeout_ms": self.session_timeout_ms,
+            "session_from": self.session_from,
+        }
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What one member lost during the rebalance."""
+
+    member: str
+    unassigned_ms: int
+    records_missed: int | None = None
+    # How records_missed is known: MEASURED_LAG (the lag on its partitions grew by that
+    # much meanwhile, from the broker's descriptions) or ESTIMATED_RATE (its consumption
+    # rate before, measured, times the time without partitions).
+    records_basis: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "member": self.member,
+            "unassigned_ms": self.unassigned_ms,
+            "records_missed": self.records_missed,
+            "records_basis": self.records_basis,
+        }
+
+
+@dataclass(frozen=True)
+class Advice:
+    """A setting that would have avoided (or shortened) the rebalance, with its value."""
+
+    pattern: str
+    setting: str
+    value: str
+    text: str
+
+    def shown(self) -> str:
+        """The setting as people read it: `max.poll.records=17`; a value that is itself a
+        setting or words is not written as one (`group.instance.id and
+        session.timeout.ms=2000`, `group.instance.id (one per process)`)."""
+        if not self.value:
+            return self.setting
+        if "=" in self.value:
+            return f"{self.setting} and {self.value}"
+        if " " in self.value:
+            return f"{self.setting} ({self.value})"
+        return f"{self.setting}={self.value}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pattern": self.pattern,
+            "setting": self.setting,
+            "value": self.value,
+            "text": self.text,
+        }
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """One generation, explained."""
+
+    generation: int
+    inferred: bool
+    start_ms: int
+    sync_ms: int | None
+    stable_ms: int | None
+    trigger: Trigger
+    also: tuple[Trigger, ...] = ()
+    waits: tuple[Wait, ...] = ()
+    costs: tuple[Cost, ...] = ()
+    moved: int = 0
+    revoked: int = 0  # partitions revoked from members that kept being members
+    advice: tuple[Advice, ...] = ()
+    notes: tuple[str, ...] = ()
+    # False when only the broker's stored record dates the generation (no member traced,
+    # no broker log): when its rebalance began is unknown.
+    timed: bool = True
+    epoch: bool = False  # a consumer-protocol (KIP-848) group: `generation` is its epoch
+    # A mixed group that changed protocol at this generation, in words (one of `notes`
+    # too): chaos's step report says it.
+    protocol_change: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"group epoch {self.generation}" if self.epoch else f"generation {self.generation}"
+
+    @property
+    def duration_ms(self) -> int | None:
+        if self.stable_ms is None or not self.timed:
+            return None
+        return self.stable_ms - self.start_ms
+
+    @property
+    def waited_for(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(w.member for w in self.waits))
+
+    def short(self, reasons: bool = False) -> str:
+        """Trigger and critical path in a few words, for a table cell (with the trigger's
+        own words when `reasons`)."""
+        t = self.trigger
+        text = (f"{t.who}: " if t.who else "") + cause_text(t.cause)
+        if reasons and t.reason and t.reason != t.cause:
+            text += f" ({t.reason})"
+        if t.confidence == INFERRED:
+            text += " (inferred)"
+        for w in self.waits:
+            text += f"; {w.phase} waited {w.ms / 1000:.1f}s for {w.member} ({w.why})"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "generation": self.generation,
+            "group_epoch": self.epoch,
+            "inferred": self.inferred,
+            "start_ms": self.start_ms,
+            "sync_ms": self.sync_ms,
+            "stable_ms": self.stable_ms,
+            "duration_ms": self.duration_ms,
+            "timed": self.timed,
+            "trigger": self.trigger.to_dict(),
+            "also": [t.to_dict() for t in self.also],
+            "critical_path": [w.to_dict() for w in self.waits],
+            "cost": [c.to_dict() for c in self.costs],
+            "partitions_moved": self.moved,
+            "partitions_revoked": self.revoked,
+            "advice": [a.to_dict() for a in self.advice],
+            "notes": list(self.notes),
+            "protocol_change": self.protocol_change,
+        }

@@ -1,0 +1,268 @@
+"""The critical path: what the join phase, the detection of a dead member and the sync
+phase waited for, one `Wait` per member waited for, with why."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from kgctl.model.diagnosis.causes import _broker_who, _member_name
+from kgctl.model.diagnosis.members import _Member, _stored_timeouts
+from kgctl.model.diagnosis.trigger import _chaos_act, _chaos_words, _last_seen, _replacements
+from kgctl.model.diagnosis.types import (
+    _ROUTINE,
+    EXACT,
+    FAILED,
+    INFERRED,
+    SESSION_MATCH,
+    STORED,
+    WAIT_DEAD,
+    WAIT_LATE_JOIN,
+    WAIT_PROCESSING,
+    WAIT_RESTARTING,
+    WAIT_SLACK_MS,
+    WAIT_SLOW_ASSIGNMENT,
+    BrokerReason,
+    Trigger,
+    Wait,
+)
+from kgctl.model.event_index import EventIndex
+from kgctl.model.events import Event
+from kgctl.model.state import (
+    GenerationRecord,
+    GroupState,
+)
+from kgctl.model.timeline import utc_clock as _clock
+
+
+def _waits(
+    events: EventIndex,
+    rec: GenerationRecord,
+    prev: GenerationRecord | None,
+    state: GroupState,
+    members: Mapping[str, _Member],
+    trigger: Trigger,
+    broker: Sequence[BrokerReason] = (),
+) -> list[Wait]:
+    """What the join phase, the detection of a dead member and the sync phase waited for."""
+    if rec.sync_ms is None:
+        return []
+    out = _join_waits(events, rec, prev, members)
+    if not any(k in members for k in rec.members):
+        out += _logged_waits(events, rec, state, broker)
+    detect = _detect_wait(events, rec.start_ms, members, trigger)
+    return detect + out + _sync_waits(events, rec, members)
+
+
+def _join_waits(
+    events: EventIndex,
+    rec: GenerationRecord,
+    prev: GenerationRecord | None,
+    members: Mapping[str, _Member],
+) -> list[Wait]:
+    """The join phase held for a dead member (until its session timed out), or for the
+    last live member to send its JoinGroup."""
+    start, sync = rec.start_ms, rec.sync_ms or rec.start_ms
+    # Each member's last JoinGroupSent in the window, in one pass over the events (a pass
+    # per member made a generation of N members cost N × events).
+    last_sent: dict[str, Event] = {}
+    for e in events.of("JoinGroupSent", since=start - 2, until=sync):  # start - 1 <= ts
+        last_sent[e.member] = e
+    sent_at = {}
+    for k in rec.members:
+        sent = last_sent.get(k) if k in members else None
+        if sent is not None:
+            sent_at[k] = sent.ts_ms
+    last_live = max(sent_at.values(), default=start)
+    # Members of the previous generation that were not in this one and said nothing (a
+    # static member replaced was fenced, not waited for).
+    _, swapped = _replacements(events, -1, sync, prev)
+    gone = [
+        k
+        for k in (prev.members if prev else ())
+        if k not in rec.members
+        and k in members
+        and k not in swapped
+        and not _spoke(events, k, start, sync)
+    ]
+    if sync - last_live > WAIT_SLACK_MS and gone:
+        return [_dead_wait(events, k, start, sync, last_live, members) for k in gone]
+    if not sent_at:
+        return []
+    k = max(sent_at, key=lambda name: sent_at[name])
+    waited = sent_at[k] - min(sent_at.values())
+    if waited <= WAIT_SLACK_MS:
+        return []
+    why, detail, conf = _why_late(events, k, start, sent_at[k], members)
+    return [
+        Wait("join", k, waited, why, detail, conf, members[k].session_ms, members[k].session_from)
+    ]
+
+
+def _dead_wait(
+    events: EventIndex,
+    k: str,
+    start: int,
+    sync: int,
+    last_live: int,
+    members: Mapping[str, _Member],
+) -> Wait:
+    last = _last_seen(events, k, sync)
+    session, source = members[k].session_ms, members[k].session_from
+    since_last = None if last is None else sync - last
+    detail = f"no heartbeat since {_clock(last)}" if last is not None else "silent"
+    chaos = _chaos_act(events, k, sync)
+    if chaos is not None:
+        detail = f"{_chaos_words(chaos)}; {detail}"
+    if session and since_last is not None and since_last >= SESSION_MATCH * session:
+        stored = ", stored in __consumer_offsets" if source == STORED else ""
+        detail += (
+            f": dead, the broker removed it at its session timeout "
+            f"(session.timeout.ms={session}{stored}, {since_last / 1000:.1f}s after it was "
+            f"last heard of); the live members had all joined by {_clock(last_live)}"
+        )
+    confidence = EXACT if chaos is not None else INFERRED
+    return Wait("join", k, sync - start, WAIT_DEAD, detail, confidence, session, source)
+
+
+def _logged_waits(
+    events: EventIndex,
+    rec: GenerationRecord,
+    state: GroupState,
+    broker: Sequence[BrokerReason],
+) -> list[Wait]:
+    """Untraced: the broker's log says when it removed a member whose session timed out
+    while the join phase waited for it."""
+    start, sync = rec.start_ms, rec.sync_ms or rec.start_ms
+    stored = _stored_timeouts(events)
+    out = []
+    for br in broker:
+        if br.kind != FAILED or not start + WAIT_SLACK_MS < br.ts_ms <= sync + WAIT_SLACK_MS:
+            continue
+        member_id = _broker_who(br.reason)
+        session = stored.get(member_id, (-1, -1))[0]
+        known = f" (session.timeout.ms={session}, stored in __consumer_offsets)"
+        out.append(
+            Wait(
+                "join",
+                _member_name(state, member_id),
+                br.ts_ms - start,
+                WAIT_DEAD,
+                f"the broker removed it at {_clock(br.ts_ms)} when its session timed out"
+                f"{known if session > 0 else ''} (broker log): the join phase waited for it "
+                "until then",
+                EXACT,
+                session if session > 0 else None,
+                STORED if session > 0 else "",
+            )
+        )
+    return out
+
+
+def _session_setting(m: _Member) -> str:
+    """The session timeout that removed `m`, as far as it is known."""
+    if m.session_ms:
+        return f"session.timeout.ms={m.session_ms}"
+    if m.group_protocol == "consumer":
+        # KIP-848: the member sends no session timeout; the group's own config sets it.
+        return "the group's consumer.session.timeout.ms, set on the broker, not traced"
+    return "session.timeout.ms, not traced or stored"
+
+
+def _detect_wait(
+    events: EventIndex, start: int, members: Mapping[str, _Member], trigger: Trigger
+) -> list[Wait]:
+    """Nothing held the join, but the rebalance began only when a silent member's
+    session timed out: the time went to noticing it was gone."""
+    if trigger.reason != "session timeout" or trigger.who not in members:
+        return []
+    last = _last_seen(events, trigger.who, start)
+    if last is None or start - last <= WAIT_SLACK_MS:
+        return []
+    session = members[trigger.who].session_ms
+    chaos = _chaos_act(events, trigger.who, start)
+    said = f"{_chaos_words(chaos)}; " if chaos is not None else ""
+    return [
+        Wait(
+            "detect",
+            trigger.who,
+            start - last,
+            WAIT_DEAD,
+            f"{said}no heartbeat since {_clock(last)}: the rebalance began only when its "
+            f"session timed out ({_session_setting(members[trigger.who])}); its partitions "
+            "were not consumed meanwhile",
+            EXACT if chaos is not None else INFERRED,
+            session,
+            members[trigger.who].session_from,
+        )
+    ]
+
+
+def _sync_waits(
+    events: EventIndex, rec: GenerationRecord, members: Mapping[str, _Member]
+) -> list[Wait]:
+    """The sync phase: followers wait for the leader's SyncGroup (its assignment)."""
+    sync, leader = rec.sync_ms or rec.start_ms, rec.leader
+    if rec.stable_ms is None or leader not in members:
+        return []
+    mine = events.by(leader, since=sync - 1)
+    got = [e.ts_ms for e in mine if e.type == "JoinGroupReceived"]
+    synced = [e.ts_ms for e in mine if e.type == "SyncGroupSent"]
+    if not got or not synced or synced[0] - got[0] <= WAIT_SLACK_MS:
+        return []
+    took = synced[0] - got[0]
+    computed = [e for e in mine if e.type == "AssignmentComputed"]
+    detail = f"the leader sent its SyncGroup {took / 1000:.1f}s after the join"
+    if computed and computed[0].data.get("duration_ms") is not None:
+        detail += f" (its assignor ran {float(computed[0].data['duration_ms']):.0f} ms)"
+    return [Wait("sync", leader, took, WAIT_SLOW_ASSIGNMENT, detail, EXACT)]
+
+
+def _spoke(events: EventIndex, member: str, t0: int, t1: int) -> bool:
+    return any(e.type not in _ROUTINE for e in events.by(member, since=t0 - 1, until=t1))
+
+
+def _why_late(
+    events: EventIndex, member: str, start: int, sent: int, members: Mapping[str, _Member]
+) -> tuple[str, str, str]:
+    """Why `member` sent its JoinGroup only at `sent`."""
+    mine = events.by(member, until=sent)
+    started = [e for e in mine if e.type == "MemberStarted" and e.ts_ms >= start - 1]
+    if started:
+        static = members[member].instance_id
+        kind = f"static member {static} restarting" if static else "restarting"
+        return WAIT_RESTARTING, f"{kind}: process started {_clock(started[-1].ts_ms)}", EXACT
+    told = [
+        e
+        for e in mine
+        if e.ts_ms >= start - 1
+        and (e.type == "HeartbeatFailed" or (e.type == "RejoinRequested" and e.source == "member"))
+    ]
+    if told:
+        # Its heartbeat thread learnt of the rebalance at `told`; the JoinGroup waits for
+        # the main thread's next poll: the time between is processing.
+        busy = sent - told[0].ts_ms
+        if busy > WAIT_SLACK_MS:
+            limit = members[member].max_poll_ms
+            batches = [e for e in mine if e.type == "RecordsConsumed"]
+            polled = (
+                f" of {batches[-1].data.get('count', '?')} records polled at "
+                f"{_clock(batches[-1].ts_ms)}"
+                if batches
+                else ""
+            )
+            detail = (
+                f"still processing: told of the rebalance at {_clock(told[0].ts_ms)} "
+                f"by its heartbeat, it polled (and joined) only {busy / 1000:.1f}s later"
+                f"{polled}"
+            )
+            if limit:
+                detail += f"; the broker waits up to max.poll.interval.ms={limit}"
+            return WAIT_PROCESSING, detail, EXACT
+        hb = members[member].heartbeat_ms
+        every = f" (heartbeat.interval.ms={hb})" if hb else ""
+        return (
+            WAIT_LATE_JOIN,
+            f"learnt of the rebalance only at its heartbeat at {_clock(told[0].ts_ms)}{every}",
+            EXACT,
+        )
+    return WAIT_LATE_JOIN, "rejoined late (it learnt of the rebalance at a heartbeat)", EXACT
