@@ -62,7 +62,7 @@ def diagnoses_of(recording: Path) -> dict[str, Any]:
                     "short": d.short(reasons=True),
                     "trigger": d.trigger.text(),
                     "also": [t.text() for t in d.also],
-                    "critical_path": [w.text() for w in d.waits],
+                    "critical_path": [w.text() for w in d.critical_path],
                     "advice": [a.shown() for a in d.advice],
                 }
                 for d in x.generations

@@ -181,7 +181,7 @@ def test_a_recorded_steps_cause_is_its_generations_diagnosis() -> None:
     (step,) = recorded_steps(events)
     (d,) = step.facts.diagnoses
     assert (d.trigger.who, d.trigger.cause, d.trigger.confidence) == ("m2", "timed_out", "exact")
-    (wait,) = d.waits
+    (wait,) = d.critical_path
     assert (wait.phase, wait.member) == ("detect", "m2") and 2000 <= wait.ms <= 3500
     line = cause_line("SIGKILL m2", step.facts.rejoin_reasons, step.facts.diagnoses)
     assert line.startswith("SIGKILL m2 → gen 3: m2: timed out; detect waited")

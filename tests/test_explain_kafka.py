@@ -53,7 +53,7 @@ def test_dead_member_during_growth_waits_for_its_session_timeout(
     # The leader (a, which joined first) saw the new partitions and rejoined.
     assert (growth.trigger.who, growth.trigger.confidence) == ("a", EXACT)
     assert "4 → 8" in growth.trigger.evidence
-    [wait] = [w for w in growth.waits if w.phase == "join"]
+    [wait] = [w for w in growth.critical_path if w.phase == "join"]
     assert (wait.member, wait.why) == ("c", WAIT_DEAD)
     # The join phase is the wait, and it ended when c's session timed out...
     assert growth.sync_ms is not None and wait.ms == growth.sync_ms - growth.start_ms
@@ -233,7 +233,7 @@ def test_a_member_busy_with_its_batch_holds_the_join(bootstrap: str, tmp_path: P
     _group, diags = diagnosed(path)
     [joined] = [d for d in diags.values() if d.trigger.who == "b"]
     assert joined.trigger.cause == "member_joined"
-    [wait] = joined.waits
+    [wait] = joined.critical_path
     assert (wait.phase, wait.member, wait.why) == ("join", "a", "processing")
     assert 0 < wait.ms <= processing + 500  # at most the batch it was on
     [fix] = [a for a in joined.advice if a.pattern == "processing-held-join"]
@@ -260,7 +260,7 @@ def test_a_static_member_replaced_by_a_process_with_other_assignors(
     [swap] = [d for d in diags.values() if d.trigger.cause == "static_member_replaced"]
     assert (swap.trigger.who, swap.trigger.confidence) == ("a2", EXACT)
     # a was fenced, not killed: no session timeout named, nothing waited for.
-    assert not swap.waits and not any(t.who == "a" for t in swap.also)
+    assert not swap.critical_path and not any(t.who == "a" for t in swap.also)
     advice = {(a.setting, a.value) for a in swap.advice}
     assert ("partition.assignment.strategy", "range") in advice
     assert ("group.instance.id", "one per process") in advice

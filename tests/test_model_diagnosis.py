@@ -46,7 +46,7 @@ def test_dead_member_during_growth_names_the_growth_and_the_wait_for_the_dead_me
     assert "4 → 8" in g3.trigger.evidence
     # c's silent departure came later: it joined a rebalance that was already running.
     assert [(t.who, t.cause) for t in g3.also] == [("c", "timed_out")]
-    [wait] = g3.waits
+    [wait] = g3.critical_path
     assert (wait.phase, wait.member, wait.why) == ("join", "c", WAIT_DEAD)
     assert wait.ms == g3.sync_ms - g3.start_ms  # type: ignore[operator]
     assert 4500 <= wait.ms <= 6500  # its session timeout, less the time it took a to notice
@@ -75,7 +75,7 @@ def test_a_member_killed_by_chaos_is_an_exact_session_timeout() -> None:
     )
     assert "kgctl chaos at " in g3.trigger.evidence and "SIGKILL m2" in g3.trigger.evidence
     assert not any("infers" in n for n in g3.notes)
-    [detect] = g3.waits
+    [detect] = g3.critical_path
     assert (detect.phase, detect.member, detect.confidence) == ("detect", "m2", EXACT)
     assert "SIGKILL m2" in detect.detail
     assert 2000 <= detect.ms <= 3500  # session.timeout.ms=3000
@@ -104,7 +104,7 @@ def test_a_member_killed_without_a_word_is_an_inferred_session_timeout() -> None
     )
     assert "killed or frozen" in g3.trigger.evidence and "chaos" not in g3.trigger.evidence
     assert any("infers" in n for n in g3.notes)
-    assert g3.waits[0].confidence == INFERRED
+    assert g3.critical_path[0].confidence == INFERRED
 
 
 def test_a_broker_log_line_makes_a_silent_departure_exact() -> None:
@@ -168,9 +168,17 @@ def test_every_recorded_generation_gets_a_trigger(name: str) -> None:
 def test_a_member_that_keeps_starting_rebalances_is_named_with_its_reasons() -> None:
     from kgctl.model.diagnosis import Trigger
     from kgctl.model.diagnosis.advice import _advise_loop
+    from kgctl.model.reasons import Cause
 
     def d(gen: int, who: str, reason: str) -> Diagnosis:
-        return Diagnosis(gen, False, gen * 100, None, None, Trigger("timed_out", who, reason))
+        return Diagnosis(
+            gen,
+            False,
+            gen * 100,
+            None,
+            None,
+            Trigger(cause=Cause.TIMED_OUT, who=who, reason=reason),
+        )
 
     diags = [d(1, "a", "first_join"), d(2, "b", "x"), d(3, "b", "y"), d(4, "a", "z"),
              d(5, "b", "x")]  # fmt: skip
@@ -253,7 +261,7 @@ def test_a_join_held_by_a_member_finishing_its_batch() -> None:
     # a spends 2.5 s on every batch and always has another; b joins.
     g2 = diagnosed("busy_member.jsonl")[2]
     assert (g2.trigger.who, g2.trigger.cause) == ("b", "member_joined")
-    [wait] = g2.waits
+    [wait] = g2.critical_path
     assert (wait.phase, wait.member, wait.why) == ("join", "a", WAIT_PROCESSING)
     assert 0 < wait.ms <= 2600  # at most one batch
     [fix] = [a for a in g2.advice if a.pattern == "processing-held-join"]
@@ -287,7 +295,7 @@ def test_a_leader_slow_to_send_the_assignment_holds_the_sync_phase() -> None:
     slowed = [replace(e, ts_ms=e.ts_ms + 1500) if e.ts_ms > answer.ts_ms else e for e in events]
     report = build_report(slowed)
     g2 = {d.generation: d for d in diagnose(report.state, report.events, report.last_ms)}[2]
-    [sync] = [w for w in g2.waits if w.phase == "sync"]
+    [sync] = [w for w in g2.critical_path if w.phase == "sync"]
     assert (sync.member, sync.why) == (answer.member, "slow_assignment")
     assert 1500 <= sync.ms <= 1600
 
@@ -335,7 +343,7 @@ def test_a_static_member_replaced_by_a_process_with_other_assignors() -> None:
     )
     assert "group.instance.id" in g2.trigger.evidence
     # a was fenced, not killed: neither a session timeout nor a wait for it.
-    assert not g2.also and not g2.waits
+    assert not g2.also and not g2.critical_path
     advice = {(a.setting, a.value) for a in g2.advice}
     assert ("partition.assignment.strategy", "range") in advice
     assert ("group.instance.id", "one per process") in advice
@@ -370,7 +378,7 @@ def test_an_untraced_dead_member_is_advised_from_its_stored_session_timeout() ->
     ctx = Context(broker_reasons=lines)
     d = {x.generation: x for x in diagnose(report.state, report.events, report.last_ms, ctx)}[2]
     assert (d.trigger.cause, d.trigger.confidence) == ("partitions_changed", EXACT)
-    [wait] = d.waits
+    [wait] = d.critical_path
     assert (wait.why, wait.session_timeout_ms, wait.session_from) == (
         "dead",
         45000,
@@ -426,7 +434,7 @@ def test_the_kip848_advice_is_computed_from_the_generation() -> None:
     # ...against what the consumer protocol would have paused: only b's partition 2,
     # handed to a (c's 3 waits for c's session either way; 4-7 are new).
     assert "only the 1 taken from one of them would have paused (of 8 partitions)" in advice.text
-    assert f"the {g3.waits[0].ms / 1000:.1f}s the join waited for c" in advice.text
+    assert f"the {g3.critical_path[0].ms / 1000:.1f}s the join waited for c" in advice.text
 
 
 def test_the_issues_scenario_rerun_by_hand_reads_right() -> None:
@@ -450,7 +458,7 @@ def test_the_issues_scenario_rerun_by_hand_reads_right() -> None:
         "partitions_changed",
         EXACT,
     )
-    [wait] = g3.waits
+    [wait] = g3.critical_path
     assert (wait.member, wait.why) == ("c", WAIT_DEAD) and 15_000 <= wait.ms <= 20_000
     # What a and b did not consume meanwhile: measured on the lag of their partitions.
     assert {c.member: c.records_basis for c in g3.costs} == {"a": "lag", "b": "lag"}
@@ -471,7 +479,7 @@ def test_a_finished_rebalances_diagnosis_is_kept_once_its_events_leave_the_windo
     from kgctl.model.diagnosis import NEEDED_BEFORE_MS, keep_diagnoses
 
     g3 = diagnosed("dead_member_growth.jsonl")[3]
-    poorer = replace(g3, waits=(), advice=())  # made from a window missing its beginning
+    poorer = replace(g3, critical_path=(), advice=())  # made from a window missing its beginning
     inside = g3.start_ms - NEEDED_BEFORE_MS  # the window still holds all it needs
     assert keep_diagnoses({3: g3}, [poorer], inside)[3] is poorer  # still the newest word
     later = inside + 1
@@ -576,7 +584,7 @@ def test_a_mixed_group_that_lost_its_last_consumer_protocol_member_is_classic_ag
     [note] = [n for n in g5.notes if "classic protocol" in n]
     assert "m2 was its last member with group.protocol=consumer" in note
     assert "m3 computed this generation's assignment" in note and "(range)" in note
-    [detect] = g5.waits
+    [detect] = g5.critical_path
     assert "consumer.session.timeout.ms" in detect.detail and "None" not in detect.detail
     assert any("consumer.session.timeout.ms" in a.text for a in g5.advice)
     # Before, the broker assigned (no classic leader): no protocol change to tell.

@@ -223,7 +223,7 @@ def test_watch_describes_a_consumer_protocol_group_and_its_epoch_changes(
         assert by_cause["member_joined"].trigger.who == "java-c"
         assert by_cause["member_left"].trigger.who == "java-a"
         for d in found.values():
-            assert d.epoch and d.label == f"group epoch {d.generation}"
+            assert d.group_epoch and d.label == f"group epoch {d.generation}"
             assert not any(a.pattern == "kip-848" for a in d.advice)
             assert "unknown" not in json.dumps(d.to_dict()), d
 

@@ -168,11 +168,13 @@ def test_the_live_views_diagnosis_outlives_its_event_window() -> None:
         watch.drain(clock=lambda: report.last_ms)
         shown = watch.diagnoses(report.last_ms)
         window = diagnose(watch.state, watch.state.recent, report.last_ms)
-    assert {d.generation: d.waits for d in window}[3] != whole[3].waits  # the window lost it
+    assert {d.generation: d.critical_path for d in window}[3] != whole[
+        3
+    ].critical_path  # the window lost it
     for generation in (1, 2, 3, 4):
         assert shown[generation].trigger == whole[generation].trigger
-    [wait] = shown[3].waits
-    assert (wait.member, wait.why) == ("c", "dead") and wait.ms == whole[3].waits[0].ms
+    [wait] = shown[3].critical_path
+    assert (wait.member, wait.why) == ("c", "dead") and wait.ms == whole[3].critical_path[0].ms
 
 
 def test_the_live_view_diagnoses_the_newest_generations_as_the_whole_run_does() -> None:

@@ -19,7 +19,6 @@ from kgctl.chaos.scenario import Expect
 from kgctl.model.diagnosis import Diagnosis, diagnose
 from kgctl.model.events import Event
 from kgctl.model.fold import fold
-from kgctl.model.reasons import Cause
 from kgctl.model.state import PHASE_STABLE, GroupState
 from kgctl.model.timeline import (
     counted_errors,
@@ -173,7 +172,7 @@ def cause_line(
     """What the action did, then each new generation's trigger and critical path
     (`SIGKILL m2 → gen 3: m2: timed out (inferred); detect waited 2.8s for m2 (dead)`),
     or, without a diagnosis, why members rejoined (`→ rebalance_in_progress (m1, m3)`)."""
-    known = [d for d in diagnoses if d.trigger.cause != Cause.UNKNOWN.value]
+    known = [d for d in diagnoses if d.trigger.cause_known]
     if known:
         return f"{description} → " + "; ".join(f"gen {d.generation}: {d.short()}" for d in known)
     if not rejoin_reasons:

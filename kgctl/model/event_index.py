@@ -15,6 +15,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from operator import attrgetter
 from typing import Any, TypeVar, overload
 
+from kgctl.model.event_types import EventType
 from kgctl.model.events import Event
 
 T = TypeVar("T")
@@ -94,16 +95,22 @@ class EventIndex(Sequence[Event]):
         hi = len(self._ts) if until is None else bisect_right(self._ts, until)
         return self._all[lo:hi]
 
-    def of(self, *types: str, since: int | None = None, until: int | None = None) -> list[Event]:
+    def of(
+        self, *types: EventType, since: int | None = None, until: int | None = None
+    ) -> list[Event]:
         """The events of these types in since < ts_ms <= until, in order."""
+        return self._of_names(types, since, until)
+
+    def _of_names(self, types: Iterable[str], since: int | None, until: int | None) -> list[Event]:
         found = [self._types[t].window(since, until) for t in types if t in self._types]
         return self._at(found)
 
     def excluding(
-        self, types: Collection[str], since: int | None = None, until: int | None = None
+        self, types: Collection[EventType], since: int | None = None, until: int | None = None
     ) -> list[Event]:
         """The events of any other type in since < ts_ms <= until, in order."""
-        return self.of(*(t for t in self._types if t not in types), since=since, until=until)
+        # Every other type seen, catalogued or not (a newer recording's): not EventType.
+        return self._of_names((t for t in self._types if t not in types), since, until)
 
     def by(self, member: str, since: int | None = None, until: int | None = None) -> list[Event]:
         """`member`'s events (its `member` field) in since < ts_ms <= until, in order."""

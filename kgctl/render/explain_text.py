@@ -44,15 +44,17 @@ def render_diagnosis(d: Diagnosis, superseded: bool = False) -> RenderableType:
     lines.append(_line("evidence", t.evidence))
     for other in d.also:
         lines.append(_line("also", f"{other.text()} ({other.confidence}: {other.evidence})"))
-    for w in d.waits:
+    for w in d.critical_path:
         lines.append(_line("waited", w.text(), "magenta"))
     if d.costs:
         cost = ", ".join(
             f"{c.member} {fmt_ms(c.unassigned_ms)} without partitions" + _missed(c) for c in d.costs
         )
         lines.append(_line("cost", cost))
-    if d.revoked or d.moved:
-        lines.append(_line("moved", f"{plural(d.moved, 'partition')} moved, {d.revoked} revoked"))
+    if d.revoked or d.partitions_moved:
+        lines.append(
+            _line("moved", f"{plural(d.partitions_moved, 'partition')} moved, {d.revoked} revoked")
+        )
     for a in d.advice:
         lines.append(_line("advice", f"{a.shown()}: {a.text}", "cyan"))
     for n in d.notes:

@@ -21,7 +21,7 @@ from rich.text import Text
 
 from kgctl.model.diagnosis import Diagnosis, diagnose
 from kgctl.model.events import Event
-from kgctl.model.reasons import Cause, cause_text
+from kgctl.model.reasons import cause_text
 from kgctl.model.snapshot import GroupListing
 from kgctl.model.state import (
     GenerationRecord,
@@ -363,7 +363,7 @@ def _generation_row(
     unassigned = (
         memo.unassigned(s, g, now_ms) if memo is not None else rebalance_unassigned(s, g, now_ms)
     )
-    if d is not None and d.trigger.cause != Cause.UNKNOWN.value:
+    if d is not None and d.trigger.cause_known:
         cause = d.short(reasons=wide)
         if wide and d.advice:
             a = d.advice[0]

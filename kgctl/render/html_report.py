@@ -127,7 +127,7 @@ def _why_html(rb: Rebalance) -> str:
     if d is None:
         return f"<br><small>{escape(rb.evidence)}</small>"
     parts = [f"{d.trigger.confidence}: {d.trigger.evidence}"]
-    parts += [w.text() for w in d.waits]
+    parts += [w.text() for w in d.critical_path]
     parts += [
         f"advice: {a.shown()}: {a.text}" if a.value else f"advice: {a.text}" for a in d.advice
     ]
@@ -230,7 +230,7 @@ def _timeline(r: Report) -> str:
     # The member each rebalance waited for: a red outline over the wait on its row.
     for rb in r.rebalances:
         d = rb.diagnosis
-        for w in d.waits if d is not None else ():
+        for w in d.critical_path if d is not None else ():
             y = rows.get(w.member)
             if y is None:
                 continue
@@ -267,9 +267,9 @@ def _timeline(r: Report) -> str:
 def _label(rb: Rebalance) -> str:
     """A generation's label on the timeline: its trigger in a few words."""
     d = rb.diagnosis
-    if d is not None and d.trigger.cause != "unknown":
+    if d is not None and d.trigger.cause_known:
         t = d.trigger
-        return (f"{t.who}: " if t.who else "") + t.cause.replace("_", " ")
+        return (f"{t.who}: " if t.who else "") + t.cause_name.replace("_", " ")
     return cause_text(rb)
 
 

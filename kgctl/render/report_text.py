@@ -10,7 +10,6 @@ from rich.table import Table
 from rich.text import Text
 
 from kgctl.model.diagnosis import INFERRED
-from kgctl.model.reasons import Cause
 from kgctl.model.reasons import cause_text as _cause_words
 from kgctl.render.explain_text import render_diagnosis
 from kgctl.render.group_view import fmt_clock, fmt_ms
@@ -22,7 +21,7 @@ def cause_text(r: Rebalance) -> str:
     """The rebalance's trigger and critical path in short form (its diagnosis), else the
     cause the members' words name."""
     d = r.diagnosis
-    if d is not None and d.trigger.cause != Cause.UNKNOWN.value:
+    if d is not None and d.trigger.cause_known:
         return d.short()
     text = _cause_words(r.cause)
     return text + (" (guess)" if r.cause_guess else "")
@@ -30,7 +29,7 @@ def cause_text(r: Rebalance) -> str:
 
 def is_guess(r: Rebalance) -> bool:
     d = r.diagnosis
-    if d is not None and d.trigger.cause != Cause.UNKNOWN.value:
+    if d is not None and d.trigger.cause_known:
         return d.trigger.confidence == INFERRED
     return r.cause_guess
 

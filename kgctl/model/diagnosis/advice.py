@@ -21,6 +21,7 @@ from kgctl.model.diagnosis.types import (
     Wait,
 )
 from kgctl.model.event_index import EventIndex
+from kgctl.model.event_types import EventType, is_type
 from kgctl.model.events import Event
 from kgctl.model.reasons import Cause, RejoinReason
 from kgctl.model.state import (
@@ -36,9 +37,9 @@ def _ceil_s(ms: float) -> int:
 
 def _is_heartbeat(e: Event) -> bool:
     """An answered heartbeat: a member's own, or one the proxy traced."""
-    if e.type == "HeartbeatSucceeded" and e.source == "member":
+    if is_type(e, "HeartbeatSucceeded") and e.source == "member":
         return True
-    return e.type == "HeartbeatTraced" and e.source == "wire" and e.data.get("error") == "NONE"
+    return is_type(e, "HeartbeatTraced") and e.source == "wire" and e.data.get("error") == "NONE"
 
 
 def _heartbeat_every(events: Sequence[Event], member: str | None) -> int | None:
@@ -62,7 +63,7 @@ def _heartbeat_every(events: Sequence[Event], member: str | None) -> int | None:
 
 
 # A member's own steps after which its heartbeats pause (its join, its start, leaving).
-_HEARTBEATS_PAUSED = frozenset(
+_HEARTBEATS_PAUSED: frozenset[EventType] = frozenset(
     {"JoinGroupSent", "MemberStarted", "LeaveGroupSent", "PollIntervalExceeded"}
 )
 
@@ -181,7 +182,7 @@ def _advise_poll(
     mine = events.by(member, until=until + 60_000)
     worst: tuple[int, int] | None = None  # (batch ms, records)
     for i, e in enumerate(mine):
-        if e.type != "RecordsConsumed":
+        if not is_type(e, "RecordsConsumed"):
             continue
         # Measured only for a batch whose processing outlived a poll interval (the
         # heartbeat thread said so) or held a join: the next main-thread step after it
@@ -191,7 +192,7 @@ def _advise_poll(
         if nxt is None:
             continue
         breached = any(
-            x.type in ("PollIntervalExceeded", "HeartbeatFailed") and x.ts_ms <= nxt.ts_ms
+            is_type(x, "PollIntervalExceeded", "HeartbeatFailed") and x.ts_ms <= nxt.ts_ms
             for x in later
         )
         took, n = nxt.ts_ms - e.ts_ms, int(e.data.get("count", 0) or 0)
@@ -241,7 +242,9 @@ def _advise_poll(
 def _advise_batch(events: EventIndex, w: Wait, start_ms: int) -> list[Advice]:
     """A join held by a member finishing its batch: a batch of about a second keeps the
     wait to about a second (the per-record time measured on the batch it was finishing)."""
-    batches = [e for e in events.by(w.member, until=start_ms + w.ms) if e.type == "RecordsConsumed"]
+    batches = [
+        e for e in events.by(w.member, until=start_ms + w.ms) if is_type(e, "RecordsConsumed")
+    ]
     if not batches:
         return []
     b = batches[-1]
@@ -296,7 +299,7 @@ def _protocols(events: EventIndex, member: str, until: int) -> tuple[str, ...]:
     """The assignors `member` offered in its last JoinGroup up to `until`."""
     found: tuple[str, ...] = ()
     for e in events.by(member, until=until):
-        if e.type == "JoinGroupSent":
+        if is_type(e, "JoinGroupSent"):
             raw = e.data.get("protocols")
             if isinstance(raw, list):
                 found = tuple(str(p) for p in raw)
@@ -309,7 +312,7 @@ def _advise_replaced(
     """A static member replaced: by a process that offered the assignors in another order
     (the group's choice changed, so it rebalanced), or while the old one still ran (it
     was fenced: two processes shared one group.instance.id)."""
-    if trigger.cause != Cause.STATIC_MEMBER_REPLACED.value or prev is None:
+    if trigger.cause != Cause.STATIC_MEMBER_REPLACED or prev is None:
         return []
     new = trigger.who
     old = next((k for k in prev.members if k != new and k in trigger.evidence), new)
@@ -329,7 +332,7 @@ def _advise_replaced(
             )
         )
     fenced = any(
-        e.type == "MemberFailed" and e.member == old and e.data.get("error") == FENCED
+        is_type(e, "MemberFailed") and e.member == old and e.data.get("error") == FENCED
         and e.ts_ms >= trigger.at_ms
         for e in events
     )  # fmt: skip
@@ -360,10 +363,10 @@ def _advise_loop(diags: Sequence[Diagnosis], window: int = 5, times: int = 3) ->
             for d in recent
             if d.trigger.who == who
             and d.trigger.reason != RejoinReason.FIRST_JOIN.value
-            and d.trigger.cause != Cause.MEMBER_JOINED.value
+            and d.trigger.cause != Cause.MEMBER_JOINED
         ]
         if len(mine) >= times:
-            reasons = sorted({d.trigger.reason or d.trigger.cause for d in mine})
+            reasons = sorted({d.trigger.reason or d.trigger.cause_name for d in mine})
             out[diags[i].generation] = Advice(
                 "rejoin-loop",
                 "member",

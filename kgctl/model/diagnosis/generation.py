@@ -30,6 +30,7 @@ from kgctl.model.diagnosis.types import (
     Context,
     Diagnosis,
     Trigger,
+    named_cause,
 )
 from kgctl.model.diagnosis.waits import _waits
 from kgctl.model.event_index import EventIndex, index
@@ -102,60 +103,68 @@ def _fallback_trigger(
     if rec.cause:
         # The observer's attribution compares the broker's descriptions or stored
         # records: who came and went is a fact there, why the group rebalanced is not.
+        cause, other = named_cause(rec.cause)
         return Trigger(
-            rec.cause,
-            "",
-            "",
-            INFERRED,
-            f"broker's records/snapshots: {rec.evidence or 'the observer attribution'}",
-            rec.start_ms,
+            cause=cause,
+            other_cause=other,
+            who="",
+            reason="",
+            confidence=INFERRED,
+            evidence=f"broker's records/snapshots: {rec.evidence or 'the observer attribution'}",
+            at_ms=rec.start_ms,
         )
     elif prev is None and rec.generation == 1 and not rec.inferred:
         # The broker numbers a classic group's rebalances from 1: its first
         # generation is made when the first members join the new group.
         return Trigger(
-            Cause.MEMBER_JOINED.value,
-            ", ".join(sorted(rec.members)),
-            "",
-            INFERRED,
-            "generation 1 (the broker's own id): a new group's first members joined",
-            rec.start_ms,
+            cause=Cause.MEMBER_JOINED,
+            who=", ".join(sorted(rec.members)),
+            reason="",
+            confidence=INFERRED,
+            evidence="generation 1 (the broker's own id): a new group's first members joined",
+            at_ms=rec.start_ms,
         )
     elif prev is None and not (events and events[0].ts_ms < rec.start_ms):
         return Trigger(
-            Cause.UNKNOWN.value,
-            "",
-            "",
-            INFERRED,
-            "already made when the sources begin: what started it was not seen",
+            cause=Cause.UNKNOWN,
+            who="",
+            reason="",
+            confidence=INFERRED,
+            evidence="already made when the sources begin: what started it was not seen",
         )
     elif prev is not None and _same_stored_members(events, prev.generation, rec.generation):
         # Nobody came or went between two generations the broker numbered: one of the
         # same members sent a new JoinGroup (a leader's metadata or subscription
         # change, a rejoin after an error); the records do not say which or why.
         return Trigger(
-            Cause.REJOIN_REQUESTED.value,
-            "",
-            "",
-            INFERRED,
-            f"generations {prev.generation} and {rec.generation} have the same members: "
+            cause=Cause.REJOIN_REQUESTED,
+            who="",
+            reason="",
+            confidence=INFERRED,
+            evidence=f"generations {prev.generation} and {rec.generation} have the same members: "
             "one of them rejoined (the broker's records do not say which, or why)",
-            rec.start_ms,
+            at_ms=rec.start_ms,
         )
     elif late := _assigned_late(events, prev, members):
         return Trigger(
-            Cause.MEMBER_JOINED.value,
-            ", ".join(late),
-            "first_join",
-            INFERRED,
-            f"{', '.join(late)} joined generation {prev.generation if prev else '?'} "
+            cause=Cause.MEMBER_JOINED,
+            who=", ".join(late),
+            reason="first_join",
+            confidence=INFERRED,
+            evidence=f"{', '.join(late)} joined generation {prev.generation if prev else '?'} "
             "empty-handed (a classic member of a consumer-protocol group is answered "
             "before the broker has a target for it); the broker's next target assignment "
             "is the one that gave them partitions",
-            rec.start_ms,
+            at_ms=rec.start_ms,
         )
     else:
-        return Trigger(Cause.UNKNOWN.value, "", "", INFERRED, "no source said why")
+        return Trigger(
+            cause=Cause.UNKNOWN,
+            who="",
+            reason="",
+            confidence=INFERRED,
+            evidence="no source said why",
+        )
 
 
 def _diagnose_one(
@@ -230,13 +239,13 @@ def _diagnose_one(
         stable_ms=rec.stable_ms,
         trigger=chosen,
         also=also,
-        waits=tuple(waits),
+        critical_path=tuple(waits),
         costs=costs,
-        moved=len(moved),
+        partitions_moved=len(moved),
         revoked=revoked,
         advice=tuple(advice),
         notes=tuple(notes),
-        epoch=state.group_type == "consumer",
+        group_epoch=state.group_type == "consumer",
         protocol_change=protocol_change,
         # Its start is known when a member (or the broker's log) said it, exactly.
         timed=traced

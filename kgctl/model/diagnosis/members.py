@@ -8,8 +8,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kgctl.model.diagnosis.types import DEFAULT_HEARTBEAT_MS, STORED, TRACED
+from kgctl.model.diagnosis.types import DEFAULT_HEARTBEAT_MS, STORED, TRACED, SessionFrom
 from kgctl.model.event_index import EventIndex
+from kgctl.model.event_types import EventType, is_type
 from kgctl.model.events import Event
 
 
@@ -19,7 +20,7 @@ class _Member:
 
     key: str
     session_ms: int | None = None
-    session_from: str = ""  # TRACED or STORED
+    session_from: SessionFrom = ""  # TRACED or STORED
     heartbeat_ms: int | None = None
     heartbeat_default: bool = False  # not set: the client's default
     max_poll_ms: int | None = None
@@ -63,12 +64,14 @@ def _members(events: EventIndex) -> dict[str, _Member]:
 
 _TRACED_SOURCES = frozenset({"member", "wire"})
 # The steps that carry a member's configuration.
-_CONFIGURING = frozenset({"MemberStarted", "JoinGroupSent", "JoinPrepared", "PollIntervalExceeded"})
+_CONFIGURING: frozenset[EventType] = frozenset(
+    {"MemberStarted", "JoinGroupSent", "JoinPrepared", "PollIntervalExceeded"}
+)
 
 
 def _configure(m: _Member, e: Event) -> None:
     """What one of the member's _CONFIGURING steps says of its configuration."""
-    if e.type == "MemberStarted":
+    if is_type(e, "MemberStarted"):
         cfg = e.data.get("config") or {}
         client = e.data.get("client") or {}
         m.session_ms = _opt_int(cfg.get("session_timeout_ms")) or m.session_ms
@@ -85,13 +88,13 @@ def _configure(m: _Member, e: Event) -> None:
         topics = cfg.get("topics")
         if isinstance(topics, list):
             m.subscription = tuple(sorted(str(t) for t in topics))
-    elif e.type == "JoinGroupSent":
+    elif is_type(e, "JoinGroupSent"):
         m.session_ms = _opt_int(e.data.get("session_timeout_ms")) or m.session_ms
         rebalance = _opt_int(e.data.get("rebalance_timeout_ms"))
         m.max_poll_ms = m.max_poll_ms or rebalance
-    elif e.type == "JoinPrepared":
+    elif is_type(e, "JoinPrepared"):
         m.protocol = str(e.data.get("protocol", "") or m.protocol)
-    elif e.type == "PollIntervalExceeded":
+    elif is_type(e, "PollIntervalExceeded"):
         m.max_poll_ms = _opt_int(e.data.get("max_poll_interval_ms")) or m.max_poll_ms
 
 

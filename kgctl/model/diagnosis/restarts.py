@@ -11,6 +11,7 @@ from kgctl.model.diagnosis.members import _Member, _members
 from kgctl.model.diagnosis.trigger import _instance_of
 from kgctl.model.diagnosis.types import FENCED, START_SLACK_MS
 from kgctl.model.event_index import EventIndex, index
+from kgctl.model.event_types import is_type
 from kgctl.model.events import Event
 from kgctl.model.state import (
     GroupState,
@@ -134,7 +135,7 @@ def replacements(state: GroupState, events: Sequence[Event]) -> tuple[Replacemen
             continue
         who = e.member or e.client_id
         member_id = str(e.member_id or e.data.get("member_id") or "")
-        if e.type == "JoinGroupSent" and not member_id and iid in holder:
+        if is_type(e, "JoinGroupSent") and not member_id and iid in holder:
             old = holder[iid][0]
             if old != who:
                 fenced = next(
@@ -164,14 +165,14 @@ def _returns(ordered: EventIndex) -> list[tuple[str, int, Event, int | None]]:
     ):
         if e.source != "member" or not e.member:
             continue
-        if e.type == "JoinCompleted":
+        if is_type(e, "JoinCompleted"):
             generation[e.member] = int(e.data.get("generation", e.generation) or -1)
-        if e.type in ("MemberStopped", "LeaveGroupSent"):
+        if is_type(e, "MemberStopped", "LeaveGroupSent"):
             stopped.setdefault(e.member, (e.ts_ms, generation.get(e.member)))
             started.discard(e.member)
-        elif e.type == "MemberStarted" and e.member in stopped:
+        elif is_type(e, "MemberStarted") and e.member in stopped:
             started.add(e.member)
-        elif e.type == "JoinGroupSent" and e.member in started:
+        elif is_type(e, "JoinGroupSent") and e.member in started:
             t0, gen = stopped.pop(e.member)
             started.discard(e.member)
             out.append((e.member, t0, e, gen))
@@ -181,6 +182,6 @@ def _returns(ordered: EventIndex) -> list[tuple[str, int, Event, int | None]]:
 def _generation_after(ordered: EventIndex, member: str, back: Event) -> int | None:
     """The generation `member` completed first after coming back."""
     for e in ordered.by(member, since=back.ts_ms - 1):
-        if e.type == "JoinCompleted":
+        if is_type(e, "JoinCompleted"):
             return int(e.data.get("generation", e.generation) or -1)
     return None

@@ -20,10 +20,13 @@ from kgctl.model.diagnosis.types import (
     POLL_BREACH,
     START_SLACK_MS,
     BrokerReason,
+    Confidence,
     Context,
     Trigger,
+    named_cause,
 )
 from kgctl.model.event_index import EventIndex
+from kgctl.model.event_types import EventType, is_type
 from kgctl.model.events import Event
 from kgctl.model.reasons import Cause, RejoinReason, cause_of_reason
 from kgctl.model.state import (
@@ -36,17 +39,28 @@ from kgctl.model.timeline import utc_clock as _clock
 def _said_rejoin(e: Event, who: str, src: str) -> list[Trigger]:
     """A member's own rejoin reason (RejoinRequested; a wire JoinGroupSent)."""
     reason = str(e.data.get("reason", "") or "")
-    cause = cause_of_reason(reason)
-    if cause is None:
+    named = cause_of_reason(reason)
+    if named is None:
         return []
-    if reason == RejoinReason.FIRST_JOIN.value and e.type == "RejoinRequested":
+    cause, other = named_cause(named)
+    if reason == RejoinReason.FIRST_JOIN.value and is_type(e, "RejoinRequested"):
         evidence = f"{who}'s {src}: first join"
     else:
         evidence = f"{who}'s {src}: {e.type} reason {reason}"
         extra = _reason_detail(e)
         if extra:
             evidence += f" ({extra})"
-    return [Trigger(cause, who, reason, EXACT, evidence, e.ts_ms)]
+    return [
+        Trigger(
+            cause=cause,
+            other_cause=other,
+            who=who,
+            reason=reason,
+            confidence=EXACT,
+            evidence=evidence,
+            at_ms=e.ts_ms,
+        )
+    ]
 
 
 def _wire_join(e: Event, who: str, src: str) -> list[Trigger]:
@@ -59,24 +73,60 @@ def _wire_join(e: Event, who: str, src: str) -> list[Trigger]:
         if cause is None:
             return []
         evidence = f"wire: {who}'s JoinGroup reason {reason!r}"
-        return [Trigger(cause, who, reason, EXACT, evidence, e.ts_ms)]
+        return [
+            Trigger(
+                cause=cause,
+                who=who,
+                reason=reason,
+                confidence=EXACT,
+                evidence=evidence,
+                at_ms=e.ts_ms,
+            )
+        ]
     if e.data.get("member_id"):
         return []
     evidence = f"wire: {who}'s JoinGroup without a member id (a new member)"
-    return [Trigger(Cause.MEMBER_JOINED.value, who, "", EXACT, evidence, e.ts_ms)]
+    return [
+        Trigger(
+            cause=Cause.MEMBER_JOINED,
+            who=who,
+            reason="",
+            confidence=EXACT,
+            evidence=evidence,
+            at_ms=e.ts_ms,
+        )
+    ]
 
 
 def _said_poll(e: Event, who: str, src: str) -> list[Trigger]:
     ms = e.data.get("max_poll_interval_ms")
     evidence = f"{who}'s {src}: no poll within max.poll.interval.ms={ms}"
-    return [Trigger(Cause.TIMED_OUT.value, who, POLL_BREACH, EXACT, evidence, e.ts_ms)]
+    return [
+        Trigger(
+            cause=Cause.TIMED_OUT,
+            who=who,
+            reason=POLL_BREACH,
+            confidence=EXACT,
+            evidence=evidence,
+            at_ms=e.ts_ms,
+        )
+    ]
 
 
 def _said_leave(e: Event, who: str, src: str) -> list[Trigger]:
     reason = str(e.data.get("reason", "") or "")
     who = who or e.client_id
     evidence = f"{who}'s {src}: LeaveGroup reason {reason!r}"
-    return [Trigger(Cause.MEMBER_LEFT.value, who, reason, EXACT, evidence, e.ts_ms)]
+    return [
+        Trigger(
+            cause=Cause.MEMBER_LEFT,
+            who=who,
+            reason=reason,
+            confidence=EXACT,
+            evidence=evidence,
+            at_ms=e.ts_ms,
+        )
+    ]
 
 
 def _said_failed(e: Event, who: str, src: str) -> list[Trigger]:
@@ -87,9 +137,27 @@ def _said_failed(e: Event, who: str, src: str) -> list[Trigger]:
             f"{who}'s trace: {FENCED}: another process joined with its group.instance.id{iid}"
             " and the broker handed it the identity"
         )
-        return [Trigger(Cause.STATIC_MEMBER_REPLACED.value, who, error, EXACT, evidence, e.ts_ms)]
+        return [
+            Trigger(
+                cause=Cause.STATIC_MEMBER_REPLACED,
+                who=who,
+                reason=error,
+                confidence=EXACT,
+                evidence=evidence,
+                at_ms=e.ts_ms,
+            )
+        ]
     evidence = f"{who}'s trace: failed with {error}"
-    return [Trigger(Cause.MEMBER_FAILED.value, who, error, EXACT, evidence, e.ts_ms)]
+    return [
+        Trigger(
+            cause=Cause.MEMBER_FAILED,
+            who=who,
+            reason=error,
+            confidence=EXACT,
+            evidence=evidence,
+            at_ms=e.ts_ms,
+        )
+    ]
 
 
 def _said_fenced(e: Event, who: str, src: str) -> list[Trigger]:
@@ -102,21 +170,48 @@ def _said_fenced(e: Event, who: str, src: str) -> list[Trigger]:
         "again with member epoch 0"
     )
     reason = f"rejoined after {error}" if error else "rejoined after being fenced"
-    return [Trigger(Cause.MEMBER_JOINED.value, who, reason, EXACT, evidence, e.ts_ms)]
+    return [
+        Trigger(
+            cause=Cause.MEMBER_JOINED,
+            who=who,
+            reason=reason,
+            confidence=EXACT,
+            evidence=evidence,
+            at_ms=e.ts_ms,
+        )
+    ]
 
 
 def _seen_left(e: Event, who: str, src: str) -> list[Trigger]:
     evidence = f"snapshots: {who} missing from the broker's description"
-    return [Trigger(Cause.MEMBER_LEFT.value, who, "", INFERRED, evidence, e.ts_ms)]
+    return [
+        Trigger(
+            cause=Cause.MEMBER_LEFT,
+            who=who,
+            reason="",
+            confidence=INFERRED,
+            evidence=evidence,
+            at_ms=e.ts_ms,
+        )
+    ]
 
 
 def _seen_joined(e: Event, who: str, src: str) -> list[Trigger]:
     evidence = f"snapshots: {who} new in the broker's description"
-    return [Trigger(Cause.MEMBER_JOINED.value, who, "", INFERRED, evidence, e.ts_ms)]
+    return [
+        Trigger(
+            cause=Cause.MEMBER_JOINED,
+            who=who,
+            reason="",
+            confidence=INFERRED,
+            evidence=evidence,
+            at_ms=e.ts_ms,
+        )
+    ]
 
 
 # (event type, the source it must come from, or None: any but chaos) -> its triggers.
-_READERS: dict[tuple[str, str | None], Callable[[Event, str, str], list[Trigger]]] = {
+_READERS: dict[tuple[EventType, str | None], Callable[[Event, str, str], list[Trigger]]] = {
     ("RejoinRequested", None): _said_rejoin,
     ("JoinGroupSent", "wire"): _wire_join,
     ("PollIntervalExceeded", None): _said_poll,
@@ -128,11 +223,15 @@ _READERS: dict[tuple[str, str | None], Callable[[Event, str, str], list[Trigger]
 }
 
 
-_READ_TYPES = tuple(sorted({t for t, _ in _READERS}))
+_READ_TYPES: tuple[EventType, ...] = tuple(sorted({t for t, _ in _READERS}))
+# The same, looked up by an event's own type (any string: a newer recording's too).
+_READERS_BY_NAME: dict[tuple[str, str | None], Callable[[Event, str, str], list[Trigger]]] = {
+    (str(t), source): reader for (t, source), reader in _READERS.items()
+}
 
 
 def _read(e: Event) -> list[Trigger]:
-    reader = _READERS.get((e.type, e.source)) or _READERS.get((e.type, None))
+    reader = _READERS_BY_NAME.get((e.type, e.source)) or _READERS_BY_NAME.get((e.type, None))
     if reader is None or e.source == "chaos":
         return []
     src = "wire" if e.source == "wire" else "trace"
@@ -154,12 +253,12 @@ def _wire_rejoins(
         if e.source != "wire":
             continue
         who = e.member or e.client_id
-        if e.type in ("HeartbeatFailed", "JoinGroupReceived") and e.data.get("error") not in (
+        if is_type(e, "HeartbeatFailed", "JoinGroupReceived") and e.data.get("error") not in (
             None, "", "NONE",
         ):  # fmt: skip
             told.add(who)
         if (
-            e.type == "JoinGroupSent"
+            is_type(e, "JoinGroupSent")
             and e.data.get("member_id")
             and not (e.data.get("wire_reason") or e.data.get("reason"))
             and who not in told
@@ -171,16 +270,22 @@ def _wire_rejoins(
             evidence = f"wire: {who}'s JoinGroup with its member id, not told of a rebalance"
             out.append(
                 Trigger(
-                    Cause.REJOIN_REQUESTED.value, who, reason, EXACT,
-                    evidence + (hint if leader else ""), e.ts_ms,
+                    cause=Cause.REJOIN_REQUESTED,
+                    who=who,
+                    reason=reason,
+                    confidence=EXACT,
+                    evidence=evidence + (hint if leader else ""),
+                    at_ms=e.ts_ms,
                 )
-            )  # fmt: skip
+            )
             told.add(who)
     return out
 
 
 # A member that reports any of these traces its protocol steps: its own words say why.
-_STEPS = frozenset({"RejoinRequested", "JoinGroupSent", "LeaveGroupSent", "GroupHeartbeatAnswered"})
+_STEPS: frozenset[EventType] = frozenset(
+    {"RejoinRequested", "JoinGroupSent", "LeaveGroupSent", "GroupHeartbeatAnswered"}
+)
 
 
 # How long after its close's revocation a member's stop may be reported and still be
@@ -199,24 +304,38 @@ def _stepless_comings_and_goings(events: EventIndex, since: int, until: int) -> 
     revoked_at: dict[str, int] = {}
     # Only these three types count below; the rest of the events never did.
     for e in events.of("PartitionsRevoked", "MemberStopped", "MemberStarted"):
-        if e.member in stepless and e.type == "PartitionsRevoked":
+        if e.member in stepless and is_type(e, "PartitionsRevoked"):
             revoked_at[e.member] = e.ts_ms
-        if e.member in stepless and e.type == "MemberStopped":
+        if e.member in stepless and is_type(e, "MemberStopped"):
             # Its close revoked, then left; the stop is reported once the close is done.
             at = revoked_at.get(e.member, e.ts_ms)
             e = replace(e, ts_ms=at if e.ts_ms - at <= CLOSE_REPORT_MS else e.ts_ms)
         if e.member not in stepless or not since < e.ts_ms <= until:
             continue
-        if e.type == "MemberStarted":
+        if is_type(e, "MemberStarted"):
             evidence = f"{e.member} started then; it reports its partitions, not its requests"
             out.append(
-                Trigger(Cause.MEMBER_JOINED.value, e.member, "", INFERRED, evidence, e.ts_ms)
+                Trigger(
+                    cause=Cause.MEMBER_JOINED,
+                    who=e.member,
+                    reason="",
+                    confidence=INFERRED,
+                    evidence=evidence,
+                    at_ms=e.ts_ms,
+                )
             )
-        elif e.type == "MemberStopped":
+        elif is_type(e, "MemberStopped"):
             reason = str(e.data.get("reason", "") or "")
             evidence = f"{e.member}'s own report: stopped ({reason}), closing its consumer"
             out.append(
-                Trigger(Cause.MEMBER_LEFT.value, e.member, reason, INFERRED, evidence, e.ts_ms)
+                Trigger(
+                    cause=Cause.MEMBER_LEFT,
+                    who=e.member,
+                    reason=reason,
+                    confidence=INFERRED,
+                    evidence=evidence,
+                    at_ms=e.ts_ms,
+                )
             )
     return out
 
@@ -249,7 +368,7 @@ def _replacements(
             break
         who = e.member or e.client_id
         member_id = str(e.member_id or e.data.get("member_id") or "")
-        joining = e.type == "JoinGroupSent" and e.source in ("member", "wire") and not member_id
+        joining = is_type(e, "JoinGroupSent") and e.source in ("member", "wire") and not member_id
         if joining and since < e.ts_ms and iid in holder and holder[iid][0] in prev.members:
             old, old_id = holder[iid]
             src = "wire" if e.source == "wire" else "trace"
@@ -257,12 +376,15 @@ def _replacements(
             replaced.add(old)
             out.append(
                 Trigger(
-                    Cause.STATIC_MEMBER_REPLACED.value, who, "", EXACT,
-                    f"{who}'s {src}: JoinGroup with group.instance.id {iid} and no member id "
-                    f"while {by} held it: the broker replaced it",
-                    e.ts_ms,
+                    cause=Cause.STATIC_MEMBER_REPLACED,
+                    who=who,
+                    reason="",
+                    confidence=EXACT,
+                    evidence=f"{who}'s {src}: JoinGroup with group.instance.id {iid} and no "
+                    f"member id while {by} held it: the broker replaced it",
+                    at_ms=e.ts_ms,
                 )
-            )  # fmt: skip
+            )
         elif member_id and e.source in ("member", "wire", "observer"):
             holder[iid] = (e.member or who or member_id, member_id)
     return out, replaced
@@ -282,12 +404,12 @@ def _chaos_act(events: EventIndex, member: str, until: int) -> Event | None:
     for e in events.of("ActionPerformed", "MemberFailed", until=until):
         if e.source != "chaos":
             continue
-        acted = e.type == "ActionPerformed" and e.data.get("action") in _SILENCING
+        acted = is_type(e, "ActionPerformed") and e.data.get("action") in _SILENCING
         details = e.data.get("details")
         cut_off = isinstance(details, dict) and details.get("cut_off") == member
         if (acted and member in (e.data.get("members") or [])) or cut_off:
             found = e
-        elif e.type == "MemberFailed" and e.member == member and found is None:
+        elif is_type(e, "MemberFailed") and e.member == member and found is None:
             found = e
     return found
 
@@ -314,14 +436,21 @@ def _from_broker_log(br: BrokerReason, state: GroupState) -> Trigger:
     if br.kind == FAILED:
         # The broker's words name the member by its id: its name is `who`.
         return Trigger(
-            Cause.TIMED_OUT.value, who, "session timeout", EXACT,
-            f"broker log {_clock(br.ts_ms)}: {br.reason}", br.ts_ms,
-        )  # fmt: skip
+            cause=Cause.TIMED_OUT,
+            who=who,
+            reason="session timeout",
+            confidence=EXACT,
+            evidence=f"broker log {_clock(br.ts_ms)}: {br.reason}",
+            at_ms=br.ts_ms,
+        )
     return Trigger(
-        _broker_cause(br.reason), who, client or br.reason, EXACT,
-        f"broker log {_clock(br.ts_ms)}: Preparing to rebalance (reason: {br.reason})",
-        br.ts_ms,
-    )  # fmt: skip
+        cause=_broker_cause(br.reason),
+        who=who,
+        reason=client or br.reason,
+        confidence=EXACT,
+        evidence=f"broker log {_clock(br.ts_ms)}: Preparing to rebalance (reason: {br.reason})",
+        at_ms=br.ts_ms,
+    )
 
 
 def _candidates(
@@ -346,7 +475,7 @@ def _candidates(
     out = [
         t
         for t in out
-        if t.cause != Cause.MEMBER_JOINED.value
+        if t.cause != Cause.MEMBER_JOINED
         or not any(r.who == t.who and abs(r.at_ms - t.at_ms) <= START_SLACK_MS for r in replaced)
     ]
     out += replaced
@@ -368,7 +497,7 @@ def _candidates(
     return [
         t
         for t in out
-        if t.cause != Cause.STATIC_MEMBER_REPLACED.value or t.at_ms >= rec.start_ms - START_SLACK_MS
+        if t.cause != Cause.STATIC_MEMBER_REPLACED or t.at_ms >= rec.start_ms - START_SLACK_MS
     ]
 
 
@@ -390,9 +519,9 @@ def _news(e: Event, state: GroupState, prev: GenerationRecord | None) -> bool:
         return True
     found = state.find_member(e.member_id)
     key = found.key if found is not None else e.member_id
-    if e.type == "MemberJoinedGroup":
+    if is_type(e, "MemberJoinedGroup"):
         return key not in prev.members
-    if e.type == "MemberLeftGroup":
+    if is_type(e, "MemberLeftGroup"):
         return key in prev.members
     return True
 
@@ -464,7 +593,7 @@ def _silent_departures(
                 f"{_clock(answered)} (fenced): the broker had removed it at {what}"
             )
             evidence = f"{_chaos_words(chaos)}; {said_so}" if chaos else said_so
-            confidence = EXACT if chaos else INFERRED
+            confidence: Confidence = EXACT if chaos else INFERRED
         elif chaos is not None:
             # kgctl chaos says itself that it silenced the member: no guess about why.
             evidence = (
@@ -480,10 +609,14 @@ def _silent_departures(
             confidence = INFERRED
         out.append(
             Trigger(
-                Cause.TIMED_OUT.value, key, "session timeout", confidence, evidence,
-                min(at, until),
+                cause=Cause.TIMED_OUT,
+                who=key,
+                reason="session timeout",
+                confidence=confidence,
+                evidence=evidence,
+                at_ms=min(at, until),
             )
-        )  # fmt: skip
+        )
     return out
 
 
@@ -530,11 +663,11 @@ def _pick(cands: list[Trigger], start_ms: int) -> tuple[Trigger | None, tuple[Tr
 
 
 def _dedupe(items: tuple[Trigger, ...], chosen: Trigger) -> tuple[Trigger, ...]:
-    seen = {(chosen.cause, chosen.who)}
+    seen = {(chosen.cause_name, chosen.who)}
     out = []
     for t in items:
-        if (t.cause, t.who) in seen:
+        if (t.cause_name, t.who) in seen:
             continue
-        seen.add((t.cause, t.who))
+        seen.add((t.cause_name, t.who))
         out.append(t)
     return tuple(out)

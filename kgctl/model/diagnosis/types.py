@@ -7,18 +7,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, Literal
 
 from kgctl.model.bounds import GroupBounds
-from kgctl.model.reasons import cause_text
+from kgctl.model.event_types import EventType
+from kgctl.model.reasons import Cause, cause_text
 from kgctl.model.state import (
     TopicPartition,
 )
 
-EXACT = "exact"
+# How a trigger or a wait is known: `exact` from a member's, the wire's or the broker
+# log's own words, `inferred` from snapshots, stored records or a silence.
+Confidence = Literal["exact", "inferred"]
+EXACT: Final = "exact"
+INFERRED: Final = "inferred"
+
 FENCED = "FENCED_INSTANCE_ID"
 POLL_BREACH = "max.poll.interval.ms exceeded"  # a PollIntervalExceeded's reason
-INFERRED = "inferred"
 
 # A cause within this much after the rebalance's first sign still started it: members
 # stamp their own events, and a member learns of a rebalance at its next heartbeat.
@@ -30,21 +35,30 @@ WAIT_SLACK_MS = 300
 SESSION_MATCH = 0.8
 
 # A member's main-thread steps: the first one after a batch ends its processing.
-_MAIN_THREAD = frozenset({"RecordsConsumed", "RejoinRequested", "JoinGroupSent", "MemberStopped"})
+_MAIN_THREAD: frozenset[EventType] = frozenset(
+    {"RecordsConsumed", "RejoinRequested", "JoinGroupSent", "MemberStopped"}
+)
 # Events that say nothing about why a member acts (routine or a reaction).
-_ROUTINE = frozenset({"HeartbeatSucceeded", "RecordsConsumed", "OffsetsCommitted"})
+_ROUTINE: frozenset[EventType] = frozenset(
+    {"HeartbeatSucceeded", "RecordsConsumed", "OffsetsCommitted"}
+)
 
 
-MEASURED_LAG = "lag"  # a Cost's records_missed: the lag growth the broker described
-ESTIMATED_RATE = "rate"  # a Cost's records_missed: its measured rate x the time without
+# How a Cost's records_missed is known ("" when it is not).
+RecordsBasis = Literal["lag", "rate", ""]
+MEASURED_LAG: Final = "lag"  # the lag growth the broker described
+ESTIMATED_RATE: Final = "rate"  # its measured rate x the time without partitions
 # heartbeat.interval.ms in the Java client and kafka-python, when nothing else says it.
 DEFAULT_HEARTBEAT_MS = 3000
-TRACED = "traced"  # a session timeout the member's own events gave
-STORED = "__consumer_offsets"  # a session timeout stored with the member's generation
+# Where a member's session timeout was read ("" when it is not known).
+SessionFrom = Literal["traced", "__consumer_offsets", ""]
+TRACED: Final = "traced"  # the member's own events gave it
+STORED: Final = "__consumer_offsets"  # stored with the member's generation
 
 # Kinds of broker log lines.
-PREPARING = "preparing"  # Preparing to rebalance group … (reason: …)
-FAILED = "failed"  # Member … in group … has failed, removing it from the group
+BrokerLineKind = Literal["preparing", "failed"]
+PREPARING: Final = "preparing"  # Preparing to rebalance group … (reason: …)
+FAILED: Final = "failed"  # Member … in group … has failed, removing it from the group
 
 
 @dataclass(frozen=True)
@@ -56,7 +70,7 @@ class BrokerReason:
     group: str
     reason: str
     generation: int = -1  # the old generation the line names, when it does
-    kind: str = PREPARING
+    kind: BrokerLineKind = PREPARING
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -91,25 +105,49 @@ class Context:
     cooperative: Reassign | None = None  # kgctl.adapters.assignors.cooperative_sticky
 
 
-@dataclass(frozen=True)
+def named_cause(name: str) -> tuple[Cause, str]:
+    """A cause by its name, as `Trigger(cause=..., other_cause=...)` take it: one that
+    `Cause` does not list (a newer member's rejoin reason, a newer recording's cause) is
+    `Cause.UNKNOWN` with its own name kept."""
+    try:
+        return Cause(name), ""
+    except ValueError:
+        return Cause.UNKNOWN, name
+
+
+@dataclass(frozen=True, kw_only=True)
 class Trigger:
     """Who or what started a rebalance, and how we know."""
 
-    cause: str  # a `Cause` value
+    cause: Cause
+    # A cause Cause does not list, by the name it was given (`cause` is UNKNOWN then):
+    # kept as said, so a newer member's reason reads as itself, not as unknown.
+    other_cause: str = ""
     who: str = ""
     reason: str = ""  # the member's or the wire's own words, when there are some
-    confidence: str = INFERRED
+    confidence: Confidence = INFERRED
     evidence: str = ""
     at_ms: int = 0
 
+    @property
+    def cause_name(self) -> str:
+        """The cause as the JSON names it."""
+        return self.other_cause or self.cause.value
+
+    @property
+    def cause_known(self) -> bool:
+        """Whether something named why (`unknown`: nothing did)."""
+        return self.cause is not Cause.UNKNOWN or bool(self.other_cause)
+
     def text(self) -> str:
         who = f"{self.who}: " if self.who else ""
-        reason = f" ({self.reason})" if self.reason and self.reason != self.cause else ""
-        return f"{who}{cause_text(self.cause)}{reason}"
+        name = self.cause_name
+        reason = f" ({self.reason})" if self.reason and self.reason != name else ""
+        return f"{who}{cause_text(name)}{reason}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "cause": self.cause,
+            "cause": self.cause_name,
             "who": self.who,
             "reason": self.reason,
             "confidence": self.confidence,
@@ -118,26 +156,31 @@ class Trigger:
         }
 
 
+# The part of a rebalance that waited: the join barrier, the time before it began while
+# a dead member's session ran out (its detection), or the sync phase (the assignment).
+WaitPhase = Literal["join", "detect", "sync"]
+
 # Why a phase waited for a member.
-WAIT_DEAD = "dead"  # no heartbeat since T; removed at its session timeout
-WAIT_PROCESSING = "processing"  # still processing a batch; rejoined at its next poll
-WAIT_RESTARTING = "restarting"  # a static member restarting within its session timeout
-WAIT_SLOW_ASSIGNMENT = "slow_assignment"  # the leader took long to send the assignment
-WAIT_LATE_JOIN = "late_join"  # rejoined late for another reason (reaction time)
+WaitReason = Literal["dead", "processing", "restarting", "slow_assignment", "late_join"]
+WAIT_DEAD: Final = "dead"  # no heartbeat since T; removed at its session timeout
+WAIT_PROCESSING: Final = "processing"  # still processing a batch; rejoined at its next poll
+WAIT_RESTARTING: Final = "restarting"  # a static member restarting within its session timeout
+WAIT_SLOW_ASSIGNMENT: Final = "slow_assignment"  # the leader took long to send the assignment
+WAIT_LATE_JOIN: Final = "late_join"  # rejoined late for another reason (reaction time)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Wait:
     """A phase of the rebalance that waited for one member."""
 
-    phase: str  # join | sync
+    phase: WaitPhase
     member: str
     ms: int
-    why: str  # one of WAIT_*
+    why: WaitReason
     detail: str
-    confidence: str = INFERRED
+    confidence: Confidence = INFERRED
     session_timeout_ms: int | None = None
-    session_from: str = ""  # where the session timeout was read: traced, __consumer_offsets
+    session_from: SessionFrom = ""
 
     def text(self) -> str:
         return f"{self.phase} waited {self.ms / 1000:.1f}s for {self.member}: {self.detail}"
@@ -165,7 +208,7 @@ class Cost:
     # How records_missed is known: MEASURED_LAG (the lag on its partitions grew by that
     # much meanwhile, from the broker's descriptions) or ESTIMATED_RATE (its consumption
     # rate before, measured, times the time without partitions).
-    records_basis: str = ""
+    records_basis: RecordsBasis = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -217,23 +260,27 @@ class Diagnosis:
     stable_ms: int | None
     trigger: Trigger
     also: tuple[Trigger, ...] = ()
-    waits: tuple[Wait, ...] = ()
+    critical_path: tuple[Wait, ...] = ()
     costs: tuple[Cost, ...] = ()
-    moved: int = 0
+    partitions_moved: int = 0
     revoked: int = 0  # partitions revoked from members that kept being members
     advice: tuple[Advice, ...] = ()
     notes: tuple[str, ...] = ()
     # False when only the broker's stored record dates the generation (no member traced,
     # no broker log): when its rebalance began is unknown.
     timed: bool = True
-    epoch: bool = False  # a consumer-protocol (KIP-848) group: `generation` is its epoch
+    group_epoch: bool = False  # a consumer-protocol (KIP-848) group: `generation` is its epoch
     # A mixed group that changed protocol at this generation, in words (one of `notes`
     # too): chaos's step report says it.
     protocol_change: str = ""
 
     @property
     def label(self) -> str:
-        return f"group epoch {self.generation}" if self.epoch else f"generation {self.generation}"
+        return (
+            f"group epoch {self.generation}"
+            if self.group_epoch
+            else f"generation {self.generation}"
+        )
 
     @property
     def duration_ms(self) -> int | None:
@@ -243,25 +290,25 @@ class Diagnosis:
 
     @property
     def waited_for(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(w.member for w in self.waits))
+        return tuple(dict.fromkeys(w.member for w in self.critical_path))
 
     def short(self, reasons: bool = False) -> str:
         """Trigger and critical path in a few words, for a table cell (with the trigger's
         own words when `reasons`)."""
         t = self.trigger
-        text = (f"{t.who}: " if t.who else "") + cause_text(t.cause)
-        if reasons and t.reason and t.reason != t.cause:
+        text = (f"{t.who}: " if t.who else "") + cause_text(t.cause_name)
+        if reasons and t.reason and t.reason != t.cause_name:
             text += f" ({t.reason})"
         if t.confidence == INFERRED:
             text += " (inferred)"
-        for w in self.waits:
+        for w in self.critical_path:
             text += f"; {w.phase} waited {w.ms / 1000:.1f}s for {w.member} ({w.why})"
         return text
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "generation": self.generation,
-            "group_epoch": self.epoch,
+            "group_epoch": self.group_epoch,
             "inferred": self.inferred,
             "start_ms": self.start_ms,
             "sync_ms": self.sync_ms,
@@ -270,9 +317,9 @@ class Diagnosis:
             "timed": self.timed,
             "trigger": self.trigger.to_dict(),
             "also": [t.to_dict() for t in self.also],
-            "critical_path": [w.to_dict() for w in self.waits],
+            "critical_path": [w.to_dict() for w in self.critical_path],
             "cost": [c.to_dict() for c in self.costs],
-            "partitions_moved": self.moved,
+            "partitions_moved": self.partitions_moved,
             "partitions_revoked": self.revoked,
             "advice": [a.to_dict() for a in self.advice],
             "notes": list(self.notes),

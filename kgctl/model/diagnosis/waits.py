@@ -22,10 +22,13 @@ from kgctl.model.diagnosis.types import (
     WAIT_SLACK_MS,
     WAIT_SLOW_ASSIGNMENT,
     BrokerReason,
+    Confidence,
     Trigger,
     Wait,
+    WaitReason,
 )
 from kgctl.model.event_index import EventIndex
+from kgctl.model.event_types import is_type
 from kgctl.model.events import Event
 from kgctl.model.state import (
     GenerationRecord,
@@ -94,7 +97,16 @@ def _join_waits(
         return []
     why, detail, conf = _why_late(events, k, start, sent_at[k], members)
     return [
-        Wait("join", k, waited, why, detail, conf, members[k].session_ms, members[k].session_from)
+        Wait(
+            phase="join",
+            member=k,
+            ms=waited,
+            why=why,
+            detail=detail,
+            confidence=conf,
+            session_timeout_ms=members[k].session_ms,
+            session_from=members[k].session_from,
+        )
     ]
 
 
@@ -120,8 +132,17 @@ def _dead_wait(
             f"(session.timeout.ms={session}{stored}, {since_last / 1000:.1f}s after it was "
             f"last heard of); the live members had all joined by {_clock(last_live)}"
         )
-    confidence = EXACT if chaos is not None else INFERRED
-    return Wait("join", k, sync - start, WAIT_DEAD, detail, confidence, session, source)
+    confidence: Confidence = EXACT if chaos is not None else INFERRED
+    return Wait(
+        phase="join",
+        member=k,
+        ms=sync - start,
+        why=WAIT_DEAD,
+        detail=detail,
+        confidence=confidence,
+        session_timeout_ms=session,
+        session_from=source,
+    )
 
 
 def _logged_waits(
@@ -143,16 +164,16 @@ def _logged_waits(
         known = f" (session.timeout.ms={session}, stored in __consumer_offsets)"
         out.append(
             Wait(
-                "join",
-                _member_name(state, member_id),
-                br.ts_ms - start,
-                WAIT_DEAD,
-                f"the broker removed it at {_clock(br.ts_ms)} when its session timed out"
+                phase="join",
+                member=_member_name(state, member_id),
+                ms=br.ts_ms - start,
+                why=WAIT_DEAD,
+                detail=f"the broker removed it at {_clock(br.ts_ms)} when its session timed out"
                 f"{known if session > 0 else ''} (broker log): the join phase waited for it "
                 "until then",
-                EXACT,
-                session if session > 0 else None,
-                STORED if session > 0 else "",
+                confidence=EXACT,
+                session_timeout_ms=session if session > 0 else None,
+                session_from=STORED if session > 0 else "",
             )
         )
     return out
@@ -183,16 +204,16 @@ def _detect_wait(
     said = f"{_chaos_words(chaos)}; " if chaos is not None else ""
     return [
         Wait(
-            "detect",
-            trigger.who,
-            start - last,
-            WAIT_DEAD,
-            f"{said}no heartbeat since {_clock(last)}: the rebalance began only when its "
+            phase="detect",
+            member=trigger.who,
+            ms=start - last,
+            why=WAIT_DEAD,
+            detail=f"{said}no heartbeat since {_clock(last)}: the rebalance began only when its "
             f"session timed out ({_session_setting(members[trigger.who])}); its partitions "
             "were not consumed meanwhile",
-            EXACT if chaos is not None else INFERRED,
-            session,
-            members[trigger.who].session_from,
+            confidence=EXACT if chaos is not None else INFERRED,
+            session_timeout_ms=session,
+            session_from=members[trigger.who].session_from,
         )
     ]
 
@@ -205,16 +226,25 @@ def _sync_waits(
     if rec.stable_ms is None or leader not in members:
         return []
     mine = events.by(leader, since=sync - 1)
-    got = [e.ts_ms for e in mine if e.type == "JoinGroupReceived"]
-    synced = [e.ts_ms for e in mine if e.type == "SyncGroupSent"]
+    got = [e.ts_ms for e in mine if is_type(e, "JoinGroupReceived")]
+    synced = [e.ts_ms for e in mine if is_type(e, "SyncGroupSent")]
     if not got or not synced or synced[0] - got[0] <= WAIT_SLACK_MS:
         return []
     took = synced[0] - got[0]
-    computed = [e for e in mine if e.type == "AssignmentComputed"]
+    computed = [e for e in mine if is_type(e, "AssignmentComputed")]
     detail = f"the leader sent its SyncGroup {took / 1000:.1f}s after the join"
     if computed and computed[0].data.get("duration_ms") is not None:
         detail += f" (its assignor ran {float(computed[0].data['duration_ms']):.0f} ms)"
-    return [Wait("sync", leader, took, WAIT_SLOW_ASSIGNMENT, detail, EXACT)]
+    return [
+        Wait(
+            phase="sync",
+            member=leader,
+            ms=took,
+            why=WAIT_SLOW_ASSIGNMENT,
+            detail=detail,
+            confidence=EXACT,
+        )
+    ]
 
 
 def _spoke(events: EventIndex, member: str, t0: int, t1: int) -> bool:
@@ -223,10 +253,10 @@ def _spoke(events: EventIndex, member: str, t0: int, t1: int) -> bool:
 
 def _why_late(
     events: EventIndex, member: str, start: int, sent: int, members: Mapping[str, _Member]
-) -> tuple[str, str, str]:
+) -> tuple[WaitReason, str, Confidence]:
     """Why `member` sent its JoinGroup only at `sent`."""
     mine = events.by(member, until=sent)
-    started = [e for e in mine if e.type == "MemberStarted" and e.ts_ms >= start - 1]
+    started = [e for e in mine if is_type(e, "MemberStarted") and e.ts_ms >= start - 1]
     if started:
         static = members[member].instance_id
         kind = f"static member {static} restarting" if static else "restarting"
@@ -235,7 +265,10 @@ def _why_late(
         e
         for e in mine
         if e.ts_ms >= start - 1
-        and (e.type == "HeartbeatFailed" or (e.type == "RejoinRequested" and e.source == "member"))
+        and (
+            is_type(e, "HeartbeatFailed")
+            or (is_type(e, "RejoinRequested") and e.source == "member")
+        )
     ]
     if told:
         # Its heartbeat thread learnt of the rebalance at `told`; the JoinGroup waits for
@@ -243,7 +276,7 @@ def _why_late(
         busy = sent - told[0].ts_ms
         if busy > WAIT_SLACK_MS:
             limit = members[member].max_poll_ms
-            batches = [e for e in mine if e.type == "RecordsConsumed"]
+            batches = [e for e in mine if is_type(e, "RecordsConsumed")]
             polled = (
                 f" of {batches[-1].data.get('count', '?')} records polled at "
                 f"{_clock(batches[-1].ts_ms)}"
