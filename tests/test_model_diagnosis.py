@@ -167,7 +167,7 @@ def test_every_recorded_generation_gets_a_trigger(name: str) -> None:
 
 def test_a_member_that_keeps_starting_rebalances_is_named_with_its_reasons() -> None:
     from kgctl.model.diagnosis import Trigger
-    from kgctl.model.diagnosis.advice import _advise_loop
+    from kgctl.model.diagnosis.advice import advise_rejoin_loop
     from kgctl.model.reasons import Cause
 
     def d(gen: int, who: str, reason: str) -> Diagnosis:
@@ -182,7 +182,7 @@ def test_a_member_that_keeps_starting_rebalances_is_named_with_its_reasons() -> 
 
     diags = [d(1, "a", "first_join"), d(2, "b", "x"), d(3, "b", "y"), d(4, "a", "z"),
              d(5, "b", "x")]  # fmt: skip
-    loops = _advise_loop(diags)
+    loops = advise_rejoin_loop(diags)
     assert set(loops) == {5}
     assert loops[5].value == "b" and "x, y" in loops[5].text
 
@@ -350,14 +350,14 @@ def test_a_static_member_replaced_by_a_process_with_other_assignors() -> None:
 
 
 def test_the_brokers_words_for_a_static_member_replaced() -> None:
-    from kgctl.model.diagnosis.causes import _broker_cause
+    from kgctl.model.diagnosis.causes import broker_cause
 
     for reason in (
         "Updating metadata for static member m-1 with instance id i; client reason: x",
         "Group's selectedProtocol will change because static member m-1 with instance id i "
         "joined with change of protocol; client reason: not provided",
     ):
-        assert _broker_cause(reason) == "static_member_replaced", reason
+        assert broker_cause(reason) == "static_member_replaced", reason
 
 
 def test_an_untraced_dead_member_is_advised_from_its_stored_session_timeout() -> None:
@@ -415,12 +415,12 @@ def test_an_untraced_dead_member_is_advised_from_its_stored_session_timeout() ->
     ],
 )  # fmt: skip
 def test_a_clients_own_reason_in_kgctls_or_javas_words(reason: str, cause: str | None) -> None:
-    from kgctl.model.diagnosis.causes import _broker_cause, _wire_cause
+    from kgctl.model.diagnosis.causes import broker_cause, wire_cause
 
-    assert _wire_cause(reason) == cause
+    assert wire_cause(reason) == cause
     # In the broker's log, after its own words for a member that rejoined.
     logged = f"Updating metadata for member m-1 during Stable; client reason: {reason}"
-    assert _broker_cause(logged) == (cause or "rejoin_requested")
+    assert broker_cause(logged) == (cause or "rejoin_requested")
 
 
 def test_the_kip848_advice_is_computed_from_the_generation() -> None:
@@ -619,7 +619,7 @@ def test_a_member_restarted_onto_consumer_within_one_rebalance_converts_the_grou
     rebalance is over: it is in both generations (one CI run of migrate-online said no
     protocol change for that step: the detection wanted a member new to the generation
     and read the protocol spoken when the rebalance began)."""
-    from kgctl.model.diagnosis.mixed import _protocol_change
+    from kgctl.model.diagnosis.mixed import describe_protocol_change
     from kgctl.model.event_index import EventIndex
     from kgctl.model.state import GenerationRecord
 
@@ -636,7 +636,7 @@ def test_a_member_restarted_onto_consumer_within_one_rebalance_converts_the_grou
     prev = GenerationRecord(3, 1_000, stable_ms=1_200, end_ms=5_000, members=("k1", "k2"))
     rec = GenerationRecord(4, 5_000, stable_ms=5_900, members=("k1", "k2"))
     events = EventIndex([started(0, "classic"), computed(1_100, 3), started(5_400, "consumer")])
-    said = _protocol_change(events, rec, prev)
+    said = describe_protocol_change(events, rec, prev)
     assert said.startswith("the group became a consumer-protocol group: k1 joined with")
 
 

@@ -16,6 +16,8 @@ The modules, in the order a diagnosis runs: `types` (the answer and its JSON),
 `members` (each member's configuration), `trigger` (with `causes`: what words name),
 `waits` (the critical path), `cost`, `advice` and `protocol_advice`, `restarts`,
 `mixed` (groups changing protocol), and `generation` (`diagnose`, putting it together).
+What one module lends another is named without an underscore but not exported here: the
+package's own, not kgctl's (`critical_path`, `trigger_candidates`, `member_configs`).
 """
 
 from __future__ import annotations

@@ -7,12 +7,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from kgctl.model.diagnosis.members import _Member
+from kgctl.model.diagnosis.members import MemberConfig
 from kgctl.model.diagnosis.restarts import Restart
 from kgctl.model.diagnosis.types import (
-    _MAIN_THREAD,
     DEFAULT_HEARTBEAT_MS,
     FENCED,
+    MAIN_THREAD_TYPES,
     STORED,
     Advice,
     Context,
@@ -30,7 +30,7 @@ from kgctl.model.state import (
 from kgctl.model.timeline import plural
 
 
-def _ceil_s(ms: float) -> int:
+def _ceil_to_second(ms: float) -> int:
     """Round up to a whole second, in ms."""
     return int(math.ceil(ms / 1000.0) * 1000)
 
@@ -69,7 +69,7 @@ _HEARTBEATS_PAUSED: frozenset[EventType] = frozenset(
 
 
 def _heartbeat_basis(
-    events: Sequence[Event], member: str, members: Mapping[str, _Member]
+    events: Sequence[Event], member: str, members: Mapping[str, MemberConfig]
 ) -> tuple[int, bool, str]:
     """(heartbeat interval, whether it is a configured value, how it is known)."""
     info = members.get(member)
@@ -108,8 +108,8 @@ def _longest_heartbeat_gap(events: Sequence[Event]) -> int:
     return longest
 
 
-def _advise_dead(
-    w: Wait, members: Mapping[str, _Member], ctx: Context, events: Sequence[Event] = ()
+def advise_dead_member(
+    w: Wait, members: Mapping[str, MemberConfig], ctx: Context, events: Sequence[Event] = ()
 ) -> list[Advice]:
     session = w.session_timeout_ms
     if not session:
@@ -137,13 +137,13 @@ def _advise_dead(
     # cluster sets the floor.
     gap = _longest_heartbeat_gap(events)
     floor = ctx.bounds.min_session_ms if ctx.bounds else 0
-    three = 3 * hb if configured else _ceil_s(3 * hb)  # a measured interval: whole seconds
-    suggested = max(three, _ceil_s(2 * gap) if gap else 0, floor)
+    three = 3 * hb if configured else _ceil_to_second(3 * hb)  # a measured interval: whole seconds
+    suggested = max(three, _ceil_to_second(2 * gap) if gap else 0, floor)
     if not configured and three != 3 * hb:
         why += ", rounded up to a whole second"
-    if gap and _ceil_s(2 * gap) > three:
+    if gap and _ceil_to_second(2 * gap) > three:
         why = f"2 × the longest gap seen between two heartbeats, {gap} ms"
-        if _ceil_s(2 * gap) != 2 * gap:
+        if _ceil_to_second(2 * gap) != 2 * gap:
             why += ", rounded up to a whole second"
     what = "the join waited" if w.phase == "join" else "the group waited"
     where = " (stored in __consumer_offsets)" if w.session_from == STORED else ""
@@ -173,8 +173,8 @@ def _advise_dead(
     return out
 
 
-def _advise_poll(
-    events: EventIndex, member: str, members: Mapping[str, _Member], until: int
+def advise_poll_interval(
+    events: EventIndex, member: str, members: Mapping[str, MemberConfig], until: int
 ) -> list[Advice]:
     """Processing longer than max.poll.interval.ms: the batch and its time, measured."""
     info = members.get(member)
@@ -188,7 +188,7 @@ def _advise_poll(
         # heartbeat thread said so) or held a join: the next main-thread step after it
         # is the end of its processing. Gaps between other polls may be idle time.
         later = mine[i + 1 :]
-        nxt = next((x for x in later if x.type in _MAIN_THREAD), None)
+        nxt = next((x for x in later if x.type in MAIN_THREAD_TYPES), None)
         if nxt is None:
             continue
         breached = any(
@@ -213,7 +213,7 @@ def _advise_poll(
     took, n = worst
     per_record = took / n
     records = int(0.8 * limit / per_record)
-    interval = _ceil_s(1.5 * took)
+    interval = _ceil_to_second(1.5 * took)
     out = []
     if records >= 1:
         out.append(
@@ -239,7 +239,7 @@ def _advise_poll(
     return out
 
 
-def _advise_batch(events: EventIndex, w: Wait, start_ms: int) -> list[Advice]:
+def advise_batch_size(events: EventIndex, w: Wait, start_ms: int) -> list[Advice]:
     """A join held by a member finishing its batch: a batch of about a second keeps the
     wait to about a second (the per-record time measured on the batch it was finishing)."""
     batches = [
@@ -250,7 +250,7 @@ def _advise_batch(events: EventIndex, w: Wait, start_ms: int) -> list[Advice]:
     b = batches[-1]
     n = int(b.data.get("count", 0) or 0)
     nxt = next(
-        (e.ts_ms for e in events.by(w.member, since=b.ts_ms) if e.type in _MAIN_THREAD), None
+        (e.ts_ms for e in events.by(w.member, since=b.ts_ms) if e.type in MAIN_THREAD_TYPES), None
     )
     if n <= 0 or nxt is None:
         return []
@@ -271,14 +271,14 @@ def _advise_batch(events: EventIndex, w: Wait, start_ms: int) -> list[Advice]:
     ]
 
 
-def _advise_restart(
+def advise_static_membership(
     trigger: Trigger, back: Sequence[Restart], since: int, until: int, ctx: Context
 ) -> list[Advice]:
     out = []
     for r in back:
         if r.static or r.member != trigger.who or not since < r.back_ms <= until:
             continue
-        session = _ceil_s(max(1.5 * r.down_ms, 1000))
+        session = _ceil_to_second(max(1.5 * r.down_ms, 1000))
         if ctx.bounds is not None:
             session = min(max(session, ctx.bounds.min_session_ms), ctx.bounds.max_session_ms)
         out.append(
@@ -295,7 +295,7 @@ def _advise_restart(
     return out
 
 
-def _protocols(events: EventIndex, member: str, until: int) -> tuple[str, ...]:
+def _assignors_offered(events: EventIndex, member: str, until: int) -> tuple[str, ...]:
     """The assignors `member` offered in its last JoinGroup up to `until`."""
     found: tuple[str, ...] = ()
     for e in events.by(member, until=until):
@@ -306,7 +306,7 @@ def _protocols(events: EventIndex, member: str, until: int) -> tuple[str, ...]:
     return found
 
 
-def _advise_replaced(
+def advise_replaced_static_member(
     events: EventIndex, trigger: Trigger, prev: GenerationRecord | None, until: int
 ) -> list[Advice]:
     """A static member replaced: by a process that offered the assignors in another order
@@ -317,7 +317,10 @@ def _advise_replaced(
     new = trigger.who
     old = next((k for k in prev.members if k != new and k in trigger.evidence), new)
     out = []
-    mine, theirs = _protocols(events, new, until), _protocols(events, old, trigger.at_ms - 1)
+    mine, theirs = (
+        _assignors_offered(events, new, until),
+        _assignors_offered(events, old, trigger.at_ms - 1),
+    )
     if mine and theirs and mine[0] != theirs[0]:
         out.append(
             Advice(
@@ -350,7 +353,9 @@ def _advise_replaced(
     return out
 
 
-def _advise_loop(diags: Sequence[Diagnosis], window: int = 5, times: int = 3) -> dict[int, Advice]:
+def advise_rejoin_loop(
+    diags: Sequence[Diagnosis], window: int = 5, times: int = 3
+) -> dict[int, Advice]:
     """A member that started `times` of the last `window` rebalances: its reasons."""
     out: dict[int, Advice] = {}
     for i in range(len(diags)):

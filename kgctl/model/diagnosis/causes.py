@@ -59,10 +59,10 @@ def _client_cause(reason: str) -> Cause | None:
     return Cause.UNKNOWN
 
 
-def _wire_cause(reason: str) -> Cause | None:
+def wire_cause(reason: str) -> Cause | None:
     """The cause a JoinGroup's KIP-800 reason names; None for a reaction."""
     cause = _client_cause(reason)
-    return cause if cause is not Cause.UNKNOWN else _broker_cause(reason)
+    return cause if cause is not Cause.UNKNOWN else broker_cause(reason)
 
 
 # The broker's own words before `; client reason:` (Kafka's group coordinator) and the
@@ -85,7 +85,7 @@ _BROKER_REASONS: tuple[tuple[str, Cause | None], ...] = (
 )
 
 
-def _broker_cause(reason: str) -> Cause:
+def broker_cause(reason: str) -> Cause:
     """The cause a broker log reason names: the broker's words when they name one, else
     the client's (KIP-800 reasons are free text)."""
     broker, _, client = reason.partition("; client reason: ")
@@ -115,7 +115,7 @@ def _broker_cause(reason: str) -> Cause:
     return Cause.REJOIN_REQUESTED
 
 
-def _broker_who(reason: str) -> str:
+def member_id_in_broker_reason(reason: str) -> str:
     """The member id a broker reason names (`removing member X on …`), if any."""
     words = reason.replace("(", " ").replace(")", " ").split()
     for i, w in enumerate(words[:-1]):
@@ -124,7 +124,7 @@ def _broker_who(reason: str) -> str:
     return ""
 
 
-def _member_name(state: GroupState, member_id: str) -> str:
+def member_name(state: GroupState, member_id: str) -> str:
     """A member id as its member's name; an unknown dynamic id (client.id, a dash and a
     UUID) as its client id."""
     found = state.find_member(member_id)

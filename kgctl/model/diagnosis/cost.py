@@ -31,7 +31,7 @@ def _rate_per_ms(
 
 
 def _lag_at(
-    observed: _Observed,
+    observed: _LagDescriptions,
     t: int,
     after: bool,
     parsed: dict[int, dict[TopicPartition, int]] | None = None,
@@ -64,7 +64,7 @@ def _lag_at(
 
 
 def _lag_growth(
-    observed: _Observed,
+    observed: _LagDescriptions,
     owned: Sequence[TopicPartition],
     t0: int,
     t1: int,
@@ -84,7 +84,7 @@ def _lag_growth(
     return max(0, sum(after[tp] - before[tp] for tp in owned))
 
 
-def _consumed(events: EventIndex) -> dict[str, list[Event]]:
+def _batches_by_member(events: EventIndex) -> dict[str, list[Event]]:
     """Each member's RecordsConsumed events."""
     out: dict[str, list[Event]] = {}
     for e in events.of("RecordsConsumed"):
@@ -93,25 +93,25 @@ def _consumed(events: EventIndex) -> dict[str, list[Event]]:
 
 
 @dataclass(frozen=True)
-class _Observed:
+class _LagDescriptions:
     """The broker's descriptions that carry the lag, with their times (ascending)."""
 
     events: list[Event]
     ts: list[int]
 
 
-def _observed(events: EventIndex) -> _Observed:
+def _lag_descriptions(events: EventIndex) -> _LagDescriptions:
     found = [e for e in events.of("GroupObserved") if isinstance(e.data.get("lag"), Mapping)]
-    return _Observed(found, [e.ts_ms for e in found])
+    return _LagDescriptions(found, [e.ts_ms for e in found])
 
 
-def _costs(
+def member_costs(
     events: EventIndex, state: GroupState, rec: GenerationRecord, now_ms: int
 ) -> tuple[Cost, ...]:
     # Indexed once for all members (per member, each was a pass over every event or
     # partition: a generation of N members cost N × events).
-    consumed = events.memo("consumed", _consumed)
-    observed = events.memo("observed", _observed)
+    consumed = events.memo("consumed", _batches_by_member)
+    observed = events.memo("observed", _lag_descriptions)
     out = []
     t0, _t1 = rec.rebalance_window(now_ms)
     owned_before: dict[str, list[TopicPartition]] = {}

@@ -7,19 +7,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from kgctl.model.diagnosis.advice import (
-    _advise_batch,
-    _advise_dead,
-    _advise_loop,
-    _advise_poll,
-    _advise_replaced,
-    _advise_restart,
+    advise_batch_size,
+    advise_dead_member,
+    advise_poll_interval,
+    advise_rejoin_loop,
+    advise_replaced_static_member,
+    advise_static_membership,
 )
-from kgctl.model.diagnosis.cost import _costs
-from kgctl.model.diagnosis.members import _Member, _members
-from kgctl.model.diagnosis.mixed import _assigned_late, _protocol_change
-from kgctl.model.diagnosis.protocol_advice import _advise_cooperative, _advise_kip848
-from kgctl.model.diagnosis.restarts import Restart, _restarts
-from kgctl.model.diagnosis.trigger import _candidates, _pick
+from kgctl.model.diagnosis.cost import member_costs
+from kgctl.model.diagnosis.members import MemberConfig, member_configs
+from kgctl.model.diagnosis.mixed import assigned_late, describe_protocol_change
+from kgctl.model.diagnosis.protocol_advice import advise_consumer_protocol, advise_cooperative
+from kgctl.model.diagnosis.restarts import Restart, indexed_restarts
+from kgctl.model.diagnosis.trigger import choose_trigger, trigger_candidates
 from kgctl.model.diagnosis.types import (
     EXACT,
     INFERRED,
@@ -32,7 +32,7 @@ from kgctl.model.diagnosis.types import (
     Trigger,
     named_cause,
 )
-from kgctl.model.diagnosis.waits import _waits
+from kgctl.model.diagnosis.waits import critical_path
 from kgctl.model.event_index import EventIndex, index
 from kgctl.model.events import Event
 from kgctl.model.reasons import Cause, RejoinReason
@@ -52,18 +52,18 @@ def diagnose(
     """A diagnosis of every generation of `state` (folded from `events`, in time order)."""
     ctx = ctx or Context()
     events = index(events)
-    members = _members(events)
+    members = member_configs(events)
     # The same for every generation: read once (at 1,000 members each is a pass over
     # every event kept).
-    back = _restarts(state, events, members)
+    back = indexed_restarts(state, events, members)
     out: list[Diagnosis] = []
     gens = state.generations
     for i, rec in enumerate(gens):
         prev = gens[i - 1] if i > 0 else None
         out.append(_diagnose_one(state, events, rec, prev, members, ctx, now_ms, back))
-    loops = _advise_loop(out)
+    loops = advise_rejoin_loop(out)
     return tuple(
-        d if d.generation not in loops else _with_advice(d, loops[d.generation]) for d in out
+        d if d.generation not in loops else _with_more_advice(d, loops[d.generation]) for d in out
     )
 
 
@@ -88,7 +88,7 @@ def keep_diagnoses(
     return out
 
 
-def _with_advice(d: Diagnosis, a: Advice) -> Diagnosis:
+def _with_more_advice(d: Diagnosis, a: Advice) -> Diagnosis:
     return replace(d, advice=d.advice + (a,))
 
 
@@ -96,7 +96,7 @@ def _fallback_trigger(
     events: EventIndex,
     rec: GenerationRecord,
     prev: GenerationRecord | None,
-    members: Mapping[str, _Member],
+    members: Mapping[str, MemberConfig],
 ) -> Trigger:
     """The trigger when no member, wire event or broker log said it: what the broker's
     records and the generations' shapes allow to infer, else unknown."""
@@ -145,7 +145,7 @@ def _fallback_trigger(
             "one of them rejoined (the broker's records do not say which, or why)",
             at_ms=rec.start_ms,
         )
-    elif late := _assigned_late(events, prev, members):
+    elif late := assigned_late(events, prev, members):
         return Trigger(
             cause=Cause.MEMBER_JOINED,
             who=", ".join(late),
@@ -172,15 +172,15 @@ def _diagnose_one(
     events: EventIndex,
     rec: GenerationRecord,
     prev: GenerationRecord | None,
-    members: Mapping[str, _Member],
+    members: Mapping[str, MemberConfig],
     ctx: Context,
     now_ms: int,
     found_restarts: tuple[Restart, ...],
 ) -> Diagnosis:
     since = (prev.stable_ms if prev.stable_ms is not None else prev.start_ms) if prev else -1
     until = rec.sync_ms if rec.sync_ms is not None else (rec.stable_ms or rec.start_ms)
-    cands = _candidates(events, since, until, prev, rec, state, members, ctx)
-    chosen, also = _pick(cands, rec.start_ms)
+    cands = trigger_candidates(events, since, until, prev, rec, state, members, ctx)
+    chosen, also = choose_trigger(cands, rec.start_ms)
     notes: list[str] = []
     if chosen is None:
         chosen = _fallback_trigger(events, rec, prev, members)
@@ -198,7 +198,7 @@ def _diagnose_one(
         start = min(start, chosen.at_ms)
     traced = any(k in members for k in rec.members)
     mine = [b for b in ctx.broker_reasons if b.group == state.group]
-    waits = _waits(events, replace(rec, start_ms=start), prev, state, members, chosen, mine)
+    waits = critical_path(events, replace(rec, start_ms=start), prev, state, members, chosen, mine)
     if state.group_type == "consumer" and not waits:
         # KIP-848: no barrier; the epochs are the broker's and each member reconciles alone.
         notes.append(
@@ -211,25 +211,25 @@ def _diagnose_one(
             "no member of this generation was traced: what the rebalance waited for is "
             "not known (kgctl join members, --trace-topic or the proxy's wire events show it)"
         )
-    protocol_change = _protocol_change(events, rec, prev)
+    protocol_change = describe_protocol_change(events, rec, prev)
     if protocol_change:
         notes.append(protocol_change)
     moved = rebalance_moves(state, rec, now_ms)
-    revoked = _revoked(events, rec, prev)
+    revoked = _partitions_revoked(events, rec, prev)
     advice: list[Advice] = []
     for w in waits:
         if w.why == WAIT_DEAD:
-            advice += _advise_dead(w, members, ctx, events)
+            advice += advise_dead_member(w, members, ctx, events)
         elif w.why == WAIT_PROCESSING:
-            advice += _advise_batch(events, w, rec.start_ms)
+            advice += advise_batch_size(events, w, rec.start_ms)
     if chosen.reason == POLL_BREACH or chosen.reason == (RejoinReason.POLL_INTERVAL_EXCEEDED.value):
         if not any(a.pattern == "max-poll-interval" for a in advice):
-            advice += _advise_poll(events, chosen.who, members, chosen.at_ms)
-    advice += _advise_restart(chosen, found_restarts, since, until, ctx)
-    advice += _advise_replaced(events, chosen, prev, until)
-    advice += _advise_cooperative(events, since, state, rec, prev, members, ctx, revoked, now_ms)
-    costs = _costs(events, state, rec, now_ms)
-    advice += _advise_kip848(state, waits, costs, rec, prev, moved, revoked)
+            advice += advise_poll_interval(events, chosen.who, members, chosen.at_ms)
+    advice += advise_static_membership(chosen, found_restarts, since, until, ctx)
+    advice += advise_replaced_static_member(events, chosen, prev, until)
+    advice += advise_cooperative(events, since, state, rec, prev, members, ctx, revoked, now_ms)
+    costs = member_costs(events, state, rec, now_ms)
+    advice += advise_consumer_protocol(state, waits, costs, rec, prev, moved, revoked)
     advice = list({(a.pattern, a.setting, a.value): a for a in advice}.values())
     return Diagnosis(
         generation=rec.generation,
@@ -252,7 +252,7 @@ def _diagnose_one(
         or (chosen.confidence == EXACT and 0 < chosen.at_ms <= start)
         or start < rec.start_ms
         or not rec.stable_ms
-        or not _stored_only(events, rec),
+        or not _known_only_from_stored_record(events, rec),
     )
 
 
@@ -269,7 +269,7 @@ def _same_stored_members(events: EventIndex, before: int, after: int) -> bool:
     return bool(old) and old == new
 
 
-def _stored_only(events: EventIndex, rec: GenerationRecord) -> bool:
+def _known_only_from_stored_record(events: EventIndex, rec: GenerationRecord) -> bool:
     """The generation is known only from the broker's stored record (read after the fact):
     its start is when the record was written."""
     return any(
@@ -280,7 +280,9 @@ def _stored_only(events: EventIndex, rec: GenerationRecord) -> bool:
     )
 
 
-def _revoked(events: EventIndex, rec: GenerationRecord, prev: GenerationRecord | None) -> int:
+def _partitions_revoked(
+    events: EventIndex, rec: GenerationRecord, prev: GenerationRecord | None
+) -> int:
     """Partitions revoked in this rebalance from members that are in the new generation."""
     if prev is None:
         return 0

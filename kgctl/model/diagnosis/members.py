@@ -15,7 +15,7 @@ from kgctl.model.events import Event
 
 
 @dataclass
-class _Member:
+class MemberConfig:
     """A member's configuration and the moments that matter, from its own events."""
 
     key: str
@@ -30,8 +30,8 @@ class _Member:
     subscription: tuple[str, ...] = ()
 
 
-def _members(events: EventIndex) -> dict[str, _Member]:
-    out: dict[str, _Member] = {}
+def member_configs(events: EventIndex) -> dict[str, MemberConfig]:
+    out: dict[str, MemberConfig] = {}
     ids: dict[str, str] = {}  # member id -> member
     # One pass over every event kept (at 1,000 members, some 200,000): the routine ones
     # only name their member, its id and its group.instance.id.
@@ -53,7 +53,7 @@ def _members(events: EventIndex) -> dict[str, _Member]:
             m.session_from = TRACED
     # A traced member whose configuration was not (its MemberStarted is older than what
     # was read): the session timeout the broker stored with its generation.
-    for member_id, (session, rebalance) in _stored_timeouts(events).items():
+    for member_id, (session, rebalance) in stored_timeouts(events).items():
         found = out.get(ids.get(member_id, ""))
         if found is not None and not found.session_ms and session > 0:
             found.session_ms, found.session_from = session, STORED
@@ -69,42 +69,42 @@ _CONFIGURING: frozenset[EventType] = frozenset(
 )
 
 
-def _configure(m: _Member, e: Event) -> None:
+def _configure(m: MemberConfig, e: Event) -> None:
     """What one of the member's _CONFIGURING steps says of its configuration."""
     if is_type(e, "MemberStarted"):
         cfg = e.data.get("config") or {}
         client = e.data.get("client") or {}
-        m.session_ms = _opt_int(cfg.get("session_timeout_ms")) or m.session_ms
+        m.session_ms = _int_or_none(cfg.get("session_timeout_ms")) or m.session_ms
         # Its option, else its -X setting, else the client's default (a kgctl member's
         # configuration is all in its MemberStarted).
-        set_hb = _opt_int(cfg.get("heartbeat_interval_ms")) or _opt_int(
-            _number(client.get("heartbeat.interval.ms"))
+        set_hb = _int_or_none(cfg.get("heartbeat_interval_ms")) or _int_or_none(
+            _number_or_text(client.get("heartbeat.interval.ms"))
         )
         m.heartbeat_ms = set_hb or DEFAULT_HEARTBEAT_MS
         m.heartbeat_default = set_hb is None
-        m.max_poll_ms = _opt_int(cfg.get("max_poll_interval_ms")) or m.max_poll_ms
+        m.max_poll_ms = _int_or_none(cfg.get("max_poll_interval_ms")) or m.max_poll_ms
         m.instance_id = cfg.get("instance_id") or m.instance_id
         m.group_protocol = str(cfg.get("group_protocol") or m.group_protocol)
         topics = cfg.get("topics")
         if isinstance(topics, list):
             m.subscription = tuple(sorted(str(t) for t in topics))
     elif is_type(e, "JoinGroupSent"):
-        m.session_ms = _opt_int(e.data.get("session_timeout_ms")) or m.session_ms
-        rebalance = _opt_int(e.data.get("rebalance_timeout_ms"))
+        m.session_ms = _int_or_none(e.data.get("session_timeout_ms")) or m.session_ms
+        rebalance = _int_or_none(e.data.get("rebalance_timeout_ms"))
         m.max_poll_ms = m.max_poll_ms or rebalance
     elif is_type(e, "JoinPrepared"):
         m.protocol = str(e.data.get("protocol", "") or m.protocol)
     elif is_type(e, "PollIntervalExceeded"):
-        m.max_poll_ms = _opt_int(e.data.get("max_poll_interval_ms")) or m.max_poll_ms
+        m.max_poll_ms = _int_or_none(e.data.get("max_poll_interval_ms")) or m.max_poll_ms
 
 
-def _new_member(out: dict[str, _Member], name: str) -> _Member:
+def _new_member(out: dict[str, MemberConfig], name: str) -> MemberConfig:
     """A member seen for the first time (not `setdefault`: that made one per event)."""
-    m = out[name] = _Member(name)
+    m = out[name] = MemberConfig(name)
     return m
 
 
-def _stored_timeouts(events: EventIndex) -> dict[str, tuple[int, int]]:
+def stored_timeouts(events: EventIndex) -> dict[str, tuple[int, int]]:
     """member id -> (session.timeout.ms, rebalance timeout) as the broker stored them with
     each generation in __consumer_offsets (GenerationChanged `stored_in`)."""
     out: dict[str, tuple[int, int]] = {}
@@ -114,19 +114,19 @@ def _stored_timeouts(events: EventIndex) -> dict[str, tuple[int, int]]:
         for raw in e.data.get("members") or []:
             if not isinstance(raw, Mapping) or not raw.get("member_id"):
                 continue
-            session = _opt_int(raw.get("session_timeout_ms")) or -1
-            rebalance = _opt_int(raw.get("rebalance_timeout_ms")) or -1
+            session = _int_or_none(raw.get("session_timeout_ms")) or -1
+            rebalance = _int_or_none(raw.get("rebalance_timeout_ms")) or -1
             if session > 0 or rebalance > 0:
                 out[str(raw["member_id"])] = (session, rebalance)
     return out
 
 
-def _number(value: Any) -> Any:
+def _number_or_text(value: Any) -> Any:
     """A client setting's text as a number, when it is one."""
     return int(value) if isinstance(value, str) and value.isdigit() else value
 
 
-def _opt_int(value: Any) -> int | None:
+def _int_or_none(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return int(value)

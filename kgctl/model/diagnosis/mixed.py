@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kgctl.model.diagnosis.members import _Member
+from kgctl.model.diagnosis.members import MemberConfig
 from kgctl.model.event_index import EventIndex
 from kgctl.model.state import (
     GenerationRecord,
 )
 
 
-def _assigned_late(
-    events: EventIndex, prev: GenerationRecord | None, members: Mapping[str, _Member]
+def assigned_late(
+    events: EventIndex, prev: GenerationRecord | None, members: Mapping[str, MemberConfig]
 ) -> list[str]:
     """Classic members that first joined `prev` with nothing assigned, in a group where a
     member speaks KIP-848: the broker answers their JoinGroup at once and assigns them at
@@ -38,7 +38,7 @@ def _assigned_late(
     )
 
 
-def _speaks_consumer(events: EventIndex, g: GenerationRecord) -> list[str]:
+def consumer_protocol_members(events: EventIndex, g: GenerationRecord) -> list[str]:
     """The generation's members that spoke the consumer protocol (group.protocol=consumer)
     in it, by their latest MemberStarted (a member restarted under its name may speak the
     other)."""
@@ -64,7 +64,7 @@ def _speaks_consumer(events: EventIndex, g: GenerationRecord) -> list[str]:
     return sorted(k for k in g.members if said.get(k) == "consumer")
 
 
-def _protocol_change(
+def describe_protocol_change(
     events: EventIndex,
     rec: GenerationRecord,
     prev: GenerationRecord | None,
@@ -99,7 +99,7 @@ def _protocol_change(
                 )
         return ""
 
-    before, after = _speaks_consumer(events, prev), _speaks_consumer(events, rec)
+    before, after = consumer_protocol_members(events, prev), consumer_protocol_members(events, rec)
     leader = classic_leader(rec.generation)
     if before and not after and leader and not classic_leader(prev.generation):
         return (

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from kgctl.model.diagnosis.members import _Member
-from kgctl.model.diagnosis.mixed import _speaks_consumer
+from kgctl.model.diagnosis.members import MemberConfig
+from kgctl.model.diagnosis.mixed import consumer_protocol_members
 from kgctl.model.diagnosis.types import (
     WAIT_DEAD,
     WAIT_PROCESSING,
@@ -44,18 +44,18 @@ def _prepared_owned(
     return out
 
 
-def _advise_cooperative(
+def advise_cooperative(
     events: EventIndex,
     since: int,
     state: GroupState,
     rec: GenerationRecord,
     prev: GenerationRecord | None,
-    members: Mapping[str, _Member],
+    members: Mapping[str, MemberConfig],
     ctx: Context,
     revoked: int,
     now_ms: int,
 ) -> list[Advice]:
-    speakers = _speaks_consumer(events, rec)
+    speakers = consumer_protocol_members(events, rec)
     # (a member's `protocol` is its last JoinPrepared's: one restarted onto the consumer
     # protocol still carries its classic life's)
     eager = [
@@ -174,7 +174,7 @@ def _advise_cooperative_classic_members(
     ]
 
 
-def _advise_kip848(
+def advise_consumer_protocol(
     state: GroupState,
     waits: Sequence[Wait],
     costs: Sequence[Cost],

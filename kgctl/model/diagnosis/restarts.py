@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kgctl.model.diagnosis.members import _Member, _members
-from kgctl.model.diagnosis.trigger import _instance_of
+from kgctl.model.diagnosis.members import MemberConfig, member_configs
+from kgctl.model.diagnosis.trigger import instance_id_of
 from kgctl.model.diagnosis.types import FENCED, START_SLACK_MS
 from kgctl.model.event_index import EventIndex, index
 from kgctl.model.event_types import is_type
@@ -61,15 +61,15 @@ def restarts(state: GroupState, events: Sequence[Event]) -> tuple[Restart, ...]:
     it (the generation it came back to is newer than the one it left, or a generation
     began while it was away)."""
     ordered = index(events)
-    return _restarts(state, ordered, _members(ordered))
+    return indexed_restarts(state, ordered, member_configs(ordered))
 
 
-def _restarts(
-    state: GroupState, ordered: EventIndex, members: Mapping[str, _Member]
+def indexed_restarts(
+    state: GroupState, ordered: EventIndex, members: Mapping[str, MemberConfig]
 ) -> tuple[Restart, ...]:
     """`restarts` of events already in time order, their members already read."""
     out = []
-    for member, t0, back, gen_before in _returns(ordered):
+    for member, t0, back, gen_before in _comebacks(ordered):
         info = members.get(member)
         after = _generation_after(ordered, member, back)
         began = any(t0 <= g.start_ms <= back.ts_ms + START_SLACK_MS for g in state.generations)
@@ -130,7 +130,7 @@ def replacements(state: GroupState, events: Sequence[Event]) -> tuple[Replacemen
     holder: dict[str, tuple[str, str]] = {}  # instance id -> (member, member id)
     out = []
     for e in ordered:
-        iid = _instance_of(e)
+        iid = instance_id_of(e)
         if not iid or e.source not in ("member", "wire"):
             continue
         who = e.member or e.client_id
@@ -153,7 +153,7 @@ def replacements(state: GroupState, events: Sequence[Event]) -> tuple[Replacemen
     return tuple(out)
 
 
-def _returns(ordered: EventIndex) -> list[tuple[str, int, Event, int | None]]:
+def _comebacks(ordered: EventIndex) -> list[tuple[str, int, Event, int | None]]:
     """(member, when it stopped, its first JoinGroup back, its generation when it stopped)."""
     stopped: dict[str, tuple[int, int | None]] = {}
     generation: dict[str, int] = {}

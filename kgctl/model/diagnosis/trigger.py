@@ -9,15 +9,20 @@ from bisect import bisect_left
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from kgctl.model.diagnosis.causes import _broker_cause, _broker_who, _member_name, _wire_cause
-from kgctl.model.diagnosis.members import _Member
+from kgctl.model.diagnosis.causes import (
+    broker_cause,
+    member_id_in_broker_reason,
+    member_name,
+    wire_cause,
+)
+from kgctl.model.diagnosis.members import MemberConfig
 from kgctl.model.diagnosis.types import (
-    _ROUTINE,
     EXACT,
     FAILED,
     FENCED,
     INFERRED,
     POLL_BREACH,
+    ROUTINE_TYPES,
     START_SLACK_MS,
     BrokerReason,
     Confidence,
@@ -47,7 +52,7 @@ def _said_rejoin(e: Event, who: str, src: str) -> list[Trigger]:
         evidence = f"{who}'s {src}: first join"
     else:
         evidence = f"{who}'s {src}: {e.type} reason {reason}"
-        extra = _reason_detail(e)
+        extra = _what_changed(e)
         if extra:
             evidence += f" ({extra})"
     return [
@@ -69,7 +74,7 @@ def _wire_join(e: Event, who: str, src: str) -> list[Trigger]:
     reason = str(e.data.get("wire_reason") or e.data.get("reason") or "")
     who = e.member or e.client_id or who
     if reason:
-        cause = _wire_cause(reason)
+        cause = wire_cause(reason)
         if cause is None:
             return []
         evidence = f"wire: {who}'s JoinGroup reason {reason!r}"
@@ -211,7 +216,7 @@ def _seen_joined(e: Event, who: str, src: str) -> list[Trigger]:
 
 
 # (event type, the source it must come from, or None: any but chaos) -> its triggers.
-_READERS: dict[tuple[EventType, str | None], Callable[[Event, str, str], list[Trigger]]] = {
+_TRIGGER_READERS: dict[tuple[EventType, str | None], Callable[[Event, str, str], list[Trigger]]] = {
     ("RejoinRequested", None): _said_rejoin,
     ("JoinGroupSent", "wire"): _wire_join,
     ("PollIntervalExceeded", None): _said_poll,
@@ -223,15 +228,17 @@ _READERS: dict[tuple[EventType, str | None], Callable[[Event, str, str], list[Tr
 }
 
 
-_READ_TYPES: tuple[EventType, ...] = tuple(sorted({t for t, _ in _READERS}))
+_TRIGGER_TYPES: tuple[EventType, ...] = tuple(sorted({t for t, _ in _TRIGGER_READERS}))
 # The same, looked up by an event's own type (any string: a newer recording's too).
-_READERS_BY_NAME: dict[tuple[str, str | None], Callable[[Event, str, str], list[Trigger]]] = {
-    (str(t), source): reader for (t, source), reader in _READERS.items()
-}
+_TRIGGER_READERS_BY_NAME: dict[
+    tuple[str, str | None], Callable[[Event, str, str], list[Trigger]]
+] = {(str(t), source): reader for (t, source), reader in _TRIGGER_READERS.items()}
 
 
-def _read(e: Event) -> list[Trigger]:
-    reader = _READERS_BY_NAME.get((e.type, e.source)) or _READERS_BY_NAME.get((e.type, None))
+def _triggers_said_by(e: Event) -> list[Trigger]:
+    reader = _TRIGGER_READERS_BY_NAME.get((e.type, e.source)) or _TRIGGER_READERS_BY_NAME.get(
+        (e.type, None)
+    )
     if reader is None or e.source == "chaos":
         return []
     src = "wire" if e.source == "wire" else "trace"
@@ -297,7 +304,7 @@ def _stepless_comings_and_goings(events: EventIndex, since: int, until: int) -> 
     """Members that report their start, stop and partitions but no protocol step (kgctl
     chaos's Java members: VerifiableConsumer prints no requests): their start is a join
     and their clean stop a leave, inferred from the timing since they do not say so."""
-    stepless = events.memo("stepless", _stepless)
+    stepless = events.memo("stepless", _stepless_members)
     out: list[Trigger] = []
     if not stepless:
         return out
@@ -340,17 +347,17 @@ def _stepless_comings_and_goings(events: EventIndex, since: int, until: int) -> 
     return out
 
 
-def _stepless(events: EventIndex) -> frozenset[str]:
+def _stepless_members(events: EventIndex) -> frozenset[str]:
     """Members that report their start but no protocol step."""
     started = {e.member for e in events.of("MemberStarted") if e.member}
     return frozenset(started - {e.member for e in events.of(*_STEPS)})
 
 
-def _instance_of(e: Event) -> str:
+def instance_id_of(e: Event) -> str:
     return str(e.instance_id or e.data.get("instance_id") or "")
 
 
-def _replacements(
+def static_replacements(
     events: EventIndex, since: int, until: int, prev: GenerationRecord | None
 ) -> tuple[list[Trigger], set[str]]:
     """A JoinGroup without a member id under a group.instance.id that a member of the
@@ -362,8 +369,8 @@ def _replacements(
         return [], replaced
     holder: dict[str, tuple[str, str]] = {}  # instance id -> (member, member id)
     out: list[Trigger] = []
-    for e in events.memo("instanced", _instanced):
-        iid = _instance_of(e)
+    for e in events.memo("instanced", _events_with_instance_id):
+        iid = instance_id_of(e)
         if e.ts_ms > until:
             break
         who = e.member or e.client_id
@@ -390,13 +397,13 @@ def _replacements(
     return out, replaced
 
 
-def _instanced(events: EventIndex) -> list[Event]:
+def _events_with_instance_id(events: EventIndex) -> list[Event]:
     """The events that name a group.instance.id, in order (none in a group of dynamic
     members)."""
-    return [e for e in events if _instance_of(e)]
+    return [e for e in events if instance_id_of(e)]
 
 
-def _chaos_act(events: EventIndex, member: str, until: int) -> Event | None:
+def chaos_silenced_by(events: EventIndex, member: str, until: int) -> Event | None:
     """kgctl chaos's own word that it killed, froze or cut off `member` (its
     ActionPerformed: a fault naming it `cut_off` holds or drops what it sends; or the
     MemberFailed it wrote when the process ended without a word), before `until`."""
@@ -419,14 +426,14 @@ def _chaos_act(events: EventIndex, member: str, until: int) -> Event | None:
 _SILENCING = ("member-kill", "member-pause")
 
 
-def _chaos_words(e: Event) -> str:
+def chaos_said(e: Event) -> str:
     what = str(e.data.get("description") or e.data.get("error") or e.type)
     return f"kgctl chaos at {_clock(e.ts_ms)}: {what}"
 
 
-def _from_broker_log(br: BrokerReason, state: GroupState) -> Trigger:
-    member_id = _broker_who(br.reason)
-    who = _member_name(state, member_id)
+def _broker_log_trigger(br: BrokerReason, state: GroupState) -> Trigger:
+    member_id = member_id_in_broker_reason(br.reason)
+    who = member_name(state, member_id)
     client = br.reason.partition("client reason: ")[2]
     if not client or client == "not provided":
         # The client gave no reason (kafka-python, older clients): the broker's own
@@ -444,7 +451,7 @@ def _from_broker_log(br: BrokerReason, state: GroupState) -> Trigger:
             at_ms=br.ts_ms,
         )
     return Trigger(
-        cause=_broker_cause(br.reason),
+        cause=broker_cause(br.reason),
         who=who,
         reason=client or br.reason,
         confidence=EXACT,
@@ -453,24 +460,24 @@ def _from_broker_log(br: BrokerReason, state: GroupState) -> Trigger:
     )
 
 
-def _candidates(
+def trigger_candidates(
     events: EventIndex,
     since: int,
     until: int,
     prev: GenerationRecord | None,
     rec: GenerationRecord,
     state: GroupState,
-    members: Mapping[str, _Member],
+    members: Mapping[str, MemberConfig],
     ctx: Context,
 ) -> list[Trigger]:
     """Everything in (since, until] that could have started the rebalance."""
     out = [
-        _named(t, _member_name(state, e.member_id)) if e.source == "observer" else t
-        for e in events.of(*_READ_TYPES, since=since, until=until)
-        if _news(e, state, prev)
-        for t in _read(e)
+        _named_as_views_name(t, member_name(state, e.member_id)) if e.source == "observer" else t
+        for e in events.of(*_TRIGGER_TYPES, since=since, until=until)
+        if _is_news_for_rebalance(e, state, prev)
+        for t in _triggers_said_by(e)
     ]
-    replaced, gone = _replacements(events, since, until, prev)
+    replaced, gone = static_replacements(events, since, until, prev)
     # The new process's first join is the replacement, not a new member.
     out = [
         t
@@ -488,7 +495,7 @@ def _candidates(
         if t.who not in gone
     ]
     out += [
-        _from_broker_log(br, state)
+        _broker_log_trigger(br, state)
         for br in ctx.broker_reasons
         if since < br.ts_ms <= until and br.group == state.group
     ]
@@ -501,7 +508,7 @@ def _candidates(
     ]
 
 
-def _named(t: Trigger, name: str) -> Trigger:
+def _named_as_views_name(t: Trigger, name: str) -> Trigger:
     """An observer's trigger with its member named as the views name it."""
     if not name or name == t.who:
         return t
@@ -510,7 +517,7 @@ def _named(t: Trigger, name: str) -> Trigger:
     )
 
 
-def _news(e: Event, state: GroupState, prev: GenerationRecord | None) -> bool:
+def _is_news_for_rebalance(e: Event, state: GroupState, prev: GenerationRecord | None) -> bool:
     """Whether an observer's join or leave is news for this rebalance: a member seen new
     that was already in the last generation (the watch started after it joined), or seen
     gone that was not in it (dropped by an earlier rebalance, seen at the next poll),
@@ -526,7 +533,7 @@ def _news(e: Event, state: GroupState, prev: GenerationRecord | None) -> bool:
     return True
 
 
-def _reason_detail(e: Event) -> str:
+def _what_changed(e: Event) -> str:
     counts, before = e.data.get("partition_counts"), e.data.get("assigned_with")
     if isinstance(counts, dict) and isinstance(before, dict):
         grown = [f"{t} {before.get(t, '?')} → {n}" for t, n in sorted(counts.items())]
@@ -539,7 +546,7 @@ def _reason_detail(e: Event) -> str:
     return ""
 
 
-def _last_seen(events: EventIndex, member: str, until: int) -> int | None:
+def last_heard_ms(events: EventIndex, member: str, until: int) -> int | None:
     return events.last_ts_by(member, until)
 
 
@@ -550,7 +557,7 @@ def _silent_departures(
     prev: GenerationRecord | None,
     rec: GenerationRecord,
     state: GroupState,
-    members: Mapping[str, _Member],
+    members: Mapping[str, MemberConfig],
 ) -> list[Trigger]:
     """Members of the previous generation gone without a word: removed by the coordinator
     when their session timed out (estimated from when they were last heard of)."""
@@ -558,7 +565,7 @@ def _silent_departures(
         return []
     said = {
         e.member
-        for e in events.excluding(_ROUTINE, since=since, until=until)
+        for e in events.excluding(ROUTINE_TYPES, since=since, until=until)
         if e.source == "member"
     }
     out = []
@@ -578,13 +585,13 @@ def _silent_departures(
             or (m.alive and (m.left_ms is None or m.left_ms > until))
         ):
             continue
-        last = _last_seen(events, key, until)
+        last = last_heard_ms(events, key, until)
         if last is None:
             continue
         session = info.session_ms
         at = last + session if session else (m.left_ms or until)
         what = f"session.timeout.ms={session}" if session else "its session timeout"
-        chaos = _chaos_act(events, key, until)
+        chaos = chaos_silenced_by(events, key, until)
         if fenced is not None:
             sent, answered, error = fenced
             at = min(at, rec.start_ms)
@@ -592,12 +599,12 @@ def _silent_departures(
                 f"{key}'s heartbeat sent at {_clock(sent)} was answered {error} only at "
                 f"{_clock(answered)} (fenced): the broker had removed it at {what}"
             )
-            evidence = f"{_chaos_words(chaos)}; {said_so}" if chaos else said_so
+            evidence = f"{chaos_said(chaos)}; {said_so}" if chaos else said_so
             confidence: Confidence = EXACT if chaos else INFERRED
         elif chaos is not None:
             # kgctl chaos says itself that it silenced the member: no guess about why.
             evidence = (
-                f"{_chaos_words(chaos)}; {key} silent since {_clock(last)} and missing "
+                f"{chaos_said(chaos)}; {key} silent since {_clock(last)} and missing "
                 f"from generation {rec.generation}: removed at {what}"
             )
             confidence = EXACT
@@ -624,7 +631,7 @@ def _silent_departures(
 _FENCING_ERRORS = ("UNKNOWN_MEMBER_ID", "FENCED_MEMBER_EPOCH")
 
 
-def _fencings(events: EventIndex) -> dict[str, list[Event]]:
+def _fencing_answers(events: EventIndex) -> dict[str, list[Event]]:
     """Each member's HeartbeatFailed with a fencing error, in time order."""
     out: dict[str, list[Event]] = {}
     for e in events.of("HeartbeatFailed"):
@@ -637,7 +644,7 @@ def _fenced_in_flight(events: EventIndex, member: str, t: int) -> tuple[int, int
     """When `member` sent a heartbeat before `t` that the broker answered after it by
     fencing it (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH): (sent, answered, the error).
     The member's own words: its HeartbeatFailed, with the round trip it measured."""
-    mine = events.memo("fencings", _fencings).get(member, [])
+    mine = events.memo("fencings", _fencing_answers).get(member, [])
     i = bisect_left(mine, t, key=lambda e: e.ts_ms)
     if i == len(mine):
         return None
@@ -648,7 +655,9 @@ def _fenced_in_flight(events: EventIndex, member: str, t: int) -> tuple[int, int
     return None
 
 
-def _pick(cands: list[Trigger], start_ms: int) -> tuple[Trigger | None, tuple[Trigger, ...]]:
+def choose_trigger(
+    cands: list[Trigger], start_ms: int
+) -> tuple[Trigger | None, tuple[Trigger, ...]]:
     """The trigger is the earliest candidate at the rebalance's start (exact ones first
     when two are as early); later ones joined a rebalance already running."""
     if not cands:
@@ -659,10 +668,10 @@ def _pick(cands: list[Trigger], start_ms: int) -> tuple[Trigger | None, tuple[Tr
     # The broker log and a member's trace often say the same thing: keep the member's
     # words as the trigger and the log line as evidence.
     also = tuple(c for c in sorted(cands, key=lambda c: c.at_ms) if c is not chosen)
-    return chosen, _dedupe(also, chosen)
+    return chosen, _distinct_from(also, chosen)
 
 
-def _dedupe(items: tuple[Trigger, ...], chosen: Trigger) -> tuple[Trigger, ...]:
+def _distinct_from(items: tuple[Trigger, ...], chosen: Trigger) -> tuple[Trigger, ...]:
     seen = {(chosen.cause_name, chosen.who)}
     out = []
     for t in items:

@@ -35,11 +35,11 @@ WAIT_SLACK_MS = 300
 SESSION_MATCH = 0.8
 
 # A member's main-thread steps: the first one after a batch ends its processing.
-_MAIN_THREAD: frozenset[EventType] = frozenset(
+MAIN_THREAD_TYPES: frozenset[EventType] = frozenset(
     {"RecordsConsumed", "RejoinRequested", "JoinGroupSent", "MemberStopped"}
 )
 # Events that say nothing about why a member acts (routine or a reaction).
-_ROUTINE: frozenset[EventType] = frozenset(
+ROUTINE_TYPES: frozenset[EventType] = frozenset(
     {"HeartbeatSucceeded", "RecordsConsumed", "OffsetsCommitted"}
 )
 

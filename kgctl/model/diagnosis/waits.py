@@ -5,14 +5,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from kgctl.model.diagnosis.causes import _broker_who, _member_name
-from kgctl.model.diagnosis.members import _Member, _stored_timeouts
-from kgctl.model.diagnosis.trigger import _chaos_act, _chaos_words, _last_seen, _replacements
+from kgctl.model.diagnosis.causes import member_id_in_broker_reason, member_name
+from kgctl.model.diagnosis.members import MemberConfig, stored_timeouts
+from kgctl.model.diagnosis.trigger import (
+    chaos_said,
+    chaos_silenced_by,
+    last_heard_ms,
+    static_replacements,
+)
 from kgctl.model.diagnosis.types import (
-    _ROUTINE,
     EXACT,
     FAILED,
     INFERRED,
+    ROUTINE_TYPES,
     SESSION_MATCH,
     STORED,
     WAIT_DEAD,
@@ -37,12 +42,12 @@ from kgctl.model.state import (
 from kgctl.model.timeline import utc_clock as _clock
 
 
-def _waits(
+def critical_path(
     events: EventIndex,
     rec: GenerationRecord,
     prev: GenerationRecord | None,
     state: GroupState,
-    members: Mapping[str, _Member],
+    members: Mapping[str, MemberConfig],
     trigger: Trigger,
     broker: Sequence[BrokerReason] = (),
 ) -> list[Wait]:
@@ -60,7 +65,7 @@ def _join_waits(
     events: EventIndex,
     rec: GenerationRecord,
     prev: GenerationRecord | None,
-    members: Mapping[str, _Member],
+    members: Mapping[str, MemberConfig],
 ) -> list[Wait]:
     """The join phase held for a dead member (until its session timed out), or for the
     last live member to send its JoinGroup."""
@@ -78,14 +83,14 @@ def _join_waits(
     last_live = max(sent_at.values(), default=start)
     # Members of the previous generation that were not in this one and said nothing (a
     # static member replaced was fenced, not waited for).
-    _, swapped = _replacements(events, -1, sync, prev)
+    _, swapped = static_replacements(events, -1, sync, prev)
     gone = [
         k
         for k in (prev.members if prev else ())
         if k not in rec.members
         and k in members
         and k not in swapped
-        and not _spoke(events, k, start, sync)
+        and not _said_anything(events, k, start, sync)
     ]
     if sync - last_live > WAIT_SLACK_MS and gone:
         return [_dead_wait(events, k, start, sync, last_live, members) for k in gone]
@@ -116,15 +121,15 @@ def _dead_wait(
     start: int,
     sync: int,
     last_live: int,
-    members: Mapping[str, _Member],
+    members: Mapping[str, MemberConfig],
 ) -> Wait:
-    last = _last_seen(events, k, sync)
+    last = last_heard_ms(events, k, sync)
     session, source = members[k].session_ms, members[k].session_from
     since_last = None if last is None else sync - last
     detail = f"no heartbeat since {_clock(last)}" if last is not None else "silent"
-    chaos = _chaos_act(events, k, sync)
+    chaos = chaos_silenced_by(events, k, sync)
     if chaos is not None:
-        detail = f"{_chaos_words(chaos)}; {detail}"
+        detail = f"{chaos_said(chaos)}; {detail}"
     if session and since_last is not None and since_last >= SESSION_MATCH * session:
         stored = ", stored in __consumer_offsets" if source == STORED else ""
         detail += (
@@ -154,18 +159,18 @@ def _logged_waits(
     """Untraced: the broker's log says when it removed a member whose session timed out
     while the join phase waited for it."""
     start, sync = rec.start_ms, rec.sync_ms or rec.start_ms
-    stored = _stored_timeouts(events)
+    stored = stored_timeouts(events)
     out = []
     for br in broker:
         if br.kind != FAILED or not start + WAIT_SLACK_MS < br.ts_ms <= sync + WAIT_SLACK_MS:
             continue
-        member_id = _broker_who(br.reason)
+        member_id = member_id_in_broker_reason(br.reason)
         session = stored.get(member_id, (-1, -1))[0]
         known = f" (session.timeout.ms={session}, stored in __consumer_offsets)"
         out.append(
             Wait(
                 phase="join",
-                member=_member_name(state, member_id),
+                member=member_name(state, member_id),
                 ms=br.ts_ms - start,
                 why=WAIT_DEAD,
                 detail=f"the broker removed it at {_clock(br.ts_ms)} when its session timed out"
@@ -179,7 +184,7 @@ def _logged_waits(
     return out
 
 
-def _session_setting(m: _Member) -> str:
+def _session_setting(m: MemberConfig) -> str:
     """The session timeout that removed `m`, as far as it is known."""
     if m.session_ms:
         return f"session.timeout.ms={m.session_ms}"
@@ -190,18 +195,18 @@ def _session_setting(m: _Member) -> str:
 
 
 def _detect_wait(
-    events: EventIndex, start: int, members: Mapping[str, _Member], trigger: Trigger
+    events: EventIndex, start: int, members: Mapping[str, MemberConfig], trigger: Trigger
 ) -> list[Wait]:
     """Nothing held the join, but the rebalance began only when a silent member's
     session timed out: the time went to noticing it was gone."""
     if trigger.reason != "session timeout" or trigger.who not in members:
         return []
-    last = _last_seen(events, trigger.who, start)
+    last = last_heard_ms(events, trigger.who, start)
     if last is None or start - last <= WAIT_SLACK_MS:
         return []
     session = members[trigger.who].session_ms
-    chaos = _chaos_act(events, trigger.who, start)
-    said = f"{_chaos_words(chaos)}; " if chaos is not None else ""
+    chaos = chaos_silenced_by(events, trigger.who, start)
+    said = f"{chaos_said(chaos)}; " if chaos is not None else ""
     return [
         Wait(
             phase="detect",
@@ -219,7 +224,7 @@ def _detect_wait(
 
 
 def _sync_waits(
-    events: EventIndex, rec: GenerationRecord, members: Mapping[str, _Member]
+    events: EventIndex, rec: GenerationRecord, members: Mapping[str, MemberConfig]
 ) -> list[Wait]:
     """The sync phase: followers wait for the leader's SyncGroup (its assignment)."""
     sync, leader = rec.sync_ms or rec.start_ms, rec.leader
@@ -247,12 +252,12 @@ def _sync_waits(
     ]
 
 
-def _spoke(events: EventIndex, member: str, t0: int, t1: int) -> bool:
-    return any(e.type not in _ROUTINE for e in events.by(member, since=t0 - 1, until=t1))
+def _said_anything(events: EventIndex, member: str, t0: int, t1: int) -> bool:
+    return any(e.type not in ROUTINE_TYPES for e in events.by(member, since=t0 - 1, until=t1))
 
 
 def _why_late(
-    events: EventIndex, member: str, start: int, sent: int, members: Mapping[str, _Member]
+    events: EventIndex, member: str, start: int, sent: int, members: Mapping[str, MemberConfig]
 ) -> tuple[WaitReason, str, Confidence]:
     """Why `member` sent its JoinGroup only at `sent`."""
     mine = events.by(member, until=sent)
