@@ -1,4 +1,4 @@
-"""Pure tests of the diagnosis of a generation (kgctl/model/diagnosis.py), on runs
+"""Pure tests of the diagnosis of a generation (kgctl/model/diagnosis/), on runs
 recorded from a real broker (tests/recorder.py regenerates them)."""
 
 from __future__ import annotations

@@ -100,7 +100,7 @@ class StepFacts:
     affected: list[str] = field(default_factory=list)
     moved: list[dict[str, Any]] = field(default_factory=list)
     unassigned_ms: dict[str, int] = field(default_factory=dict)
-    # The diagnosis of each new generation (kgctl/model/diagnosis.py): trigger, what it
+    # The diagnosis of each new generation (kgctl/model/diagnosis/): trigger, what it
     # waited for, cost, advice.
     diagnoses: list[Diagnosis] = field(default_factory=list)
 

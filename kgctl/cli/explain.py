@@ -1,6 +1,6 @@
 """`kgctl explain GROUP`: why each recent rebalance happened, what it waited for, what to
 change. Thin: the sources are read by kgctl/explain/sources.py, the diagnosis is
-kgctl/model/diagnosis.py, the text is kgctl/render/explain_text.py."""
+kgctl/model/diagnosis/, the text is kgctl/render/explain_text.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`kgctl explain`'s answer: the group's recent rebalances, diagnosed, newest first, and
 whether the group is healthy now. Pure: events and what else is known in, one
-`Explanation` out (the diagnosis itself is kgctl/model/diagnosis.py)."""
+`Explanation` out (the diagnosis itself is kgctl/model/diagnosis/)."""
 
 from __future__ import annotations
 

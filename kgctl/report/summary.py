@@ -307,7 +307,7 @@ def build_report(
     """Fold `events` (any order; sorted by time here) into a report on `group`. A
     proxy's trace of clients that report nothing themselves counts as their steps. Each
     rebalance carries its diagnosis (`context`: what else is known,
-    kgctl/model/diagnosis.py)."""
+    kgctl/model/diagnosis/)."""
     events = member_steps(events)
     names = groups_in(events)
     if group is None:
