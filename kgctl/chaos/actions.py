@@ -79,13 +79,12 @@ class StepCheck:
 
 
 class ActionContext(Protocol):
-    """What an action may use of a run (`ChaosRun` is one): the fleet and its plan, the
-    group as folded so far, the cluster, the run's checks, and waiting, which keeps
-    folding the members' events."""
+    """What an action may use of a run (`kgctl/chaos/context.py: RunContext` is a real
+    run's): the fleet and its plan, the group as folded so far, the cluster, the run's
+    checks, and waiting, which keeps folding the members' events."""
 
     scenario: Scenario
     group: str
-    state: GroupState
     fleet: Fleet
     admin: ChaosAdmin | None
     producer: NumberedProducer | None
@@ -99,6 +98,11 @@ class ActionContext(Protocol):
     expected_fenced: set[str]
     cut_off: dict[str, str]  # fault id -> the member whose heartbeats it swallows
     proxy: ProxyThread | None  # between the fleet and the cluster when the scenario has faults
+
+    @property
+    def state(self) -> GroupState:
+        """The group as folded so far; the run folds it, an action only reads it."""
+        ...
 
     @property
     def bootstrap(self) -> str: ...
