@@ -43,7 +43,6 @@ __all__ = [
     "RunOptions",
     "Sink",
     "is_loopback",
-    "now_ms",
     "resolve_scenario",
     "run_scenario",
 ]

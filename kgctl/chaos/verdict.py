@@ -1,12 +1,12 @@
 """The chaos judge: a step's events in, the step's verdict out. Pure: no I/O, no clock.
 
 The run acts and waits (kgctl/chaos/runner.py) and its judge (judge.py) records;
-everything decided about what happened goes through here: whether the group is stable now (`stable_now`), whether it stayed stable for the
-quiet time (`QuietTimer`), what a step did to the group (`step_facts`: generations,
-rejoin reasons, errors, revocations, fences, moves, time without partitions, all from
-the model's timeline queries), which expectations failed (`expectation_failures`) and
-the step's status. `recorded_steps` judges a recording the same way, so a recorded run
-can be judged again without Kafka.
+everything decided about what happened goes through here: whether the group is stable
+now (`stable_now`), whether it stayed stable for the quiet time (`QuietTimer`), what a
+step did to the group (`step_facts`: generations, rejoin reasons, errors, revocations,
+fences, moves, time without partitions, all from the model's timeline queries), which
+expectations failed (`expectation_failures`) and the step's status. `recorded_steps`
+judges a recording the same way, so a recorded run can be judged again without Kafka.
 """
 
 from __future__ import annotations
