@@ -16,6 +16,7 @@ module is pure (bytes in, bytes or dicts out); `kgctl/proxy/` owns the sockets.
 from __future__ import annotations
 
 import struct
+import uuid
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -715,3 +716,100 @@ def response_fields(api_key: int, version: int, resp: Any) -> dict[str, Any]:
     if api_key == METADATA:
         return metadata_response_fields(version, resp)
     raise ValueError(f"{api_name(api_key)} is not traced")
+
+
+# -- Fetch answers: batch ranges only (kgctl proxy's --trace-fetch) ------------------------
+# The proxy must keep its throughput, so a Fetch answer is never decoded as objects: its
+# bytes are walked for each partition's high watermark and, in the records, only the
+# record batch headers (baseOffset at 0, batchLength at 8, magic at 16, attributes at
+# 21, lastOffsetDelta at 23), skipping each batch whole. Records are never decoded.
+FETCH_TRACED_MAX = 15
+_CONTROL_BATCH = 0x20
+
+
+class _Reader:
+    def __init__(self, data: bytes | memoryview, pos: int, flex: bool) -> None:
+        self.data, self.pos, self.flex = memoryview(data), pos, flex
+
+    def take(self, n: int) -> memoryview:
+        if self.pos + n > len(self.data):
+            raise WireError("Fetch answer ends early")
+        out = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return out
+
+    def num(self, fmt: str, n: int) -> int:
+        return int(struct.unpack(fmt, self.take(n))[0])
+
+    def length(self) -> int:
+        """An array's or bytes' length (-1: null), compact or not."""
+        if self.flex:
+            n, self.pos = _uvarint(self.data, self.pos)
+            return n - 1
+        return self.num(">i", 4)
+
+    def string(self) -> str:
+        n = self.length() if self.flex else self.num(">h", 2)
+        return "" if n < 0 else bytes(self.take(n)).decode("utf-8", "replace")
+
+    def tagged(self) -> None:
+        if self.flex:
+            self.pos = _skip_tagged(self.data, self.pos)
+
+
+def _batch_ranges(records: memoryview) -> list[list[int]]:
+    """[first, last] offsets of each whole data batch in a partition's records (a batch
+    cut off at the end of the answer, as brokers may send, is left out; so are
+    transaction markers and the old message formats)."""
+    out: list[list[int]] = []
+    pos = 0
+    while pos + 27 <= len(records):
+        base, length = struct.unpack_from(">qi", records, pos)
+        end = pos + 12 + length
+        if length <= 0 or end > len(records):
+            break
+        magic = records[pos + 16]
+        if magic >= 2:
+            attributes, delta = struct.unpack_from(">hi", records, pos + 21)
+            if not attributes & _CONTROL_BATCH:
+                out.append([int(base), int(base) + int(delta)])
+        pos = end
+    return out
+
+
+def fetch_response_fields(version: int, frame: bytes | memoryview) -> dict[str, Any]:
+    """What a Fetch answer gave, by partition: `partitions` {topic: {"p": {"hw":
+    high watermark, "batches": [[first, last], ...]}}} (topics by name up to v12, by
+    topic id from v13); `error` is the answer's first error."""
+    if not 4 <= version <= FETCH_TRACED_MAX:
+        raise WireError(f"Fetch v{version} is not traced (v4..v{FETCH_TRACED_MAX})")
+    flex = version >= 12
+    # (Fetch is not in the decoded classes: its header's tagged fields are skipped here.)
+    r = _Reader(frame, _skip_tagged(frame, 4) if flex else 4, flex)
+    r.num(">i", 4)  # throttle_time_ms
+    first_error = 0
+    if version >= 7:
+        first_error = r.num(">h", 2)
+        r.num(">i", 4)  # session id
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for _t in range(max(r.length(), 0)):
+        topic = str(uuid.UUID(bytes=bytes(r.take(16)))) if version >= 13 else r.string()
+        parts = out.setdefault(topic, {})
+        for _p in range(max(r.length(), 0)):
+            partition, error, hw = r.num(">i", 4), r.num(">h", 2), r.num(">q", 8)
+            r.take(16 if version >= 5 else 8)  # last stable offset, log start offset
+            for _a in range(max(r.length(), 0)):  # aborted transactions
+                r.take(16)
+                r.tagged()
+            if version >= 11:
+                r.take(4)  # preferred read replica
+            size = r.length()
+            records = r.take(size) if size > 0 else memoryview(b"")
+            r.tagged()
+            first_error = first_error or error
+            entry: dict[str, Any] = {"hw": hw, "batches": _batch_ranges(records)}
+            if error:
+                entry["error"] = error_name(error)
+            parts[str(partition)] = entry
+        r.tagged()
+    return {"error": error_name(first_error), "partitions": out}

@@ -29,11 +29,12 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any, Protocol
 
 from kgctl.broker.provision import java_executable, resolve_kafka_tools
+from kgctl.chaos.app import app_command, spawn_app
 from kgctl.chaos.java import JavaMember, java_command, translator, write_properties
 from kgctl.errors import UsageError
 from kgctl.model.events import Event
@@ -75,6 +76,11 @@ class MemberLaunch:
         return f"kgctl-{self.name}"
 
     fetch: bool = True  # False: `--no-fetch`
+    # client "command" (the user's program, kgctl/chaos/app.py): its command template,
+    # the address it is given ({bootstrap}) and where its stdout/stderr files go.
+    command: list[str] = field(default_factory=list)
+    bootstrap: str = ""
+    log_dir: Path = Path(".")
 
 
 class MemberHandle(Protocol):
@@ -112,6 +118,8 @@ class LocalProcesses:
     join`, or a Java VerifiableConsumer whose output is translated into events."""
 
     def spawn(self, launch: MemberLaunch, command: list[str]) -> MemberHandle:
+        if launch.client == "command":
+            return spawn_app(launch, command, _child_setup)
         java = launch.client == "java"
         proc = subprocess.Popen(
             command,
@@ -188,6 +196,8 @@ class Fleet:
         self.members: dict[str, MemberProcess] = {}  # the newest process per name
         self.history: list[MemberProcess] = []  # every process ever started
         self._config_file: Path | None = None
+        # App members' stdout/stderr files: beside the workdir, kept after the run.
+        self.app_logs = workdir.with_name(workdir.name + "-apps")
         if settings.properties:
             # Secrets go through a private file, not the command line (visible in ps).
             workdir.mkdir(parents=True, exist_ok=True)
@@ -199,6 +209,8 @@ class Fleet:
             self._config_file = path
 
     def command(self, launch: MemberLaunch) -> list[str]:
+        if launch.client == "command":
+            return app_command(launch)
         if launch.client == "java":
             return self.java_command(launch)
         cmd = [sys.executable, "-m", "kgctl", "join", "-b", self.settings.bootstrap]
@@ -265,6 +277,8 @@ class Fleet:
         )
 
     def start(self, launch: MemberLaunch) -> MemberProcess:
+        if launch.client == "command":
+            launch = replace(launch, bootstrap=self.settings.bootstrap, log_dir=self.app_logs)
         proc = self.backend.spawn(launch, self.command(launch))
         member = MemberProcess(launch=launch, proc=proc, started_ms=int(time.time() * 1000))
         member.reader = threading.Thread(

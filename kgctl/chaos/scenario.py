@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 import yaml
 
 from kgctl.chaos.actions import ACTIONS, NAME, StepCheck
+from kgctl.chaos.app import check_template
 from kgctl.errors import UsageError
 
 ASSIGNORS = ("range", "roundrobin", "sticky", "cooperative-sticky")
@@ -26,7 +28,7 @@ COMMITS = ("auto", "sync", "async", "none")
 # (kgctl join, or Apache Kafka's Java VerifiableConsumer) and, on the consumer protocol,
 # the broker-side assignor it asks for.
 PROTOCOLS = ("classic", "consumer")
-CLIENTS = ("kgctl", "java")
+CLIENTS = ("kgctl", "java", "command")  # command: the user's program (kgctl/chaos/app.py)
 REMOTE_ASSIGNORS = ("uniform", "range")
 # Fault rules on these requests only mean something to members of one protocol.
 CLASSIC_APIS = frozenset({"JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup"})
@@ -63,6 +65,7 @@ FLEET_KEYS = {
     "client": "client",
     "remote_assignor": "remote_assignor",
     "fetch": "bool",
+    "command": "command",
 }
 MEMBER_KEYS = {
     "name": "str",
@@ -75,6 +78,7 @@ MEMBER_KEYS = {
     "protocol": "protocol",
     "client": "client",
     "remote_assignor": "remote_assignor",
+    "command": "command",
 }
 TOP_KEYS = (
     "name",
@@ -104,6 +108,9 @@ class MemberSpec:
     protocol: str = "classic"  # classic | consumer (KIP-848)
     client: str = "kgctl"  # kgctl | java (Apache Kafka's VerifiableConsumer)
     remote_assignor: str | None = None  # consumer protocol: uniform | range (broker's default)
+    # client "command": the program started for this member, with placeholders
+    # ({bootstrap}, {group}, {topics}, {name}, {instance_id}, {client_id}).
+    command: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -185,7 +192,10 @@ class Scenario:
 
     @property
     def uses_proxy(self) -> bool:
-        """A scenario with fault rules runs its fleet through a `kgctl proxy`."""
+        """A scenario with fault rules, or with members that are the user's program (read
+        from the wire), runs its fleet through a `kgctl proxy`."""
+        if any(m.client == "command" for m in self.fleet.members):
+            return True
         return any(s.action in ("fault", "heal") for s in self.steps)
 
 
@@ -252,6 +262,8 @@ class _Checker:
             return self._names(node, path, one_allowed=False)
         if kind == "assignors":
             return self._assignors(node, path)
+        if kind == "command":
+            return self._command(node, path)
         if not isinstance(node, yaml.ScalarNode):
             self.error(node, path, f"expected {_KIND_TEXT.get(kind, kind)}, got {_kind(node)}")
             return None
@@ -279,6 +291,33 @@ class _Checker:
             else:
                 out.append(v)
         return out
+
+    def _command(self, node: yaml.Node, path: str) -> list[str] | None:
+        """A member's command line: a list of words (or one string, split as a shell
+        would, without a shell), placeholders checked."""
+        words: list[str] | None = None
+        if isinstance(node, yaml.ScalarNode) and isinstance(self.value(node), str):
+            try:
+                words = shlex.split(self.value(node))
+            except ValueError as exc:
+                self.error(node, path, f"not a command line ({exc})")
+                return None
+        elif isinstance(node, yaml.SequenceNode):
+            words = []
+            for i, item in enumerate(node.value):
+                v = self.value(item) if isinstance(item, yaml.ScalarNode) else None
+                if v is None or isinstance(v, dict | list):
+                    self.error(item, f"{path}[{i}]", "expected a word of the command line")
+                    return None
+                words.append(str(v))
+        if not words:
+            self.error(node, path, "expected a command line, e.g. [python, app.py, \"{bootstrap}\"]")
+            return None
+        problem = check_template(words)
+        if problem:
+            self.error(node, path, problem)
+            return None
+        return words
 
     def _assignors(self, node: yaml.Node, path: str) -> list[str] | None:
         names = self._names(node, path, one_allowed=True)
@@ -479,6 +518,34 @@ def protocol_problems(sc: Scenario) -> list[tuple[int, str]]:
     return out
 
 
+def with_app(sc: Scenario, command: list[str] | None) -> Scenario:
+    """The scenario with `command` (`kgctl chaos run --app`) as every member's program:
+    the members it names without one, or every member when none is a command member.
+    UsageError when a command member is left without a program."""
+    members = list(sc.fleet.members)
+    if command:
+        if not any(m.client == "command" for m in members):
+            members = [replace(m, client="command", command=list(command)) for m in members]
+        else:
+            members = [
+                replace(m, command=list(command)) if m.client == "command" and not m.command else m
+                for m in members
+            ]
+    bare = [m.name for m in members if m.client == "command" and not m.command]
+    if bare:
+        raise UsageError(
+            f"{sc.origin}: members {', '.join(bare)} are client: command without a command; "
+            "add command: [program, args...] to the scenario or pass --app 'CMD'"
+        )
+    bad = [m.name for m in members if m.client == "command" and m.protocol != "classic"]
+    if bad:
+        raise UsageError(
+            f"--app: members {', '.join(bad)} are on the consumer protocol; a command member is "
+            "judged from the classic protocol's answers: run the scenario with classic members"
+        )
+    return replace(sc, fleet=replace(sc.fleet, members=members))
+
+
 def with_protocol(sc: Scenario, protocol: str) -> Scenario:
     """The scenario with every member on `protocol` (classic, consumer) or `mixed` (every
     second member on consumer, starting with the second); UsageError (one line) when the
@@ -558,7 +625,9 @@ def _fleet(c: _Checker, entry: tuple[yaml.Node, yaml.Node] | None, root: yaml.No
         protocol=vals.get("protocol") or "classic",
         client=vals.get("client") or "kgctl",
         remote_assignor=vals.get("remote_assignor"),
+        command=list(vals.get("command") or []),
     )
+    _check_command(c, keys, "fleet", default)
     if default.remote_assignor and default.protocol != "consumer":
         c.error(keys["remote_assignor"][1], "fleet.remote_assignor", _REMOTE_CLASSIC)
     members: list[MemberSpec] = []
@@ -707,12 +776,36 @@ def _fleet_member(
         protocol=mv.get("protocol") or default.protocol,
         client=mv.get("client") or default.client,
         remote_assignor=mv.get("remote_assignor") or default.remote_assignor,
+        command=list(mv.get("command") or default.command),
     )
+    _check_command(c, mk, f"fleet.members[{i}]", spec)
     if spec.remote_assignor and spec.protocol != "consumer" and "remote_assignor" in mk:
         c.error(mk["remote_assignor"][1], f"fleet.members[{i}].remote_assignor", _REMOTE_CLASSIC)
     if spec.client == "java":
         _check_java(c, item, f"fleet.members[{i}]", spec)
     return spec
+
+
+def _check_command(
+    c: _Checker,
+    keys: dict[str, tuple[yaml.Node, yaml.Node]],
+    path: str,
+    spec: MemberSpec,
+) -> None:
+    """A command is for `client: command` only; the wire judge reads classic groups (its
+    assignments name topics). A command member without a command gets `--app`'s
+    (`with_app`; the run refuses one with neither)."""
+    if spec.client == "command":
+        if spec.protocol != "classic" and ("protocol" in keys or "client" in keys):
+            where = keys["protocol"][1] if "protocol" in keys else keys["client"][1]
+            c.error(
+                where,
+                path,
+                "a command member is judged from the classic protocol's answers on the wire "
+                "(the consumer protocol's name topic ids): use protocol: classic",
+            )
+    elif "command" in keys and spec.command:
+        c.error(keys["command"][0], path, "command is for client: command members; add it")
 
 
 _REMOTE_CLASSIC = (

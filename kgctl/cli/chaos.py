@@ -138,6 +138,23 @@ def run_command(
             "mixed (every second member on consumer); default: the scenario's.",
         ),
     ] = None,
+    app: Annotated[
+        str | None,
+        typer.Option(
+            "--app",
+            help="Your program as every member (docs/your-app.md): a command line with "
+            "placeholders {bootstrap} {group} {topics} {name} {instance_id} {client_id}, "
+            "started once per member through the run's proxy and judged from the wire.",
+        ),
+    ] = None,
+    junit_xml: Annotated[
+        Path | None,
+        typer.Option(
+            "--junit-xml",
+            help="Also write the verdict as JUnit XML (a test case per step and per "
+            "invariant) for CI.",
+        ),
+    ] = None,
     session_timeout: SessionTimeout = None,
     heartbeat_interval: HeartbeatInterval = None,
     max_poll_interval: MaxPollInterval = None,
@@ -167,6 +184,10 @@ def run_command(
             from kgctl.chaos.scenario import with_protocol
 
             sc = with_protocol(sc, group_protocol)
+        from kgctl.chaos.app import parse_app
+        from kgctl.chaos.scenario import with_app
+
+        sc = with_app(sc, parse_app(app) if app is not None else None)
         settings = make_settings(bootstrap, command_config, x, timeout)
         options = RunOptions(
             topic_prefix=topic_prefix,
@@ -197,6 +218,10 @@ def run_command(
 
             assert env.out is not None
             env.out.print(summary(journal))
+        if junit_xml is not None:
+            from kgctl.chaos.junit import write_junit
+
+            write_junit(journal, junit_xml)
         if journal.error:
             env.say(f"kgctl: error: {journal.error}")
         return int(journal.exit_status)

@@ -38,6 +38,7 @@ class ProxyConfig:
     # clients see it; `--cap-version`).
     version_caps: dict[int, int] = field(default_factory=dict)
     trace_metadata: bool = False  # MetadataTraced events too (--trace-metadata)
+    trace_fetch: bool = False  # FetchTraced events too (chaos runs with app members)
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -215,6 +216,7 @@ class ProxyRun:
             connect_timeout_s=self.settings.timeout_s,
             version_caps=self.config.version_caps,
             trace_metadata=self.config.trace_metadata,
+            trace_fetch=self.config.trace_fetch,
         )
         if self.handle_signals:
             for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):

@@ -111,6 +111,7 @@ class Proxy:
         clock: Callable[[], float] = time.monotonic,
         version_caps: dict[int, int] | None = None,
         trace_metadata: bool = False,
+        trace_fetch: bool = False,
     ) -> None:
         if not upstream:
             raise ValueError("no upstream address")
@@ -130,6 +131,9 @@ class Proxy:
         # The APIs whose exchanges become events: the group APIs, and Metadata when asked
         # (every client sends it, and decoding each answer twice more costs).
         self.traced = wire.TRACED | (wire.TRACED_ON_REQUEST if trace_metadata else frozenset())
+        # Fetch answers' batch ranges (FetchTraced), walked from the bytes, never decoded
+        # as objects: off unless asked (kgctl chaos turns it on for app members).
+        self.trace_fetch = trace_fetch
         self.bootstrap: Listener | None = None
         self._by_upstream: dict[tuple[str, int], Listener] = {}
         self._conn_ids = itertools.count(1)
@@ -422,6 +426,8 @@ class _Session:
                 out = await self._rewrite(key, version, frame)
             if key in proxy.traced:
                 self._trace(pending, frame)
+            elif key == wire.FETCH and proxy.trace_fetch:
+                self._trace_fetch(pending, frame)
             if not pending.answer.done():
                 pending.answer.set_result(out)
 
@@ -541,6 +547,26 @@ class _Session:
         if pending.rule is not None and pending.rule.effect == "hang":
             data["withheld"] = True
         self.proxy.emit.emit(f"{wire.api_name(h.api_key)}Traced", _envelope=env, **data)
+
+    def _trace_fetch(self, pending: Pending, frame: bytes) -> None:
+        h = pending.header
+        try:
+            fields = wire.fetch_response_fields(h.api_version, frame)
+        except wire.WireError as exc:
+            log.warning("%s: Fetch answer not traced: %s", self.conn, exc)
+            return
+        if not any(p.get("batches") for parts in fields["partitions"].values() for p in parts.values()):
+            return  # an empty long poll: nothing given, nothing to say
+        self.proxy.emit.emit(
+            "FetchTraced",
+            _envelope={"client_id": h.client_id, "group": ""},
+            api_version=h.api_version,
+            connection=self.conn,
+            broker=f"{self.upstream[0]}:{self.upstream[1]}",
+            latency_ms=round((self.proxy.clock() - pending.t0) * 1000, 3),
+            error=fields["error"],
+            partitions=fields["partitions"],
+        )
 
     def _unanswered(self) -> None:
         pending_all = list(self.inflight.values())
