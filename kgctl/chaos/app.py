@@ -56,7 +56,12 @@ APP_VERSION_CAPS = {1: 12, 8: 9}
 
 
 def placeholders(
-    *, bootstrap: str, group: str, topics: list[str], name: str, instance_id: str | None,
+    *,
+    bootstrap: str,
+    group: str,
+    topics: list[str],
+    name: str,
+    instance_id: str | None,
     client_id: str,
 ) -> dict[str, str]:
     return {
@@ -293,9 +298,7 @@ def spawn_app(launch: Any, command: list[str], preexec: Callable[[], None]) -> A
     )
 
 
-def wire_member_events(
-    event: Event, members: Callable[[str], str | None]
-) -> list[Event]:
+def wire_member_events(event: Event, members: Callable[[str], str | None]) -> list[Event]:
     """A proxy event, and the member steps it means when its client is an app member
     (`members(client_id)` names it): named as that member, so the fold, the judge and
     the run's checks see the program as one more member. Other clients' events are

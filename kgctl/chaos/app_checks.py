@@ -116,3 +116,17 @@ def judge(run: Any, produced: list[tuple[str, int, int]]) -> bool:
             "not_committed": sum(found.not_committed.values()),
         }
     return wire
+
+
+def judge_line(journal: Any) -> str | None:
+    """The line saying which judge decided at-least-once (None: no app members)."""
+    judge = journal.setup.get("judge")
+    if judge is None:
+        return None
+    if judge == JUDGE_WIRE:
+        r = journal.records
+        return (
+            f"judge: wire (no records_consumed lines): {r.get('given', 0)} records given by "
+            f"Fetch answers, {r.get('not_committed', 0)} produced records never committed"
+        )
+    return "judge: records (the members' VerifiableConsumer lines: exact at-least-once)"

@@ -311,7 +311,7 @@ class _Checker:
                     return None
                 words.append(str(v))
         if not words:
-            self.error(node, path, "expected a command line, e.g. [python, app.py, \"{bootstrap}\"]")
+            self.error(node, path, 'expected a command line, e.g. [python, app.py, "{bootstrap}"]')
             return None
         problem = check_template(words)
         if problem:

@@ -214,10 +214,14 @@ def run_command(
             if not follow:
                 emit_json(env, journal.to_dict())
         else:
+            from kgctl.chaos.app_checks import judge_line
             from kgctl.render.chaos_view import summary
 
             assert env.out is not None
             env.out.print(summary(journal))
+            line = judge_line(journal)
+            if line:
+                env.out.print(line)
         if junit_xml is not None:
             from kgctl.chaos.junit import write_junit
 

@@ -94,7 +94,8 @@ EVENT_TYPES: dict[str, str] = {
     "OffsetCommitTraced": "an OffsetCommit request and its answer, seen on the wire",
     "ConsumerGroupHeartbeatTraced": "a ConsumerGroupHeartbeat and its answer, seen on the wire",
     "MetadataTraced": "a Metadata request and its answer, seen on the wire (--trace-metadata)",
-    "FetchTraced": "what a Fetch answer gave each partition: batch offset ranges (traced only on request: chaos runs with app members)",
+    # Traced only on request (ProxyConfig.trace_fetch: chaos runs with app members).
+    "FetchTraced": "what a Fetch answer gave each partition: its record batches' offset ranges",
     "ProxyStopped": "the proxy stopped; its totals",
 }
 

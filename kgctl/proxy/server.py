@@ -555,7 +555,8 @@ class _Session:
         except wire.WireError as exc:
             log.warning("%s: Fetch answer not traced: %s", self.conn, exc)
             return
-        if not any(p.get("batches") for parts in fields["partitions"].values() for p in parts.values()):
+        given = fields["partitions"].values()
+        if not any(p.get("batches") for parts in given for p in parts.values()):
             return  # an empty long poll: nothing given, nothing to say
         self.proxy.emit.emit(
             "FetchTraced",

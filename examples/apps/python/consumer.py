@@ -124,7 +124,10 @@ def commit(consumer: Consumer, offsets: list[TopicPartition], verifiable: bool) 
         say(
             "offsets_committed",
             success=True,
-            offsets=[{"topic": tp.topic, "partition": tp.partition, "offset": tp.offset} for tp in done or []],
+            offsets=[
+                {"topic": tp.topic, "partition": tp.partition, "offset": tp.offset}
+                for tp in done or []
+            ],
         )
 
 
