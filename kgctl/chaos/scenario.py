@@ -519,18 +519,18 @@ def protocol_problems(sc: Scenario) -> list[tuple[int, str]]:
 
 
 def with_app(sc: Scenario, command: list[str] | None) -> Scenario:
-    """The scenario with `command` (`kgctl chaos run --app`) as every member's program:
-    the members it names without one, or every member when none is a command member.
-    UsageError when a command member is left without a program."""
+    """The scenario with `command` (`kgctl chaos run --app`) as the program of every
+    command member, or of every member when the scenario has none. UsageError when a
+    command member is left without a program."""
     members = list(sc.fleet.members)
     if command:
-        if not any(m.client == "command" for m in members):
-            members = [replace(m, client="command", command=list(command)) for m in members]
-        else:
-            members = [
-                replace(m, command=list(command)) if m.client == "command" and not m.command else m
-                for m in members
-            ]
+        apps = any(m.client == "command" for m in members)
+        members = [
+            replace(m, client="command", command=list(command))
+            if m.client == "command" or not apps
+            else m
+            for m in members
+        ]
     bare = [m.name for m in members if m.client == "command" and not m.command]
     if bare:
         raise UsageError(
