@@ -55,7 +55,7 @@ def test_each_member_speaks_its_own_protocol_through_its_own_client() -> None:
     ("change", "message"),
     [
         ("    - {name: b, protocol: kip848}", "expected one of classic, consumer, got 'kip848'"),
-        ("    - {name: b, client: rust}", "expected one of kgctl, java, got 'rust'"),
+        ("    - {name: b, client: rust}", "expected one of kgctl, java, command, got 'rust'"),
         (
             "    - {name: b, remote_assignor: uniform}",
             "the broker-side assignor of the consumer protocol; set protocol: consumer",
