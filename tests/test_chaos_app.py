@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from typing import Any
 
 import pytest
 
@@ -117,3 +118,26 @@ def test_junit_has_a_case_per_step_and_per_invariant_with_the_failures() -> None
     assert cases["2. grow"].find("skipped") is not None
     assert cases["exclusive-ownership"].find("failure") is None
     assert (root.get("tests"), root.get("failures"), root.get("skipped")) == ("5", "3", "1")
+
+
+def test_an_eager_member_s_join_gives_up_what_its_last_sync_gave_it() -> None:
+    from kgctl.chaos.app import AppWire
+
+    def traced(type_: str, ts: int, **data: Any) -> Event:
+        return Event(type_, ts, 0.0, ts, group="g", member="kgctl-a", client_id="kgctl-a",
+                     source="wire", data={"error": "NONE", **data})  # fmt: skip
+
+    sync = traced("SyncGroupTraced", 1, request={"generation": 1},
+                  response={"assignment": {"t": [0, 1]}})  # fmt: skip
+    namer = AppWire(lambda cid: "a")
+    namer.events(sync)
+    eager = namer.events(
+        traced("JoinGroupTraced", 2, request={"protocols": ["range"]}, response={})
+    )
+    assert [e.type for e in eager] == ["JoinGroupTraced", "PartitionsRevoked", "JoinGroupSent"]
+    assert eager[1].data == {"partitions": {"t": [0, 1]}}
+    namer.events(sync)
+    coop = namer.events(
+        traced("JoinGroupTraced", 3, request={"protocols": ["cooperative-sticky"]}, response={})
+    )
+    assert "PartitionsRevoked" not in [e.type for e in coop]  # it keeps what does not move

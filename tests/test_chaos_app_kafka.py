@@ -151,3 +151,17 @@ def test_ctrl_c_leaves_no_app_process_behind(bootstrap: str, tmp_path: Path) -> 
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_static_pattern_members_restart_without_a_rebalance_and_take_a_new_topic(
+    bootstrap: str,
+) -> None:
+    status, journal, err = chaos(
+        bootstrap, APP / "static.yaml", "--app", app("--verifiable"),
+    )  # fmt: skip
+    assert status == ExitStatus.OK, (err, journal.get("violations"))
+    assert journal["invariants"]["static-restart-no-rebalance"] == "held"
+    grew = next(s for s in journal["steps"] if s["action"] == "topic-create")
+    assert grew["rebalances"] >= 1  # the pattern subscribers took the new topic
+    assert journal["members"]["m1"]["instance_id"] == "m1"
+    assert len(journal["members"]["m1"]["logs"]) == 2  # a restart is a new process

@@ -298,13 +298,43 @@ def spawn_app(launch: Any, command: list[str], preexec: Callable[[], None]) -> A
     )
 
 
+class AppWire:
+    """Names app members' traced exchanges as their steps (`events`), one run's worth.
+
+    An eager member (no cooperative assignor among its JoinGroup's protocols) has given
+    up everything it owned before it sends JoinGroup, as the Java and librdkafka clients
+    do; the wire shows no callback, so the JoinGroup stands for it: a PartitionsRevoked
+    of the last assignment its SyncGroup answers gave. Without it, a member whose answer
+    of the new generation came first would seem to share partitions with one still
+    holding the old generation's."""
+
+    def __init__(self, members: Callable[[str], str | None]) -> None:
+        self.members = members
+        self.owned: dict[str, dict[str, list[int]]] = {}
+
+    def events(self, event: Event) -> list[Event]:
+        """`event`, and the member steps it means when its client is an app member
+        (`members(client_id)` names it). Other clients' events are left as they are."""
+        name = self.members(event.client_id) if event.source == "wire" else None
+        if name is None:
+            return [event]
+        named = replace(event, member=name)
+        out = member_steps([named])
+        if named.type == "JoinGroupTraced":
+            protocols = (named.data.get("request") or {}).get("protocols") or []
+            owned = self.owned.pop(name, None)
+            if owned and not any("cooperative" in str(p) for p in protocols):
+                sent = out[1].ts_ms if len(out) > 1 else named.ts_ms  # when it sent JoinGroup
+                revoked = replace(
+                    named, type="PartitionsRevoked", ts_ms=sent, data={"partitions": owned}
+                )
+                out.insert(1, revoked)
+        for e in out:
+            if e.type == "JoinCompleted":
+                self.owned[name] = dict(e.data.get("assignment") or {})
+        return out
+
+
 def wire_member_events(event: Event, members: Callable[[str], str | None]) -> list[Event]:
-    """A proxy event, and the member steps it means when its client is an app member
-    (`members(client_id)` names it): named as that member, so the fold, the judge and
-    the run's checks see the program as one more member. Other clients' events are
-    left as they are."""
-    name = members(event.client_id) if event.source == "wire" else None
-    if name is None:
-        return [event]
-    named = replace(event, member=name)
-    return member_steps([named])
+    """One event through a fresh `AppWire` (no memory of earlier assignments)."""
+    return AppWire(members).events(event)

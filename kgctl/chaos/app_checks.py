@@ -11,9 +11,10 @@ files in the journal; which judge decided at-least-once in `journal.setup["judge
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
-from kgctl.chaos.app import APP_VERSION_CAPS, AppMember, wire_member_events
+from kgctl.chaos.app import APP_VERSION_CAPS, AppMember, AppWire
 from kgctl.model.events import Event
 from kgctl.model.timeline import unassigned_ms
 from kgctl.model.wire_judge import RULES, judge_wire
@@ -38,16 +39,23 @@ def proxy_config(run: Any) -> ProxyConfig | None:
     return ProxyConfig(trace_fetch=True, version_caps=dict(APP_VERSION_CAPS))
 
 
+# Each run's namer of its app members' wire events (it remembers their assignments).
+_NAMERS: weakref.WeakKeyDictionary[Any, AppWire] = weakref.WeakKeyDictionary()
+
+
 def wire_events(run: Any, event: Event) -> list[Event]:
     """`event` from the run's proxy, with an app member's steps added (kgctl/chaos/app.py).
-    Called on the proxy's thread: it only reads the fleet's dict of members."""
+    Called on the proxy's thread only: it reads the fleet's dict of members."""
+    namer = _NAMERS.get(run)
+    if namer is None:
 
-    def member_of(client_id: str) -> str | None:
-        name = client_id[len("kgctl-") :] if client_id.startswith("kgctl-") else ""
-        m = run.fleet.members.get(name)
-        return name if m is not None and m.launch.client == "command" else None
+        def member_of(client_id: str) -> str | None:
+            name = client_id[len("kgctl-") :] if client_id.startswith("kgctl-") else ""
+            m = run.fleet.members.get(name)
+            return name if m is not None and m.launch.client == "command" else None
 
-    return wire_member_events(event, member_of)
+        namer = _NAMERS[run] = AppWire(member_of)
+    return namer.events(event)
 
 
 def wire_judged(run: Any) -> bool:

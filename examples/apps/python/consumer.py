@@ -75,7 +75,12 @@ def main() -> int:
             say("partitions_revoked", partitions=parts(tps))
 
     consumer = Consumer(config)
-    consumer.subscribe(args.topics.split(","), on_assign=assigned, on_revoke=revoked)
+    # A pattern subscriber (the scenario's `pattern:`) gets the regex in KGCTL_PATTERN;
+    # librdkafka reads a topic name that starts with ^ as one; its regex engine has no
+    # non-capturing groups, which kgctl's pattern uses.
+    pattern = os.environ.get("KGCTL_PATTERN", "").replace("(?:", "(")
+    topics = [pattern] if pattern else args.topics.split(",")
+    consumer.subscribe(topics, on_assign=assigned, on_revoke=revoked)
     try:
         while not stopping:
             batch = consumer.consume(num_messages=50, timeout=0.2)
