@@ -487,6 +487,14 @@ PROXY_LINES: dict[str, tuple[dict[str, object], str]] = {
         },
         "m1-client Metadata v12 group=g member=m1-0123 topics=t → NONE partitions t=6 (1 ms, 3)",
     ),  # fmt: skip
+    "FetchTraced": (
+        {
+            "api_version": 12,
+            "error": "NONE",
+            "partitions": {"t": {"0": {"hw": 50, "batches": [[10, 19], [20, 29]]}}},
+        },
+        "m1-client Fetch v12 gave t-0@10..29",
+    ),  # fmt: skip
     "ProxyStopped": (
         {"why": "SIGTERM", "connections": 4, "requests": 120},
         "proxy stopped (SIGTERM): 4 connections, 120 requests",

@@ -124,6 +124,14 @@ def _describe_proxy(ev: Event) -> str:
         )
     if ev.type == "ControlRejected":
         return f"control line rejected: {d.get('error')}"
+    if ev.type == "FetchTraced":
+        ranges = [
+            f"{t}-{p}@{b[0][0]}..{b[-1][1]}"
+            for t, parts in sorted((d.get("partitions") or {}).items())
+            for p, entry in sorted(parts.items())
+            if (b := entry.get("batches"))
+        ]
+        return f"{ev.client_id or '?'} Fetch v{d.get('api_version')} gave {' '.join(ranges)}"
     if ev.type == "ProxyStopped":
         return (
             f"proxy stopped ({d.get('why')}): {d.get('connections')} connections, "
