@@ -372,7 +372,7 @@ def test_every_proxy_event_type_is_documented() -> None:
     section = text[text.index("## Proxy events") :]
     names = list(EVENT_TYPES)
     proxy_types = names[names.index("ProxyStarted") : names.index("ProxyStopped") + 1]
-    assert len(proxy_types) == 17
+    assert len(proxy_types) == 18
     for name in proxy_types:
         assert f"| `{name}` |" in section, name
 
