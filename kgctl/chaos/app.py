@@ -277,6 +277,11 @@ def spawn_app(launch: Any, command: list[str], preexec: Callable[[], None]) -> A
     env.update({ENV_NAMES[k]: v for k, v in values.items()})
     if launch.pattern:
         env["KGCTL_PATTERN"] = launch.pattern
+    # The timings the run's checks assume (the scenario's, fitted to the cluster): a
+    # program that keeps its own (librdkafka's 45 s session) is judged by these anyway.
+    env["KGCTL_SESSION_TIMEOUT_MS"] = str(launch.session_timeout_ms)
+    env["KGCTL_HEARTBEAT_INTERVAL_MS"] = str(launch.heartbeat_interval_ms)
+    env["KGCTL_MAX_POLL_INTERVAL_MS"] = str(launch.max_poll_interval_ms)
     config = {
         "name": launch.name,
         "group": launch.group,

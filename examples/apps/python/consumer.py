@@ -51,9 +51,10 @@ def main() -> int:
         "client.id": os.environ.get("KGCTL_CLIENT_ID", args.name),
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
-        "session.timeout.ms": 6000,
-        "heartbeat.interval.ms": 500,
-        "max.poll.interval.ms": 30000,
+        # The scenario's timings (its checks' limits are computed from them).
+        "session.timeout.ms": int(os.environ.get("KGCTL_SESSION_TIMEOUT_MS", 6000)),
+        "heartbeat.interval.ms": int(os.environ.get("KGCTL_HEARTBEAT_INTERVAL_MS", 500)),
+        "max.poll.interval.ms": int(os.environ.get("KGCTL_MAX_POLL_INTERVAL_MS", 30000)),
         "topic.metadata.refresh.interval.ms": 1000,
     }
     if os.environ.get("KGCTL_INSTANCE_ID"):
