@@ -12,6 +12,7 @@ files in the journal; which judge decided at-least-once in `journal.setup["judge
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from kgctl.chaos.app import APP_VERSION_CAPS, AppMember, AppWire
@@ -26,11 +27,11 @@ JUDGE_WIRE = "wire"  # the group's committed offsets, from the wire
 
 
 def _apps(run: Any) -> list[Any]:
-    return [m for m in run.fleet.history if m.launch.client == "command"]
+    return [m for m in run.resources.fleet.history if m.launch.client == "command"]
 
 
 def has_apps(run: Any) -> bool:
-    return any(m.client == "command" for m in run.scenario.fleet.members)
+    return any(m.client == "command" for m in run.plan.scenario.fleet.members)
 
 
 def proxy_config(run: Any) -> ProxyConfig | None:
@@ -51,7 +52,7 @@ def wire_events(run: Any, event: Event) -> list[Event]:
 
         def member_of(client_id: str) -> str | None:
             name = client_id[len("kgctl-") :] if client_id.startswith("kgctl-") else ""
-            m = run.fleet.members.get(name)
+            m = run.resources.fleet.members.get(name)
             return name if m is not None and m.launch.client == "command" else None
 
         namer = _NAMERS[run] = AppWire(member_of)
@@ -76,8 +77,14 @@ def _ends(produced: list[tuple[str, int, int]]) -> dict[tuple[str, int], int]:
 def committed_all(run: Any, produced: list[tuple[str, int, int]]) -> bool:
     """The group's committed offsets (from the wire so far) cover every produced record."""
     names = {m.name for m in _apps(run)}
-    found = judge_wire(run._history, members=names)
+    found = judge_wire(run.events.history, members=names)
     return all(found.committed.get(tp, 0) >= end for tp, end in _ends(produced).items())
+
+
+def all_committed(run: Any, producer: Any) -> Callable[[], bool]:
+    """A condition to wait for: the group committed every record produced so far."""
+    produced = producer.produced()
+    return lambda: committed_all(run, produced)
 
 
 def judge(run: Any, produced: list[tuple[str, int, int]]) -> bool:
@@ -89,18 +96,18 @@ def judge(run: Any, produced: list[tuple[str, int, int]]) -> bool:
     wire = wire_judged(run)
     run.journal.setup["judge"] = JUDGE_WIRE if wire else JUDGE_RECORDS
     steps = [(s.name, s.started_ms) for s in run.journal.steps]
-    end = max((e.ts_ms for e in run._history), default=0)
+    end = max((e.ts_ms for e in run.events.history), default=0)
     found = judge_wire(
-        run._history,
+        run.events.history,
         members={m.name for m in apps},
         steps=steps,
         produced_ends=_ends(produced) if wire else None,
         end_ms=end,
     )
     for f in found.findings:
-        run.violation(
+        run.judge.violation(
             f.rule, f.message, f.at_ms, [f.member] if f.member else [], f.partition,
-            step="end" if f.rule == "at-least-once" else run.step_at(f.at_ms),
+            step="end" if f.rule == "at-least-once" else run.judge.step_at(f.at_ms),
         )  # fmt: skip
     for rule in RULES:
         if rule != "at-least-once" or wire:
@@ -116,10 +123,11 @@ def judge(run: Any, produced: list[tuple[str, int, int]]) -> bool:
         if isinstance(m.proc, AppMember):
             logs.append({"stdout": str(m.proc.stdout_path), "stderr": str(m.proc.stderr_path)})
     if wire:
+        producer = run.resources.producer
         given = sum(f.given for f in found.members.values())
         run.journal.records = {
             "produced": len(produced),
-            "produce_failed": run.producer.failed if run.producer is not None else 0,
+            "produce_failed": producer.failed if producer is not None else 0,
             "given": given,
             "not_committed": sum(found.not_committed.values()),
         }

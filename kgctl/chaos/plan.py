@@ -118,6 +118,7 @@ class FleetPlan:
             client=spec.client,
             remote_assignor=spec.remote_assignor,
             fetch=f.fetch,
+            command=list(spec.command),
         )
 
     def refusal(self, member: str) -> SetupError:

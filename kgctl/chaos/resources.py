@@ -16,6 +16,7 @@ import contextlib
 import ipaddress
 import socket
 import tempfile
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from kgctl.chaos.options import RunOptions
 from kgctl.chaos.plan import FleetPlan
 from kgctl.errors import SetupError, UsageError
 from kgctl.model.events import Event
-from kgctl.proxy.runner import ProxyThread
+from kgctl.proxy.runner import ProxyConfig, ProxyThread
 from kgctl.settings import ClientSettings
 
 
@@ -122,15 +123,21 @@ class RunResources:
         self.producer = NumberedProducer(self.settings, run_id)
         return self.producer
 
-    def start_proxy(self) -> ProxyThread:
+    def start_proxy(
+        self,
+        config: ProxyConfig | None = None,
+        read: Callable[[Event], list[Event]] = lambda e: [e],
+    ) -> ProxyThread:
         """A `kgctl proxy` in this process between the fleet and the cluster (the admin
         client and the producer stay direct); its events join the members' on the
-        fleet's queue, so the pump handles them in the order they came."""
+        fleet's queue, so the pump handles them in the order they came. `read` turns
+        each into the events the run keeps (an app member's steps named after it)."""
 
         def deliver(event: Event) -> None:
-            self.fleet.queue.put(("event", "proxy", event))
+            for e in read(event):
+                self.fleet.queue.put(("event", "proxy", e))
 
-        self.proxy = ProxyThread(self.settings, sink=deliver)
+        self.proxy = ProxyThread(self.settings, config, deliver)
         self.proxy.start()
         self.fleet.settings = replace(self.settings, bootstrap=self.proxy.bootstrap)
         return self.proxy

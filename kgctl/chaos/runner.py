@@ -19,7 +19,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from kgctl.chaos import verdict
+from kgctl.chaos import app_checks, verdict
 from kgctl.chaos.actions import ACTIONS
 from kgctl.chaos.context import RunContext
 from kgctl.chaos.fit import fit_scenario
@@ -115,7 +115,10 @@ class ChaosRun:
         self.resources.claim(self.plan)
         producer = self.resources.start_producer(self.run_id)
         if sc.uses_proxy:
-            self.resources.start_proxy()
+            # App members (client: command) are named and judged from this trace.
+            self.resources.start_proxy(
+                app_checks.proxy_config(self), lambda e: app_checks.wire_events(self, e)
+            )
         self.context = ctx = RunContext(
             self.plan, self.resources, self.judge, self.events, self.journal, self.options
         )
@@ -265,7 +268,11 @@ class ChaosRun:
         if producer is None:
             return
         producer.stop_rate()
-        covered = self.judge.all_consumed(producer)
+        # App members printing no records_consumed lines: what the group committed.
+        if app_checks.wire_judged(self):
+            covered = app_checks.all_committed(self, producer)
+        else:
+            covered = self.judge.all_consumed(producer)
         if ctx.fleet.active():
             ctx.wait_for(covered, self.options.drain_timeout_s)
 
@@ -276,7 +283,11 @@ class ChaosRun:
         self.events.pump(0.3)
 
     def final_checks(self) -> None:
-        self.judge.final_checks(self.state, self.resources.producer)
+        # App members printing no records_consumed lines: the wire judges at-least-once.
+        wire = app_checks.wire_judged(self)
+        self.judge.final_checks(self.state, self.resources.producer, records_judge=not wire)
+        producer = self.resources.producer
+        app_checks.judge(self, producer.produced() if producer is not None else [])
         for m in self.resources.fleet.history:
             entry = self.journal.members.setdefault(m.name, {})
             entry.update(pid=m.pid, exit_code=m.exit_code, instance_id=m.launch.instance_id)
