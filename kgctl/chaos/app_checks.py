@@ -81,10 +81,20 @@ def committed_all(run: Any, produced: list[tuple[str, int, int]]) -> bool:
     return all(found.committed.get(tp, 0) >= end for tp, end in _ends(produced).items())
 
 
-def all_committed(run: Any, producer: Any) -> Callable[[], bool]:
-    """A condition to wait for: the group committed every record produced so far."""
+def drained(run: Any, producer: Any, consumed: Callable[[], bool]) -> Callable[[], bool]:
+    """What the drain waits for. Without app members: every record consumed. With them,
+    also every record committed on the wire (committed-progress judges commits, and a
+    member told to stop right after it printed records_consumed may not have committed
+    yet); app members printing no records_consumed lines are judged by commits alone."""
+    if not has_apps(run):
+        return consumed
     produced = producer.produced()
-    return lambda: committed_all(run, produced)
+    wire = wire_judged(run)
+
+    def covered() -> bool:
+        return (wire or consumed()) and committed_all(run, produced)
+
+    return covered
 
 
 def judge(run: Any, produced: list[tuple[str, int, int]]) -> bool:

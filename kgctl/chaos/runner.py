@@ -268,11 +268,7 @@ class ChaosRun:
         if producer is None:
             return
         producer.stop_rate()
-        # App members printing no records_consumed lines: what the group committed.
-        if app_checks.wire_judged(self):
-            covered = app_checks.all_committed(self, producer)
-        else:
-            covered = self.judge.all_consumed(producer)
+        covered = app_checks.drained(self, producer, self.judge.all_consumed(producer))
         if ctx.fleet.active():
             ctx.wait_for(covered, self.options.drain_timeout_s)
 
