@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import enum
 
+from kgctl.model.kafka_errors import MemberEnd, member_end
+
 
 class ExitStatus(enum.IntEnum):
     """Program exit status code constants (documented in docs/cli.md)."""
@@ -22,6 +24,21 @@ class ExitStatus(enum.IntEnum):
     NOT_BUILT = 11  # the command exists but is not built yet
     UNHEALTHY = 12  # explain: the group is not healthy now (missing, empty or rebalancing)
     INTERRUPTED = 130  # Ctrl-C
+
+
+# The exit status of a member an error ends, by how it ends it (kgctl/model/kafka_errors.py).
+MEMBER_END_STATUS: dict[MemberEnd, ExitStatus] = {
+    MemberEnd.FENCED: ExitStatus.FENCED,
+    MemberEnd.NOT_AUTHORIZED: ExitStatus.NOT_AUTHORIZED,
+    MemberEnd.FAILED: ExitStatus.MEMBER_FAILED,
+}
+
+
+def member_exit_status(error: str) -> ExitStatus:
+    """The exit status of a member ended by `error` (a protocol name): MEMBER_FAILED for
+    an error that is not one of those that end a member."""
+    end = member_end(error)
+    return MEMBER_END_STATUS[end] if end is not None else ExitStatus.MEMBER_FAILED
 
 
 class KgctlError(Exception):

@@ -40,6 +40,7 @@ from kgctl.errors import (
     UsageError,
     grant_hint,
 )
+from kgctl.model.kafka_errors import ENDS_MEMBER, REJOINS_AT_ONCE
 from kgctl.settings import ClientSettings
 
 # -- building clients --------------------------------------------------------------------
@@ -240,36 +241,11 @@ def why_unreachable(bootstrap: str) -> str:
     return "; ".join(reasons)
 
 
-# AbstractCoordinator#joinGroupIfNeeded retries these at once, without backoff.
-IMMEDIATE_RETRY = frozenset(
-    {"UNKNOWN_MEMBER_ID", "REBALANCE_IN_PROGRESS", "ILLEGAL_GENERATION", "MEMBER_ID_REQUIRED"}
-)
-
-# Errors that end a member, with the exit status the CLI reports.
-FATAL_ERRORS: dict[str, ExitStatus] = {
-    "FENCED_INSTANCE_ID": ExitStatus.FENCED,
-    "GROUP_AUTHORIZATION_FAILED": ExitStatus.NOT_AUTHORIZED,
-    "TOPIC_AUTHORIZATION_FAILED": ExitStatus.NOT_AUTHORIZED,
-    "CLUSTER_AUTHORIZATION_FAILED": ExitStatus.NOT_AUTHORIZED,
-    "SASL_AUTHENTICATION_FAILED": ExitStatus.NOT_AUTHORIZED,
-    "INVALID_SESSION_TIMEOUT": ExitStatus.MEMBER_FAILED,
-    "INCONSISTENT_GROUP_PROTOCOL": ExitStatus.MEMBER_FAILED,
-    "INVALID_GROUP_ID": ExitStatus.MEMBER_FAILED,
-    "GROUP_MAX_SIZE_REACHED": ExitStatus.MEMBER_FAILED,
-    "UNSUPPORTED_VERSION": ExitStatus.MEMBER_FAILED,
-    # The consumer protocol's (KIP-848) fatal answers to ConsumerGroupHeartbeat.
-    "UNRELEASED_INSTANCE_ID": ExitStatus.MEMBER_FAILED,
-    "UNSUPPORTED_ASSIGNOR": ExitStatus.MEMBER_FAILED,
-    "INVALID_REQUEST": ExitStatus.MEMBER_FAILED,
-    "INVALID_REGULAR_EXPRESSION": ExitStatus.MEMBER_FAILED,
-}
-
-
 def join_retry(error: str, retriable: bool) -> str:
     """How joinGroupIfNeeded continues after a failed JoinGroup/SyncGroup."""
-    if error in FATAL_ERRORS:
+    if error in ENDS_MEMBER:
         return "fatal"
-    if error in IMMEDIATE_RETRY:
+    if error in REJOINS_AT_ONCE:
         return "immediate"
     return "backoff" if retriable else "fatal"
 

@@ -44,13 +44,13 @@ from kafka.util import Timer
 
 from kgctl.adapters import clients
 from kgctl.adapters.clients import (
-    FATAL_ERRORS,
     error_name,
     java_exception_name,
     join_retry,
     retriable,
 )
 from kgctl.model.events import partitions_of
+from kgctl.model.kafka_errors import ENDS_MEMBER
 from kgctl.model.reasons import (
     WIRE_COMMIT_REBALANCING,
     WIRE_LEFT_GROUP,
@@ -639,7 +639,7 @@ class TracedCoordinator(ConsumerCoordinator):
     def _kg_join_failed(self, exc: BaseException, retry: str) -> None:
         name = error_name(exc)
         self._kg("JoinFailed", error=name, retry=retry, detail=str(exc)[:200])
-        if retry == "fatal" and name in FATAL_ERRORS:
+        if retry == "fatal" and name in ENDS_MEMBER:
             self._kg_fatal = exc
 
     # -- JoinGroup -> SyncGroup, one attempt (departures (d), (e), (f), (j)) ------------

@@ -42,8 +42,6 @@ from kgctl.adapters.consumer_group import (
 )
 from kgctl.errors import MemberFailedError
 from kgctl.member.membership import (
-    COMMIT_COORDINATOR_ERRORS,
-    COMMIT_RETRIABLE_ERRORS,
     Answer,
     Backoff,
     CommitKind,
@@ -59,6 +57,7 @@ from kgctl.member.membership import (
 )
 from kgctl.member.reasons import fatal_error
 from kgctl.member.runner import Member
+from kgctl.model.kafka_errors import COMMIT_LOSES_COORDINATOR, is_retriable
 
 # Java's auto.commit.interval.ms default.
 AUTO_COMMIT_INTERVAL_MS = 5000
@@ -798,7 +797,7 @@ class ConsumerProtocolMember(Member):
                     member_epoch=epoch,
                     instance_id=self.config.instance_id,
                 )
-                retriable = error in COMMIT_RETRIABLE_ERRORS
+                retriable = is_retriable(error)  # Java's RetriableException ones
             except Exception as exc:
                 error, retriable = clients.error_name(exc), clients.retriable(exc)
         if error == "NONE":
@@ -810,7 +809,7 @@ class ConsumerProtocolMember(Member):
                 member_epoch=epoch,
             )
             return None
-        if error in COMMIT_COORDINATOR_ERRORS and node is not None:
+        if error in COMMIT_LOSES_COORDINATOR and node is not None:
             with self._lock:
                 self._lose_coordinator(error)  # Java looks the coordinator up again
         retried = retry_in_ms >= 0 and commit_retried(kind, error, retriable, in_group)

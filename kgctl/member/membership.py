@@ -26,47 +26,20 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kgctl.model.kafka_errors import (
+    COORDINATOR_LOADING,
+    COORDINATOR_MOVED,
+    FATAL_HEARTBEAT,
+    FENCES_MEMBER,
+)
+
 Partitions = dict[str, frozenset[int]]  # topic (id or name) -> partitions
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
 LEAVE_EPOCH_STATIC = -2
 
-# Errors that end the member (Java: transitionToFatal), and those that fence it.
-FATAL_ERRORS = frozenset(
-    {
-        "UNRELEASED_INSTANCE_ID",
-        "FENCED_INSTANCE_ID",
-        "UNSUPPORTED_ASSIGNOR",
-        "GROUP_MAX_SIZE_REACHED",
-        "INVALID_REQUEST",
-        "UNSUPPORTED_VERSION",
-        "GROUP_AUTHORIZATION_FAILED",
-        "TOPIC_AUTHORIZATION_FAILED",
-        "INVALID_REGULAR_EXPRESSION",
-    }
-)
-FENCING_ERRORS = frozenset({"FENCED_MEMBER_EPOCH", "UNKNOWN_MEMBER_ID"})
-# The coordinator moved or is not ready: find it again, then heartbeat again.
-COORDINATOR_ERRORS = frozenset({"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE"})
-RETRIABLE_ERRORS = frozenset({"COORDINATOR_LOAD_IN_PROGRESS"})
-
-
-# OffsetCommit errors Java's commit request manager retries (its RetriableException ones;
-# a request with no answer counts too).
-COMMIT_RETRIABLE_ERRORS = frozenset(
-    {
-        "COORDINATOR_NOT_AVAILABLE",
-        "NOT_COORDINATOR",
-        "REQUEST_TIMED_OUT",
-        "COORDINATOR_LOAD_IN_PROGRESS",
-        "UNKNOWN_TOPIC_OR_PARTITION",
-    }
-)
-# After these the coordinator is looked up again (Java: markCoordinatorUnknown).
-COMMIT_COORDINATOR_ERRORS = frozenset(
-    {"COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR", "REQUEST_TIMED_OUT"}
-)
+# What each heartbeat or commit error means is the table of kgctl/model/kafka_errors.py.
 
 
 class CommitKind(str, enum.Enum):
@@ -537,11 +510,11 @@ class Membership:
         # Java resets the sent fields on every error answer: the next heartbeat carries
         # all of them (seen after COORDINATOR_LOAD_IN_PROGRESS in the conformance suite).
         self._sent = None
-        if error in FATAL_ERRORS:
+        if error in FATAL_HEARTBEAT:
             lost = self.owned()
             self.owned_ids, self.state = {}, MemberState.FATAL
             return Outcome(self.state, lost=lost, fatal=error, note=answer.message or "")
-        if error in FENCING_ERRORS:
+        if error in FENCES_MEMBER:
             # Java: transitionToFenced -> onPartitionsLost; once that returns, rejoin
             # with epoch 0 and the same member id (`lost_handled`).
             lost = self.owned()
@@ -549,12 +522,12 @@ class Membership:
             self.state = MemberState.FENCED
             self._reset_backoff()  # the rejoin goes as soon as the partitions are released
             return Outcome(self.state, lost=lost, note=error)
-        if error in COORDINATOR_ERRORS:
+        if error in COORDINATOR_MOVED:
             self._sent = None
             self._send_now = True
             self._reset_backoff()  # sent as soon as the coordinator is found again
             return Outcome(self.state, find_coordinator=True, note=error)
-        if error in RETRIABLE_ERRORS:
+        if error in COORDINATOR_LOADING:  # the heartbeat again, after a backoff
             wait = self._failed_attempt(now_ms)
             return Outcome(self.state, retry_after_ms=wait, note=error)
         # Anything else Java does not retry ends the member.

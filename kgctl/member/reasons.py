@@ -1,14 +1,15 @@
 """Pure decisions of the member: the one line a fatal protocol error ends it with.
 
 Why a member rejoins is model vocabulary (`kgctl.model.reasons`); which errors are fatal,
-and how a failed join is retried, is decided with the other error rules in
+and with which exit status, is the table of `kgctl/model/kafka_errors.py` (its exit
+statuses mapped in `kgctl/errors.py`); how a failed join is retried is `join_retry` in
 `kgctl/adapters/clients.py`. The adapter passes error names (Kafka's protocol names, for
 example ``FENCED_INSTANCE_ID``).
 """
 
 from __future__ import annotations
 
-from kgctl.adapters.clients import FATAL_ERRORS, auth_error
+from kgctl.adapters.clients import auth_error
 from kgctl.errors import (
     ExitStatus,
     FencedError,
@@ -16,6 +17,7 @@ from kgctl.errors import (
     MemberFailedError,
     NotAuthorizedError,
     grant_hint,
+    member_exit_status,
 )
 
 _HINTS = {
@@ -51,7 +53,7 @@ def fatal_error(
 
     Authorization errors name the missing ACL and the principal (`User:alice`) when known.
     """
-    status = FATAL_ERRORS.get(error, ExitStatus.MEMBER_FAILED)
+    status = member_exit_status(error)
     hint = _HINTS.get(error, detail or "the member cannot continue")
     message = f"group {group!r}: {error}: {hint}"
     if error == "GROUP_AUTHORIZATION_FAILED":

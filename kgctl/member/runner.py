@@ -21,7 +21,6 @@ from typing import IO, Any
 
 from kgctl.adapters import clients
 from kgctl.adapters import consumer as adapter
-from kgctl.adapters.clients import FATAL_ERRORS
 from kgctl.adapters.control import ControlTopicReader
 from kgctl.adapters.trace import TracePublisher
 from kgctl.errors import ExitStatus, KgctlError, NotFoundError, UsageError
@@ -30,6 +29,7 @@ from kgctl.member.emitter import Emitter
 from kgctl.member.reasons import fatal_error
 from kgctl.member.stats import ConsumeStats
 from kgctl.model.events import Event
+from kgctl.model.kafka_errors import ENDS_MEMBER
 from kgctl.settings import ClientSettings, check_topic_name
 
 Sink = Callable[[Event], None]
@@ -372,7 +372,7 @@ class Member:
             raise
         except Exception as exc:
             name = clients.error_name(exc)
-            if name in FATAL_ERRORS or _is_kafka_error(exc):
+            if name in ENDS_MEMBER or _is_kafka_error(exc):
                 err = fatal_error(
                     name,
                     cfg.group,
@@ -488,7 +488,7 @@ class Member:
             try:
                 batches = consumer.poll(timeout_ms=POLL_MS if fetch else 0, max_records=max_records)
             except Exception as exc:
-                if clients.retriable(exc) and clients.error_name(exc) not in FATAL_ERRORS:
+                if clients.retriable(exc) and clients.error_name(exc) not in ENDS_MEMBER:
                     time.sleep(0.1)
                     continue
                 raise
@@ -539,7 +539,7 @@ class Member:
                 self._consumer.commit_async()
         except Exception as exc:
             # The coordinator already emitted OffsetCommitFailed; only fencing is fatal.
-            if clients.error_name(exc) in FATAL_ERRORS:
+            if clients.error_name(exc) in ENDS_MEMBER:
                 raise
 
     def _apply(self, command: Command) -> None:

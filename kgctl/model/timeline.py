@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kgctl.model.events import Event
+from kgctl.model.kafka_errors import NORMAL_ANSWERS
 from kgctl.model.state import GenerationRecord, GroupState, OwnershipSpan, TopicPartition
 
 
@@ -42,9 +43,9 @@ def utc_clock(ms: int | None) -> str:
     return f"{day // 3600:02d}:{day % 3600 // 60:02d}:{day % 60:02d}.{milli:03d}"
 
 
-# Errors that are the protocol's normal answers, not failures: a dynamic member's first
-# JoinGroup is always answered MEMBER_ID_REQUIRED, and asked again with the id.
-NORMAL_ERRORS = frozenset({"", "NONE", "MEMBER_ID_REQUIRED"})
+# Errors that are the protocol's normal answers, not failures (the table's `normal`: a
+# dynamic member's first JoinGroup is always answered MEMBER_ID_REQUIRED), and no error.
+NORMAL_ERRORS = NORMAL_ANSWERS | {""}
 # A heartbeat answered REBALANCE_IN_PROGRESS is how every member of a classic group learns
 # that a rebalance began: counting it made every rebalance read as "errors: 1 per member".
 _NORMAL_SIGNALS = frozenset({("HeartbeatFailed", "REBALANCE_IN_PROGRESS")})
