@@ -681,6 +681,14 @@ class ConsumerProtocolMember(Member):
             before = m.state
             if self._pending_plan is plan:
                 self._pending_plan = None
+            if m.state is not MemberState.RECONCILING:
+                # Fenced, failed or left while the partitions were assigned (the lock is
+                # not held across the assignment): discarded, as Java discards a
+                # reconciliation whose member moved on; acknowledging it would be an
+                # illegal transition.
+                self.emit("ReconciliationAborted", member_epoch=plan.epoch, state=m.state.value)
+                self._assign(m.owned())
+                return
             m.reconciled()
             self.emit(
                 "ReconciliationCompleted",

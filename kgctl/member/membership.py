@@ -88,6 +88,63 @@ class MemberState(str, enum.Enum):
     STALE = "STALE"
 
 
+# The states each state may follow, as Java's MemberState lists them: every change goes
+# through `Membership._become`, which refuses any other (a bug shows as a refused move,
+# not as a strange state three steps on).
+_S = MemberState
+PREDECESSORS: dict[MemberState, frozenset[MemberState]] = {
+    _S.JOINING: frozenset({_S.FENCED, _S.UNSUBSCRIBED, _S.STALE}),
+    _S.RECONCILING: frozenset({_S.STABLE, _S.JOINING, _S.ACKNOWLEDGING}),
+    _S.ACKNOWLEDGING: frozenset({_S.RECONCILING}),
+    _S.STABLE: frozenset({_S.JOINING, _S.ACKNOWLEDGING, _S.RECONCILING}),
+    _S.FENCED: frozenset(
+        {_S.JOINING, _S.STABLE, _S.RECONCILING, _S.ACKNOWLEDGING, _S.PREPARE_LEAVING, _S.LEAVING}
+    ),
+    _S.FATAL: frozenset(
+        {
+            _S.JOINING,
+            _S.STABLE,
+            _S.RECONCILING,
+            _S.ACKNOWLEDGING,
+            _S.PREPARE_LEAVING,
+            _S.LEAVING,
+            _S.UNSUBSCRIBED,
+        }
+    ),
+    _S.PREPARE_LEAVING: frozenset(
+        {_S.JOINING, _S.STABLE, _S.RECONCILING, _S.ACKNOWLEDGING, _S.UNSUBSCRIBED}
+    ),
+    _S.LEAVING: frozenset({_S.PREPARE_LEAVING}),
+    _S.UNSUBSCRIBED: frozenset({_S.PREPARE_LEAVING, _S.LEAVING, _S.FENCED}),
+    _S.STALE: frozenset({_S.LEAVING}),
+}
+# Moves kgctl makes that Java's table does not list, each for a reason of its own:
+KGCTL_PREDECESSORS: dict[MemberState, frozenset[MemberState]] = {
+    # The poll timer expired: the partitions are lost, not revoked, so the leave
+    # heartbeat goes at once, with no PREPARE_LEAVING to wait in.
+    _S.LEAVING: frozenset({_S.JOINING, _S.RECONCILING, _S.ACKNOWLEDGING, _S.STABLE}),
+    # A heartbeat in flight when the leave began is answered with an assignment.
+    _S.RECONCILING: frozenset({_S.PREPARE_LEAVING}),
+}
+
+
+class IllegalTransition(RuntimeError):
+    """A state change the membership's table refuses (a bug in the machine)."""
+
+    def __init__(self, before: MemberState, after: MemberState) -> None:
+        super().__init__(
+            f"consumer-protocol member: illegal transition from {before.value} to "
+            f"{after.value} (valid predecessors of {after.value}: "
+            f"{', '.join(sorted(s.value for s in may_follow(after))) or 'none'})"
+        )
+        self.before, self.after = before, after
+
+
+def may_follow(state: MemberState) -> frozenset[MemberState]:
+    """The states `state` may follow: Java's, and kgctl's own moves."""
+    return PREDECESSORS.get(state, frozenset()) | KGCTL_PREDECESSORS.get(state, frozenset())
+
+
 # States whose heartbeat Java sends at once, even while a retry backs off
 # (shouldHeartbeatNow): a join, an acknowledgement, a leave.
 _HEARTBEAT_NOW = frozenset({MemberState.JOINING, MemberState.ACKNOWLEDGING, MemberState.LEAVING})
@@ -234,7 +291,7 @@ class Membership:
         self.backoff = Backoff(retry_backoff_ms, retry_backoff_max_ms, rand)
         self._attempts = 0
         self._retry_at_ms: int | None = None
-        self.state = MemberState.UNSUBSCRIBED
+        self._state = MemberState.UNSUBSCRIBED
         self.epoch = JOIN_EPOCH
         self.subscription = Subscription()
         self.interval_ms = 0  # the broker says; 0 until the first answer
@@ -250,6 +307,17 @@ class Membership:
         self._stale_after_leave = False
         self._leave_in_flight = False
 
+    @property
+    def state(self) -> MemberState:
+        return self._state
+
+    def _become(self, after: MemberState) -> None:
+        """The one way the state changes (Java: transitionTo): refused unless the table
+        lists the current state among the new one's predecessors."""
+        if self._state not in may_follow(after):
+            raise IllegalTransition(self._state, after)
+        self._state = after
+
     # -- subscription and leaving ------------------------------------------------------
     def subscribe(self, subscription: Subscription) -> None:
         """A new subscription: join if not a member yet, else tell the broker at once."""
@@ -262,13 +330,13 @@ class Membership:
         """Start leaving (Java: leaveGroup): returns the partitions to revoke first."""
         if self.state in (MemberState.UNSUBSCRIBED, MemberState.FATAL):
             return {}
-        self.state = MemberState.PREPARE_LEAVING
+        self._become(MemberState.PREPARE_LEAVING)
         return self.owned()
 
     def revoked_for_leave(self) -> None:
         """Revocation done: the leave heartbeat goes out next."""
         self.owned_ids = {}
-        self.state = MemberState.LEAVING
+        self._become(MemberState.LEAVING)
         self.epoch = LEAVE_EPOCH_STATIC if self.instance_id else LEAVE_EPOCH
         self._send_now = True
 
@@ -280,7 +348,7 @@ class Membership:
         STALE until the next poll rejoins."""
         lost = self.owned()
         self.owned_ids, self.target_ids = {}, None
-        self.state = MemberState.LEAVING
+        self._become(MemberState.LEAVING)
         self.epoch = LEAVE_EPOCH_STATIC if self.instance_id else LEAVE_EPOCH
         self._stale_after_leave = True
         self._send_now = True
@@ -356,7 +424,7 @@ class Membership:
         self._remember_sent(hb)
         if self.state is MemberState.ACKNOWLEDGING and self._target_reconciled():
             # Java (onHeartbeatRequestGenerated): acknowledged once the request goes out.
-            self.state = MemberState.STABLE
+            self._become(MemberState.STABLE)
         return hb
 
     def _leave_heartbeat(self) -> Heartbeat:
@@ -384,7 +452,7 @@ class Membership:
             server_assignor=self.subscription.server_assignor if sent is None else None,
             owned={} if sent is None or sent.owned != {} else None,
         )
-        self.state = MemberState.STALE if stale else MemberState.UNSUBSCRIBED
+        self._become(MemberState.STALE if stale else MemberState.UNSUBSCRIBED)
         self.epoch = JOIN_EPOCH
         self._sent = None
         self._leave_in_flight = True
@@ -461,7 +529,7 @@ class Membership:
         if answer.assignment is not None:
             self.target_ids = answer.assignment
         if self.state is MemberState.ACKNOWLEDGING and answer.assignment is None:
-            self.state = MemberState.STABLE
+            self._become(MemberState.STABLE)
         return self._maybe_reconcile()
 
     def _maybe_reconcile(self) -> Outcome:
@@ -476,10 +544,10 @@ class Membership:
         revoke = _diff(owned_resolvable, resolvable)
         assign = _diff(resolvable, self.owned_ids)
         if not revoke and not assign:
-            if self.state in (MemberState.JOINING, MemberState.RECONCILING):
-                self.state = MemberState.STABLE if not pending else self.state
+            if self.state in (MemberState.JOINING, MemberState.RECONCILING) and not pending:
+                self._become(MemberState.STABLE)
             return Outcome(self.state, note="assignment unchanged" if not pending else "")
-        self.state = MemberState.RECONCILING
+        self._become(MemberState.RECONCILING)
         plan = Reconcile(self.epoch, self.named(revoke), self.named(assign), pending)
         self._reconciling = (revoke, assign)
         return Outcome(self.state, reconcile=plan)
@@ -490,7 +558,7 @@ class Membership:
         self.owned_ids = _union(_diff(self.owned_ids, revoke), assign)
         self.owned_ids = {t: ps for t, ps in self.owned_ids.items() if ps}
         self._owned_changed = True
-        self.state = MemberState.ACKNOWLEDGING
+        self._become(MemberState.ACKNOWLEDGING)
         self._send_now = True
 
     def lost_handled(self) -> None:
@@ -512,14 +580,15 @@ class Membership:
         self._sent = None
         if error in FATAL_HEARTBEAT:
             lost = self.owned()
-            self.owned_ids, self.state = {}, MemberState.FATAL
+            self.owned_ids = {}
+            self._become(MemberState.FATAL)
             return Outcome(self.state, lost=lost, fatal=error, note=answer.message or "")
         if error in FENCES_MEMBER:
             # Java: transitionToFenced -> onPartitionsLost; once that returns, rejoin
             # with epoch 0 and the same member id (`lost_handled`).
             lost = self.owned()
             self.owned_ids, self.target_ids = {}, None
-            self.state = MemberState.FENCED
+            self._become(MemberState.FENCED)
             self._reset_backoff()  # the rejoin goes as soon as the partitions are released
             return Outcome(self.state, lost=lost, note=error)
         if error in COORDINATOR_MOVED:
@@ -532,7 +601,8 @@ class Membership:
             return Outcome(self.state, retry_after_ms=wait, note=error)
         # Anything else Java does not retry ends the member.
         lost = self.owned()
-        self.owned_ids, self.state = {}, MemberState.FATAL
+        self.owned_ids = {}
+        self._become(MemberState.FATAL)
         return Outcome(self.state, lost=lost, fatal=error, note=answer.message or "")
 
     # -- views -------------------------------------------------------------------------
@@ -544,7 +614,7 @@ class Membership:
         return {self.names.get(t, t): ps for t, ps in by_id.items() if ps}
 
     def _join(self) -> None:
-        self.state = MemberState.JOINING
+        self._become(MemberState.JOINING)
         self.epoch = JOIN_EPOCH
         self._sent = None
         self._owned_changed = True
