@@ -43,6 +43,13 @@ from kafka.structs import MemberState, OffsetAndMetadata
 from kafka.util import Timer
 
 from kgctl.adapters import clients
+from kgctl.adapters.classic_steps import (
+    ClassicPhase,
+    HeartbeatStep,
+    PrepareStep,
+    RebalanceStep,
+    RejoinWhy,
+)
 from kgctl.adapters.clients import (
     error_name,
     java_exception_name,
@@ -142,34 +149,15 @@ class TracedCoordinator(ConsumerCoordinator):
 
     def __init__(self, client: Any, subscription: Any, **configs: Any) -> None:
         self._kg_ready = False
-        self._kg_joined_before = False
-        self._kg_rejoin_reported = False
-        self._kg_pending_reason: str | None = None
-        self._kg_context: str | None = None  # reason for a request_rejoin made by super
-        self._kg_cause = ""  # why the next reset_generation happens
-        self._kg_reason = "first_join"
-        # Java's rejoinReason: what the next JoinGroup tells the broker (KIP-800), in
-        # Java's words (kgctl/model/reasons.py); "" on a first join, as in Java.
-        self._kg_wire_reason = ""
-        self._kg_wire_context: str | None = None  # for a request_rejoin made by super
-        self._kg_rebalance_started: float | None = None
+        self._kg_why = RejoinWhy()
         self._kg_fatal: BaseException | None = None
         self._kg_closing = False
-        self._kg_leave_reason: str | None = None
-        self._kg_hb_handled = False
-        self._kg_last_heartbeat_ms: float | None = None
+        self._kg_heartbeat = HeartbeatStep()
         # Java's COMPLETING_REBALANCE: JoinGroup answered, SyncGroup not yet. kafka-python
         # has no such state (the member stays REBALANCING); heartbeats run in it.
-        self._kg_completing = False
-        self._kg_hb_generation: Any = None  # the generation the last heartbeat carried
+        self._kg_step = RebalanceStep()
         self._kg_commit_generations: dict[int, Any] = {}
-        # Java's joinPrepareTimer and autoCommitOffsetRequestFuture (departure (t)).
-        self._kg_prepare_timer: Any = None
-        self._kg_prepare_commit: Any = None
-        self._kg_prepare_started: float | None = None
-        self._kg_in_prepare = False
-        # What the member owned when this rebalance's first onJoinPrepare ran.
-        self._kg_owned_before: dict[str, list[int]] | None = None
+        self._kg_prepare = PrepareStep()
         # Departure (y): what the poll thread's fetch wait also ends on.
         self._kg_wake: Any = None
         super().__init__(client, subscription, **configs)
@@ -198,18 +186,18 @@ class TracedCoordinator(ConsumerCoordinator):
         return "cooperative" if proto == RebalanceProtocol.COOPERATIVE else "eager"
 
     def _kg_java_state(self, state: Any) -> str:
-        """A kafka-python member state as Java names it."""
+        """A kafka-python member state as Java names it (REBALANCING is two of Java's)."""
         if state is MemberState.STABLE:
-            return "STABLE"
+            return ClassicPhase.STABLE.value
         if state is MemberState.REBALANCING:
-            return "COMPLETING_REBALANCE" if self._kg_completing else "PREPARING_REBALANCE"
-        return "UNJOINED"
+            return self._kg_step.phase.value
+        return ClassicPhase.UNJOINED.value
 
     def stable(self) -> bool:
         """Whether the heartbeat loop runs: STABLE, and, as Java's heartbeat thread, also
         between the JoinGroup answer and the SyncGroup answer (departure (d))."""
         return self.state is MemberState.STABLE or (
-            self.state is MemberState.REBALANCING and self._kg_completing
+            self.state is MemberState.REBALANCING and self._kg_step.completing
         )
 
     # -- poll: fail fast on a fatal error seen on the I/O thread (departure (b)) --------
@@ -295,20 +283,20 @@ class TracedCoordinator(ConsumerCoordinator):
             # call, and building JoinGroup makes both checks false: a JoinGroup that then
             # failed was never sent again (departure (h), audit rows 1-2).
             self.rejoin_needed = True
-            self._kg_wire_reason = WIRE_REASONS[
+            self._kg_why.wire = WIRE_REASONS[
                 "metadata_changed" if metadata_changed else "subscription_changed"
             ]
         needed = bool(super().need_rejoin()) or pending
-        if needed and not self._kg_rejoin_reported and not self._kg_closing:
+        if needed and not self._kg_why.reported and not self._kg_closing:
             reason = rejoin_reason(
-                joined_before=self._kg_joined_before,
+                joined_before=self._kg_why.joined_before,
                 metadata_changed=metadata_changed,
                 subscription_changed=subscription_changed,
-                pending=self._kg_pending_reason,
+                pending=self._kg_why.pending,
             ).value
-            self._kg_rejoin_reported = True
-            self._kg_reason = reason
-            self._kg_rebalance_started = time.monotonic()
+            self._kg_why.reported = True
+            self._kg_why.reason = reason
+            self._kg_why.started = time.monotonic()
             data: dict[str, Any] = {"reason": reason}
             if reason == "metadata_changed":
                 data["partition_counts"] = {
@@ -324,14 +312,14 @@ class TracedCoordinator(ConsumerCoordinator):
         return needed
 
     def request_rejoin(self, reason: str | None = None) -> None:
-        why = reason or self._kg_context or "requested"
-        if self._kg_pending_reason is None:
-            self._kg_pending_reason = why
+        why = reason or self._kg_why.context or "requested"
+        if self._kg_why.pending is None:
+            self._kg_why.pending = why
         # Java's requestRejoin overwrites the reason; a request kgctl cannot name (a
         # SyncGroup error: the join loop names the failure) leaves it as it was.
-        wire = self._kg_wire_context or WIRE_REASONS.get(why)
+        wire = self._kg_why.wire_context or WIRE_REASONS.get(why)
         if wire is not None:
-            self._kg_wire_reason = wire
+            self._kg_why.wire = wire
         super().request_rejoin()
         self.kg_wake_poll()
 
@@ -340,7 +328,7 @@ class TracedCoordinator(ConsumerCoordinator):
         super().reset_generation(member_id)
         if not getattr(self, "_kg_ready", False):
             return
-        if self._kg_cause != "join:MEMBER_ID_REQUIRED":
+        if self._kg_why.cause != "join:MEMBER_ID_REQUIRED":
             # Java's resetStateAndRejoin sets needsJoinPrepare (kafka-python's inverted
             # `rejoining`): the next join runs onJoinPrepare again, now without a
             # generation, so what is still owned is reported lost and a cooperative
@@ -348,21 +336,21 @@ class TracedCoordinator(ConsumerCoordinator):
             # reset in the middle of a join kept the partitions (departure (a), audit row 3). The
             # member id a MEMBER_ID_REQUIRED answer gives is no reset in Java.
             self.rejoining = False
-        if self._kg_pending_reason is None:
-            self._kg_pending_reason = "generation_reset"
-        self._kg_wire_reason = self._kg_wire_of_reset(member_id)
+        if self._kg_why.pending is None:
+            self._kg_why.pending = "generation_reset"
+        self._kg_why.wire = self._kg_wire_of_reset(member_id)
         if old.generation_id != DEFAULT_GENERATION_ID or (old.member_id and not member_id):
             self._kg(
                 "GenerationReset",
                 previous_generation=old.generation_id,
                 previous_member_id=old.member_id,
                 member_id_kept=bool(member_id),
-                cause=self._kg_cause or "unknown",
+                cause=self._kg_why.cause or "unknown",
             )
 
     def _kg_wire_of_reset(self, member_id: str) -> str:
-        """Java's reason for the rejoin that follows a reset (`_kg_cause` says why)."""
-        cause = self._kg_cause
+        """Java's reason for the rejoin that follows a reset (`_kg_why.cause` says why)."""
+        cause = self._kg_why.cause
         api, _, error = cause.partition(":")
         if cause == "join:MEMBER_ID_REQUIRED":
             return wire_member_id(member_id)
@@ -370,7 +358,7 @@ class TracedCoordinator(ConsumerCoordinator):
             return wire_reset(error, _RESET_APIS[api])
         if cause in ("poll_interval_exceeded", "left_group"):
             return WIRE_LEFT_GROUP
-        return self._kg_wire_reason
+        return self._kg_why.wire
 
     # -- 1. find the coordinator -------------------------------------------------------
     async def _send_group_coordinator_request(self) -> Any:
@@ -409,29 +397,29 @@ class TracedCoordinator(ConsumerCoordinator):
     ) -> bool:
         """Java's onJoinPrepare: False while the pre-rebalance auto-commit is awaited
         (the join loop returns and the next poll calls it again), True once prepared."""
-        if self._kg_prepare_started is None:
-            self._kg_prepare_started = time.monotonic()
+        if self._kg_prepare.started is None:
+            self._kg_prepare.started = time.monotonic()
         owned = partitions_of(
             (tp.topic, tp.partition) for tp in self._subscription.assigned_partitions()
         )
-        if self._kg_owned_before is None:
-            self._kg_owned_before = owned  # what JoinCompleted's added/removed compare to
+        if self._kg_prepare.owned_before is None:
+            self._kg_prepare.owned_before = owned  # what JoinCompleted's added/removed compare to
         lost = self._generation.is_lost()
         if not lost and not await self._kg_prepare_commit_done(timeout_ms):
             return False
-        self._kg_prepare_timer = None  # Java's joinPrepareTimer: one per prepare
-        started, self._kg_prepare_started = self._kg_prepare_started, None
+        self._kg_prepare.timer = None  # Java's joinPrepareTimer: one per prepare
+        started, self._kg_prepare.started = self._kg_prepare.started, None
         if lost and not owned:
             # Java's onJoinPrepare without a generation: nothing to lose, nothing to
             # revoke, no listener call at all (kafka-python calls revoked(set())).
             self._is_leader = False
             self._subscription.reset_group_subscription()
         else:
-            self._kg_in_prepare = True  # the pre-rebalance commit is done (or given up)
+            self._kg_prepare.running = True  # the pre-rebalance commit is done (or given up)
             try:
                 await super()._on_join_prepare_async(generation, member_id, timeout_ms=timeout_ms)
             finally:
-                self._kg_in_prepare = False
+                self._kg_prepare.running = False
                 if self._rebalance_protocol == RebalanceProtocol.EAGER:
                     # Departure (s): Java's eager onJoinPrepare empties the assignment
                     # once the listener has run; kafka-python kept it until the join
@@ -458,10 +446,10 @@ class TracedCoordinator(ConsumerCoordinator):
         JoinGroup leaving with the commit still in flight (departure (t), audit row 6)."""
         if not self.config["enable_auto_commit"]:
             return True
-        if self._kg_prepare_timer is None:
-            self._kg_prepare_timer = Timer(self.config["max_poll_interval_ms"])
-        prepare_timer = self._kg_prepare_timer
-        if self._kg_prepare_commit is None:
+        if self._kg_prepare.timer is None:
+            self._kg_prepare.timer = Timer(self.config["max_poll_interval_ms"])
+        prepare_timer = self._kg_prepare.timer
+        if self._kg_prepare.commit is None:
             if self._rebalance_protocol == RebalanceProtocol.EAGER:
                 # No more records from partitions about to be revoked (Java's
                 # maybeMarkPartitionsPendingRevocation).
@@ -470,12 +458,12 @@ class TracedCoordinator(ConsumerCoordinator):
                 )
             offsets = self._subscription.all_consumed_offsets()
             if not offsets:
-                self._kg_prepare_timer = None
+                self._kg_prepare.timer = None
                 return True
-            self._kg_prepare_commit = self._manager.call_soon(
+            self._kg_prepare.commit = self._manager.call_soon(
                 self._send_offset_commit_request, offsets
             )
-        future = self._kg_prepare_commit
+        future = self._kg_prepare.commit
         poll_timer = Timer(timeout_ms)
         wait_ms = prepare_timer.timeout_ms
         if poll_timer.timeout_ms is not None:
@@ -490,9 +478,9 @@ class TracedCoordinator(ConsumerCoordinator):
         elif not future.is_done or (future.failed() and future.retriable()):
             done = False
         if future.is_done:
-            self._kg_prepare_commit = None
+            self._kg_prepare.commit = None
         if done:
-            self._kg_prepare_timer = None
+            self._kg_prepare.timer = None
             return True
         backoff_ms = self.config["retry_backoff_ms"]
         if poll_timer.timeout_ms is not None:
@@ -502,7 +490,7 @@ class TracedCoordinator(ConsumerCoordinator):
         return False
 
     async def _commit_offsets_sync_async(self, offsets: Any, timeout_ms: Any = None) -> Any:
-        if self._kg_in_prepare:
+        if self._kg_prepare.running:
             return None  # kafka-python's onJoinPrepare commit: done (and awaited) already
         return await super()._commit_offsets_sync_async(offsets, timeout_ms=timeout_ms)
 
@@ -547,7 +535,7 @@ class TracedCoordinator(ConsumerCoordinator):
                     self._join_task = None
                     self._kg_join_failed(exc, "fatal")
                     self.rejoin_needed = True
-                    self._kg_wire_reason = wire_failed_join(java_exception_name(exc))
+                    self._kg_why.wire = wire_failed_join(java_exception_name(exc))
                     raise
                 if isinstance(exc, Errors.KafkaTimeoutError) and not task.is_done:
                     return False  # still in flight: the next poll awaits the same join
@@ -581,9 +569,9 @@ class TracedCoordinator(ConsumerCoordinator):
                         "before onJoinComplete"
                     ),
                 )
-                self._kg_cause = "generation_reset_during_join"
+                self._kg_why.cause = "generation_reset_during_join"
                 self.reset_generation()  # Java's resetStateAndRejoin(reason, true)
-                self._kg_wire_reason = wire_stale_join(
+                self._kg_why.wire = wire_stale_join(
                     generation.generation_id,
                     generation.member_id,
                     generation.protocol,
@@ -620,7 +608,7 @@ class TracedCoordinator(ConsumerCoordinator):
             # in flight (departure (h), audit rows 1-2).
             self.rejoin_needed = True
             unexpected = getattr(failure, "kg_unexpected", False)
-            self._kg_wire_reason = wire_failed_join(
+            self._kg_why.wire = wire_failed_join(
                 "KafkaException" if unexpected else java_exception_name(failure)
             )
         if retry == "immediate":
@@ -648,10 +636,10 @@ class TracedCoordinator(ConsumerCoordinator):
             raise Errors.CoordinatorNotAvailableError(self.coordinator_id)
         with self._lock:
             self.state = MemberState.REBALANCING
-            self._kg_completing = False
+            self._kg_step.enter(ClassicPhase.PREPARING_REBALANCE)
         protocols = self.group_protocols()
-        reason = self._kg_reason
-        wire_reason = self._kg_wire_reason
+        reason = self._kg_why.reason
+        wire_reason = self._kg_why.wire
         join_request = JoinGroupRequest(
             group_id=self.group_id,
             session_timeout_ms=self.config["session_timeout_ms"],
@@ -712,7 +700,7 @@ class TracedCoordinator(ConsumerCoordinator):
                     }
                 )
             received["members"] = members
-        self._kg_cause = f"join:{received['error']}"
+        self._kg_why.cause = f"join:{received['error']}"
         self._kg("JoinGroupReceived", **received)
         _raise_unexpected(join_response.error_code, _JAVA_JOIN_ERRORS, "JoinGroup")
         self._process_join_group_response(join_response, sent)  # raises on error
@@ -728,7 +716,7 @@ class TracedCoordinator(ConsumerCoordinator):
                 # (with the new generation) until the SyncGroup answer, so a member that
                 # waits on a slow leader keeps its session. kafka-python (and kgctl
                 # before) started them only with the SyncGroup answer (departure (d), audit row 7).
-                self._kg_completing = True
+                self._kg_step.enter(ClassicPhase.COMPLETING_REBALANCE)
                 self._enable_heartbeat()
 
         assignments: list[Any] = []
@@ -774,8 +762,9 @@ class TracedCoordinator(ConsumerCoordinator):
             except Exception:
                 synced["assignment"] = {}
         self._kg("SyncGroupReceived", **synced)
-        self._kg_cause = f"sync:{sync_error}"
-        completing, self._kg_completing = self._kg_completing, False
+        self._kg_why.cause = f"sync:{sync_error}"
+        completing = self._kg_step.completing
+        self._kg_step.enter(ClassicPhase.PREPARING_REBALANCE)  # the SyncGroup is answered
         _raise_unexpected(sync_response.error_code, _JAVA_SYNC_ERRORS, "SyncGroup")
         assignment = self._process_sync_group_response(sync_response, sent)  # raises on error
         # Java's SyncGroupResponseHandler: the member is STABLE as soon as SyncGroup
@@ -795,7 +784,7 @@ class TracedCoordinator(ConsumerCoordinator):
                 )
             self.state = MemberState.STABLE
             self.rejoin_needed = False
-            self._kg_wire_reason = ""  # Java clears rejoinReason with the flag
+            self._kg_why.wire = ""  # Java clears rejoinReason with the flag
             if not self._heartbeat_enabled:
                 self._enable_heartbeat()
         return assignment
@@ -852,17 +841,17 @@ class TracedCoordinator(ConsumerCoordinator):
     async def _on_join_complete_async(
         self, generation: int, member_id: str, protocol: str, member_assignment_bytes: Any
     ) -> None:
-        before = self._kg_owned_before
+        before = self._kg_prepare.owned_before
         if before is None:
             before = partitions_of(
                 (tp.topic, tp.partition) for tp in self._subscription.assigned_partitions()
             )
-        self._kg_owned_before = None
-        self._kg_joined_before = True
-        self._kg_rejoin_reported = False
-        self._kg_pending_reason = None
-        self._kg_cause = ""
-        self._kg_context = (
+        self._kg_prepare.owned_before = None
+        self._kg_why.joined_before = True
+        self._kg_why.reported = False
+        self._kg_why.pending = None
+        self._kg_why.cause = ""
+        self._kg_why.context = (
             "cooperative_followup" if self.kg_protocol == "cooperative" else "assignment_failed"
         )
         try:
@@ -870,11 +859,11 @@ class TracedCoordinator(ConsumerCoordinator):
                 generation, member_id, protocol, member_assignment_bytes
             )
         finally:
-            self._kg_context = None
+            self._kg_why.context = None
         after = partitions_of(
             (tp.topic, tp.partition) for tp in self._subscription.assigned_partitions()
         )
-        started = self._kg_rebalance_started
+        started = self._kg_why.started
         self._kg(
             "JoinCompleted",
             generation=generation,
@@ -889,23 +878,23 @@ class TracedCoordinator(ConsumerCoordinator):
 
     # -- heartbeats (departure (b): FENCED_INSTANCE_ID ends the member) -----------------
     async def _send_heartbeat_request(self) -> Any:
-        self._kg_hb_handled = False
+        self._kg_heartbeat.handled = False
         # The generation the request carries (kafka-python builds it before its first
         # await; one heartbeat is in flight at a time).
-        self._kg_hb_generation = self._generation
+        self._kg_heartbeat.generation = self._generation
         try:
             return await super()._send_heartbeat_request()
         except Errors.KafkaError as exc:
-            if not self._kg_hb_handled:
+            if not self._kg_heartbeat.handled:
                 self._kg("HeartbeatFailed", error=error_name(exc), transport=True)
             raise
 
     def _handle_heartbeat_response(self, response: Any, send_time: float) -> Any:
-        self._kg_hb_handled = True
+        self._kg_heartbeat.handled = True
         error_type = Errors.for_code(response.error_code)
         rtt = round((time.monotonic() - send_time) * 1000, 1)
         if error_type is Errors.NoError:
-            self._kg_last_heartbeat_ms = time.time() * 1000
+            self._kg_heartbeat.last_ms = time.time() * 1000
             self._kg(
                 "HeartbeatSucceeded",
                 rtt_ms=rtt,
@@ -913,7 +902,7 @@ class TracedCoordinator(ConsumerCoordinator):
             )
         else:
             self._kg("HeartbeatFailed", error=error_name(error_type), rtt_ms=rtt, transport=False)
-        sent = self._kg_hb_generation
+        sent = self._kg_heartbeat.generation
         if error_type in _MEMBERSHIP_ERRORS and sent is not None and self._generation != sent:
             # Java's generationUnchanged(): the answer is about a generation the member
             # has left since (it rejoined while the heartbeat was in flight): ignored, and
@@ -929,10 +918,10 @@ class TracedCoordinator(ConsumerCoordinator):
             # the JoinGroup and SyncGroup answers) this answer is expected and counts as
             # a heartbeat; only a STABLE member asks to rejoin.
             return None
-        self._kg_context = (
+        self._kg_why.context = (
             "rebalance_in_progress" if error_type is Errors.RebalanceInProgressError else None
         )
-        self._kg_cause = f"heartbeat:{error_name(error_type)}"
+        self._kg_why.cause = f"heartbeat:{error_name(error_type)}"
         if error_type is Errors.FencedInstanceIdError:
             # Java's HeartbeatResponseHandler resets the generation and the member id on
             # FENCED_INSTANCE_ID as on UNKNOWN_MEMBER_ID (resetStateOnResponseError), so
@@ -942,7 +931,7 @@ class TracedCoordinator(ConsumerCoordinator):
         try:
             return super()._handle_heartbeat_response(response, send_time)
         finally:
-            self._kg_context = None
+            self._kg_why.context = None
 
     # -- offsets -------------------------------------------------------------------------
     def _handle_offset_commit_response(self, offsets: Any, send_time: float, response: Any) -> Any:
@@ -957,7 +946,7 @@ class TracedCoordinator(ConsumerCoordinator):
             # while a new JoinGroup is out, the commit fails as a rebalance in progress
             # and nothing is reset; otherwise as Java: a fencing fails the commit, an
             # unknown member or old generation resets it.
-            preparing = self.state is MemberState.REBALANCING and not self._kg_completing
+            preparing = self.state is MemberState.REBALANCING and not self._kg_step.completing
             if preparing:
                 raise CommitRebalanceInProgressError(
                     "the commit was for an earlier generation and the group is "
@@ -965,10 +954,10 @@ class TracedCoordinator(ConsumerCoordinator):
                 )
             if first_error is Errors.FencedInstanceIdError:
                 raise Errors.CommitFailedError(first_error())
-        self._kg_context = "rebalance_in_progress"  # the reason of a rejoin asked below
-        self._kg_wire_context = WIRE_COMMIT_REBALANCING
+        self._kg_why.context = "rebalance_in_progress"  # the reason of a rejoin asked below
+        self._kg_why.wire_context = WIRE_COMMIT_REBALANCING
         if first_error is not None:
-            self._kg_cause = f"commit:{error_name(first_error)}"
+            self._kg_why.cause = f"commit:{error_name(first_error)}"
         try:
             return super()._handle_offset_commit_response(offsets, send_time, response)
         except Errors.CommitFailedError as exc:
@@ -983,8 +972,8 @@ class TracedCoordinator(ConsumerCoordinator):
                 ) from None
             raise
         finally:
-            self._kg_context = None
-            self._kg_wire_context = None
+            self._kg_why.context = None
+            self._kg_why.wire_context = None
 
     async def _send_offset_commit_request(self, offsets: Any) -> Any:
         started = time.monotonic()
@@ -1018,11 +1007,11 @@ class TracedCoordinator(ConsumerCoordinator):
                 max_poll_interval_ms=self.config["max_poll_interval_ms"],
                 static=not self.is_dynamic_member(),
             )
-            self._kg_pending_reason = "poll_interval_exceeded"
-            self._kg_cause = "poll_interval_exceeded"
+            self._kg_why.pending = "poll_interval_exceeded"
+            self._kg_why.cause = "poll_interval_exceeded"
             reason = "consumer poll timeout has expired."
         if reason is None:
-            reason = self._kg_leave_reason or "the consumer is being closed"
+            reason = self._kg_why.leave or "the consumer is being closed"
         if (
             self.is_dynamic_member()
             and not self.coordinator_unknown()
@@ -1030,8 +1019,8 @@ class TracedCoordinator(ConsumerCoordinator):
             and self._generation.has_member_id()
         ):
             self._kg("LeaveGroupSent", reason=reason[:255], member_id=self._generation.member_id)
-        if self._kg_cause != "poll_interval_exceeded":
-            self._kg_cause = "left_group"
+        if self._kg_why.cause != "poll_interval_exceeded":
+            self._kg_why.cause = "left_group"
         return await super().maybe_leave_group_async(reason, timeout_ms)
 
     async def _on_close_prepare_async(self) -> None:

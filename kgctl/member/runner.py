@@ -595,7 +595,7 @@ class Member:
                 if leave and self.config.commit in ("sync", "async"):
                     self._commit("sync", timeout_s=deadline - time.monotonic())
             if coordinator is not None:
-                coordinator._kg_leave_reason = f"kgctl: member stopping ({self._stop or 'failed'})"
+                coordinator._kg_why.leave = f"kgctl: member stopping ({self._stop or 'failed'})"
                 if not leave:
                     coordinator._kg_closing = True
             with contextlib.suppress(Exception):
