@@ -33,6 +33,7 @@ from kgctl.model.diagnosis.types import (
 from kgctl.model.event_index import EventIndex
 from kgctl.model.event_types import EventType, is_type
 from kgctl.model.events import Event
+from kgctl.model.kafka_errors import FENCES_MEMBER
 from kgctl.model.reasons import Cause, RejoinReason, cause_of_reason
 from kgctl.model.state import (
     GenerationRecord,
@@ -627,15 +628,11 @@ def _silent_departures(
     return out
 
 
-# The answers that tell a consumer-protocol member it is no longer in the group.
-_FENCING_ERRORS = ("UNKNOWN_MEMBER_ID", "FENCED_MEMBER_EPOCH")
-
-
 def _fencing_answers(events: EventIndex) -> dict[str, list[Event]]:
     """Each member's HeartbeatFailed with a fencing error, in time order."""
     out: dict[str, list[Event]] = {}
     for e in events.of("HeartbeatFailed"):
-        if e.member and e.data.get("error") in _FENCING_ERRORS:
+        if e.member and e.data.get("error") in FENCES_MEMBER:
             out.setdefault(e.member, []).append(e)
     return out
 
