@@ -28,6 +28,7 @@ from kafka.protocol.consumer.metadata import (
     ConsumerProtocolAssignment,
     ConsumerProtocolSubscription,
 )
+from kafka.protocol.metadata import CoordinatorType
 from tenacity import (
     retry,
     retry_if_exception,
@@ -37,7 +38,12 @@ from tenacity import (
 )
 
 from kgctl.adapters import clients
-from kgctl.adapters.kip848 import Unsupported, request, snapshot
+from kgctl.adapters.kip848 import (
+    ConsumerGroupDescribeRequest,
+    Unsupported,
+    request,
+    snapshot,
+)
 from kgctl.errors import KgctlError
 from kgctl.model.snapshot import GroupListing, GroupSnapshot, MemberSnapshot
 from kgctl.settings import ClientSettings
@@ -289,3 +295,116 @@ def _list_groups(admin: Any) -> list[GroupListing]:
         )
         for name in names
     ]
+
+
+# -- the whole cluster at once (`kgctl monitor`) -------------------------------------------
+
+# Errors that say the group's coordinator moved or is loading: ask again next round.
+_COORDINATOR_MOVED = (
+    Errors.NotCoordinatorError,
+    Errors.CoordinatorNotAvailableError,
+    Errors.CoordinatorLoadInProgressError,
+)
+
+
+class ClusterAdmin(GroupAdmin):
+    """GroupAdmin for a whole cluster: one ListGroups, then DescribeGroups and
+    ConsumerGroupDescribe batched by coordinator (one request per broker a round, not one
+    per group). A group whose coordinator moved or is loading is left out of that round
+    and its cached coordinator forgotten, so the next round finds the new one."""
+
+    def list_all(self) -> dict[str, str]:
+        """Every group's type (`classic` or `consumer`), from one ListGroups per broker."""
+        listed = self._call(lambda admin: admin.list_groups())
+        return {
+            str(g["group_id"]): "consumer" if g.get("group_type") == "consumer" else "classic"
+            for g in listed
+        }
+
+    def describe_all(self, groups: dict[str, str]) -> dict[str, GroupSnapshot]:
+        """`groups` (name -> type) described now; a group not answered this round (its
+        coordinator moved) is absent; one that no longer exists is `missing`."""
+        return dict(self._call(_describe_batches, groups))
+
+
+def _forget_coordinator(admin: Any, group: str) -> None:
+    admin._manager.cluster._coordinators.pop((CoordinatorType.GROUP, group), None)
+
+
+def _where(admin: Any, node_id: int) -> str:
+    node = admin._manager.cluster.broker_metadata(node_id)
+    return f"{node_id} {node.host}:{node.port}" if node is not None else str(node_id)
+
+
+async def _describe_batches_async(admin: Any, groups: dict[str, str]) -> dict[str, GroupSnapshot]:
+    coordinators = await admin._find_coordinator_ids(sorted(groups))
+    by_node: dict[tuple[int, str], list[str]] = {}
+    for group, node in coordinators.items():
+        if node is None or node == -1:
+            _forget_coordinator(admin, group)
+            continue
+        by_node.setdefault((node, groups[group]), []).append(group)
+    out: dict[str, GroupSnapshot] = {}
+    for (node, kind), names in sorted(by_node.items()):
+        if kind == "consumer":
+            req = ConsumerGroupDescribeRequest(group_ids=names, include_authorized_operations=False)
+        else:
+            req = DescribeGroupsRequest(groups=names, include_authorized_operations=False)
+        try:
+            response = await admin._manager.send(req, node_id=node)
+        except Errors.IncompatibleBrokerVersion:
+            continue  # no ConsumerGroupDescribe: such groups are followed by their records only
+        for described in response.groups:
+            name = str(described.group_id)
+            snap = _batched_snapshot(admin, described, kind, _where(admin, node))
+            if snap is None:
+                _forget_coordinator(admin, name)
+            else:
+                out[name] = snap
+    return out
+
+
+def _describe_batches(admin: Any, groups: dict[str, str]) -> dict[str, GroupSnapshot]:
+    if not groups:
+        return {}
+    result: dict[str, GroupSnapshot] = admin._manager.run(_describe_batches_async, admin, groups)
+    return result
+
+
+def _batched_snapshot(admin: Any, described: Any, kind: str, where: str) -> GroupSnapshot | None:
+    """One group of a batched answer; None when its coordinator moved (ask again)."""
+    name = str(described.group_id)
+    error = Errors.for_code(described.error_code)
+    if error in _COORDINATOR_MOVED:
+        return None
+    if error is Errors.GroupIdNotFoundError or (
+        kind == "classic" and described.group_state == "Dead" and not described.members
+    ):
+        return GroupSnapshot(group=name, state="Dead", coordinator=where, missing=True)
+    if error is not Errors.NoError:
+        raise error(f"describe {name}: {described.error_message or error.__name__}")
+    if kind == "consumer":
+        return snapshot(described, where)
+    consumer = described.protocol_type == "consumer"
+    members = tuple(
+        MemberSnapshot(
+            member_id=m.member_id,
+            client_id=m.client_id or "",
+            host=m.client_host or "",
+            instance_id=m.group_instance_id,
+            subscription=_decode_subscription(m.member_metadata) if consumer else None,
+            partitions=_decode_assignment(m.member_assignment)
+            if consumer and described.group_state == "Stable"
+            else None,
+        )
+        for m in sorted(described.members, key=lambda m: m.member_id)
+    )
+    return GroupSnapshot(
+        group=name,
+        state=described.group_state,
+        protocol_type=described.protocol_type or "",
+        protocol=described.protocol_data or "",
+        coordinator=where,
+        members=members,
+        group_type="classic",
+    )

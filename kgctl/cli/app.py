@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str, bool]] = {
     "demo": ("kgctl.cli.demo", "demo_command", False),
     "explain": ("kgctl.cli.explain", "explain_command", False),
     "join": ("kgctl.cli.join", "join_command", False),
+    "monitor": ("kgctl.cli.monitor", "monitor_command", False),
     "proxy": ("kgctl.cli.proxy", "proxy_command", False),
     "report": ("kgctl.cli.report", "report_command", False),
     "watch": ("kgctl.cli.watch", "watch_command", False),

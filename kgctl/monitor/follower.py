@@ -1,0 +1,152 @@
+"""One group as the monitor follows it: its stored records and its descriptions turned
+into events by the observer's `Inferrer`, folded by `fold`, and each completed
+generation diagnosed by `diagnose`, the code `kgctl explain` runs, once.
+
+No I/O and no clock: records, snapshots and `now_ms` come in, `Rebalance`s (with their
+`Diagnosis`) go out. Memory is bounded per group: the events kept for the diagnosis
+(EVENTS_KEPT) and the generations kept in the state (GENERATIONS_KEPT).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from kgctl.adapters.group_records import GroupRecord
+from kgctl.model.diagnosis import Diagnosis, diagnose
+from kgctl.model.events import Event
+from kgctl.model.fold import fold
+from kgctl.model.snapshot import GroupSnapshot
+from kgctl.model.state import GroupState, evolve
+from kgctl.monitor.accounting import Protocol, Rebalance, WaitSeen
+from kgctl.observe.infer import Inferrer
+
+EVENTS_KEPT = 400
+GENERATIONS_KEPT = 4
+LOG_KEPT = 20  # the fold's own recent-event log, unused by the monitor
+
+
+@dataclass(frozen=True)
+class Diagnosed:
+    """A completed rebalance: what is counted, and the diagnosis it was read from."""
+
+    rebalance: Rebalance
+    diagnosis: Diagnosis
+
+
+class GroupFollower:
+    """One group's inferrer, folded state and what was diagnosed."""
+
+    def __init__(self, group: str, settle_ms: int, stored_source: bool) -> None:
+        self.group, self.settle_ms, self.stored_source = group, settle_ms, stored_source
+        self._reset()
+
+    def _reset(self) -> None:
+        self.inferrer = Inferrer(self.group)
+        self.inferrer.stored_source = self.stored_source
+        self.state = GroupState(self.group, log_limit=LOG_KEPT)
+        self.events: deque[Event] = deque(maxlen=EVENTS_KEPT)
+        self.diagnosed_generation = -1
+        self.snapshot: GroupSnapshot | None = None
+        self.records_seen = 0
+        self.empty_generations: set[int] = set()  # stored with no members
+
+    @property
+    def protocol(self) -> Protocol:
+        snap = self.snapshot
+        return "consumer" if snap is not None and snap.group_epoch is not None else "classic"
+
+    # -- what comes in --------------------------------------------------------------------
+
+    def record(self, rec: GroupRecord, now_ms: int) -> list[Diagnosed]:
+        """A record of the group read from `__consumer_offsets`; a tombstone resets it
+        (the caller counts the deletion)."""
+        if rec.metadata is None:
+            self._reset()
+            return []
+        if self.records_seen == 0 and self.state.generation < 0:
+            # The first record of the group read: one of its first generations began in
+            # an empty group (its members joined), a later one was found already made.
+            initial = rec.metadata.generation > 1
+            if not initial:
+                self.inferrer.stored_members = {}
+        else:
+            initial = False
+        self.records_seen += 1
+        if not rec.metadata.members:
+            self.empty_generations.add(rec.metadata.generation)
+        at = rec.timestamp_ms if rec.timestamp_ms > 0 else now_ms
+        return self._feed(self.inferrer.stored_record(rec, at, initial=initial), now_ms)
+
+    def observed(self, snap: GroupSnapshot, now_ms: int) -> list[Diagnosed]:
+        """A description of the group now."""
+        if snap.missing and self.snapshot is not None and not self.snapshot.missing:
+            self._reset()  # deleted: the group starts over if it comes back
+        self.snapshot = snap
+        return self._feed(self.inferrer.observe(snap, now_ms), now_ms)
+
+    def tick(self, now_ms: int, flush: bool = False) -> list[Diagnosed]:
+        """Generations that completed and settled by `now_ms` (all stable ones when
+        `flush`: the history read at start is over, nothing more will be said of it)."""
+        return self._complete(now_ms, flush)
+
+    # -- fold and diagnose ----------------------------------------------------------------
+
+    def _feed(self, events: list[Event], now_ms: int) -> list[Diagnosed]:
+        state = self.state
+        for ev in events:
+            state = fold(state, ev, now_ms)
+            if ev.type != "GroupObserved" or ev.data.get("changed"):
+                self.events.append(ev)
+        gens = state.generations
+        if len(gens) > GENERATIONS_KEPT:
+            state = evolve(state, generations=gens[-GENERATIONS_KEPT:])
+        self.state = state
+        return self._complete(now_ms, False)
+
+    def _final(self, i: int, now_ms: int, flush: bool) -> bool:
+        gens = self.state.generations
+        rec = gens[i]
+        if rec.stable_ms is None or rec.generation <= self.diagnosed_generation:
+            return False
+        # Its cause may still come with the next settled description: wait for a newer
+        # generation, or a settling time after it was stable.
+        return flush or i < len(gens) - 1 or now_ms - rec.stable_ms >= self.settle_ms
+
+    def _complete(self, now_ms: int, flush: bool) -> list[Diagnosed]:
+        gens = self.state.generations
+        due = [i for i in range(len(gens)) if self._final(i, now_ms, flush)]
+        if not due:
+            return []
+        diagnoses = {d.generation: d for d in diagnose(self.state, list(self.events), now_ms)}
+        out = []
+        for i in due:
+            rec = gens[i]
+            self.diagnosed_generation = max(self.diagnosed_generation, rec.generation)
+            d = diagnoses.get(rec.generation)
+            if d is None or self._empty(rec.generation, i == len(gens) - 1):
+                continue  # an Empty generation: the group emptied, nobody rebalanced
+            out.append(Diagnosed(self._rebalance(d, rec.stable_ms or now_ms), d))
+        return out
+
+    def _empty(self, generation: int, newest: bool) -> bool:
+        """Whether the generation has no members: stored so, or (described only) the
+        newest one while the group is described Empty."""
+        if generation in self.empty_generations:
+            return True
+        snap = self.snapshot
+        return newest and self.records_seen == 0 and snap is not None and snap.state == "Empty"
+
+    def _rebalance(self, d: Diagnosis, stable_ms: int) -> Rebalance:
+        return Rebalance(
+            group=self.group,
+            generation=d.generation,
+            protocol="consumer" if d.epoch else self.protocol,
+            cause=d.trigger.cause,
+            confidence=d.trigger.confidence,
+            ended_ms=d.stable_ms if d.stable_ms is not None else stable_ms,
+            duration_ms=d.duration_ms,
+            unassigned_ms=tuple(c.unassigned_ms for c in d.costs),
+            waits=tuple(WaitSeen(w.member, w.ms, w.why) for w in d.waits),
+            trigger=d.trigger.text(),
+        )

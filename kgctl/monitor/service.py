@@ -1,0 +1,324 @@
+"""The monitor: every group of a cluster followed at once, on one thread that owns the
+state, fed by two sources on their own threads.
+
+1. History and records: one `OffsetsLogFollower` reads every classic group's metadata
+   records in `__consumer_offsets` from the beginning (or `since_ms`), once for all
+   groups, then follows them. Counts are derived from that history, so a monitor killed
+   and started again counts the same rebalances (docs/monitor.md says what compaction
+   takes away).
+2. Descriptions: at each interval one ListGroups and DescribeGroups /
+   ConsumerGroupDescribe batched by coordinator: the group's state, members and
+   assignments, which the records do not carry, and consumer-protocol groups' epochs.
+
+A principal that may not read `__consumer_offsets` is told once, and the monitor goes
+on with descriptions only. A cluster that does not answer is retried with a backoff;
+`reachable` says so (a metric). Each completed rebalance is diagnosed by the group's
+`GroupFollower`, folded into its tally and handed to each of `listeners`.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kgctl.adapters.admin import ClusterAdmin
+from kgctl.adapters.group_records import GroupRecord
+from kgctl.adapters.offsets_log import OffsetsLogFollower
+from kgctl.errors import KgctlError
+from kgctl.model.snapshot import GroupSnapshot
+from kgctl.monitor.accounting import GroupDeleted, GroupTally, tally
+from kgctl.monitor.follower import Diagnosed, GroupFollower
+from kgctl.settings import ClientSettings
+
+log = logging.getLogger(__name__)
+
+MAX_BACKOFF_S = 30.0
+
+
+def wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which groups are followed: `--groups` and `--exclude` regular expressions."""
+
+    include: re.Pattern[str] | None = None
+    exclude: re.Pattern[str] | None = None
+
+    def __call__(self, group: str) -> bool:
+        if self.include is not None and not self.include.search(group):
+            return False
+        return self.exclude is None or not self.exclude.search(group)
+
+
+@dataclass
+class Health:
+    """The monitor's own state, for its metrics."""
+
+    reachable: bool = True
+    offsets_readable: bool | None = None  # None until the log reader has started
+    offsets_caught_up: bool = False
+    records_read: int = 0
+    metadata_records: int = 0
+    polls: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    last_poll_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def error(self, kind: str) -> None:
+        self.errors[kind] = self.errors.get(kind, 0) + 1
+
+
+@dataclass(frozen=True)
+class GroupRow:
+    """One group as the views and metrics read it (a copy: no lock needed after)."""
+
+    group: str
+    state: str
+    protocol: str
+    assignor: str
+    members: int
+    generation: int
+    tally: GroupTally
+
+
+class Monitor:
+    """Follow the groups `selection` accepts; `step()` applies what the sources read."""
+
+    def __init__(
+        self,
+        settings: ClientSettings,
+        selection: Selection,
+        interval_s: float = 10.0,
+        since_ms: int | None = None,
+        offsets_topic: bool = True,
+        on_poll: Callable[[float], None] = lambda _s: None,
+        clock: Callable[[], int] = wall_ms,
+    ) -> None:
+        self.settings, self.selection, self.interval_s = settings, selection, interval_s
+        self.since_ms, self.offsets_topic = since_ms, offsets_topic
+        self.on_poll, self.clock = on_poll, clock
+        # Called with each rebalance counted (metrics, the JSON lines), in order.
+        self.listeners: list[Callable[[Diagnosed], None]] = []
+        self.settle_ms = int(interval_s * 2000) + 1000
+        self.followers: dict[str, GroupFollower] = {}
+        self.tallies: dict[str, GroupTally] = {}
+        self.health = Health(offsets_readable=None if offsets_topic else False)
+        self.inbox: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()  # guards `rows` and `health` for the readers
+        self.rows: dict[str, GroupRow] = {}
+        self.admin = ClusterAdmin(settings)
+        self.log_reader: OffsetsLogFollower | None = None
+        self.threads: list[threading.Thread] = []
+        self.listed: dict[str, str] = {}
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self.offsets_topic:
+            self.log_reader = OffsetsLogFollower(
+                self.settings,
+                self.selection,
+                on_records=lambda recs, n: self.inbox.put(("records", (recs, n))),
+                on_caught_up=lambda: self.inbox.put(("caught_up", None)),
+                on_unavailable=lambda why: self.inbox.put(("unavailable", why)),
+                on_error=lambda why: self.inbox.put(("log_error", why)),
+                since_ms=self.since_ms,
+            )
+            self.log_reader.start()
+            self.threads.append(self.log_reader)
+        poller = threading.Thread(target=self._poll_loop, name="kgctl-monitor-poll", daemon=True)
+        poller.start()
+        self.threads.append(poller)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self.log_reader is not None:
+            self.log_reader.stop()
+        for th in self.threads:
+            th.join(timeout=5)
+        self.admin.close()
+
+    # -- the sources' threads -------------------------------------------------------------
+
+    def _poll_loop(self) -> None:
+        failures = 0
+        while not self.stopping.is_set():
+            started = time.monotonic()
+            try:
+                listed = {g: t for g, t in self.admin.list_all().items() if self.selection(g)}
+                snaps = self.admin.describe_all(listed)
+            except KgctlError as exc:
+                failures += 1
+                self.inbox.put(("poll_failed", str(exc)))
+                delay = min(self.interval_s * 2.0 ** min(failures, 6), MAX_BACKOFF_S)
+                self.stopping.wait(delay)
+                continue
+            failures = 0
+            self.inbox.put(("described", (listed, snaps, time.monotonic() - started)))
+            self.stopping.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
+
+    # -- the state's thread ---------------------------------------------------------------
+
+    def step(self, timeout_s: float = 0.5) -> list[Diagnosed]:
+        """Apply everything the sources have read (waiting up to `timeout_s` for the
+        first of it); the rebalances that completed meanwhile."""
+        out: list[Diagnosed] = []
+        try:
+            item = self.inbox.get(timeout=timeout_s)
+        except queue.Empty:
+            item = None
+        while item is not None:
+            out += self._apply(*item)
+            try:
+                item = self.inbox.get_nowait()
+            except queue.Empty:
+                item = None
+        now = self.clock()
+        for f in self.followers.values():
+            out += f.tick(now)
+        for d in out:
+            self._count(d)
+        self._publish()
+        return out
+
+    def _follower(self, group: str) -> GroupFollower:
+        f = self.followers.get(group)
+        if f is None:
+            stored = self.health.offsets_readable is not False
+            f = self.followers[group] = GroupFollower(group, self.settle_ms, stored)
+        return f
+
+    def _apply(self, kind: str, payload: Any) -> list[Diagnosed]:
+        now = self.clock()
+        if kind == "records":
+            records, read = payload
+            self.health.records_read += read
+            self.health.metadata_records += len(records)
+            return self._records(records, now)
+        if kind == "described":
+            listed, snaps, seconds = payload
+            return self._described(listed, snaps, seconds, now)
+        if kind == "caught_up":
+            self.health.offsets_caught_up = True
+            out: list[Diagnosed] = []
+            for f in self.followers.values():
+                out += f.tick(now, flush=True)
+            return out
+        if kind == "unavailable":
+            self._offsets_unavailable(str(payload))
+        elif kind == "log_error":
+            self.health.error("offsets_log")
+        elif kind == "poll_failed":
+            with self.lock:
+                self.health.reachable = False
+                self.health.error("poll")
+            if not any("unreachable" in n for n in self.health.notes[-1:]):
+                self._note(f"cluster unreachable, retrying: {payload}")
+        return []
+
+    def _records(self, records: list[GroupRecord], now: int) -> list[Diagnosed]:
+        out: list[Diagnosed] = []
+        for rec in records:
+            f = self._follower(rec.group)
+            if rec.metadata is None and f.records_seen:
+                self.tallies[rec.group] = tally(
+                    self.tallies.get(rec.group), GroupDeleted(rec.group, rec.timestamp_ms), now
+                )
+            out += f.record(rec, now)
+        return out
+
+    def _described(
+        self, listed: dict[str, str], snaps: dict[str, GroupSnapshot], seconds: float, now: int
+    ) -> list[Diagnosed]:
+        with self.lock:
+            if not self.health.reachable:
+                self._note("cluster reachable again")
+            self.health.reachable = True
+            self.health.polls += 1
+            self.health.last_poll_s = seconds
+        self.on_poll(seconds)
+        out: list[Diagnosed] = []
+        for group, snap in snaps.items():
+            out += self._observe(group, snap, now)
+        for group in set(self.listed) - set(listed):
+            # No longer listed: deleted (its tombstone, when the log is read, says so too).
+            out += self._observe(group, GroupSnapshot(group=group, state="Dead", missing=True), now)
+        self.listed = listed
+        return out
+
+    def _observe(self, group: str, snap: GroupSnapshot, now: int) -> list[Diagnosed]:
+        f = self._follower(group)
+        if snap.missing and f.snapshot is not None and not f.snapshot.missing:
+            if not self.health.offsets_readable:  # else its tombstone counts it
+                self.tallies[group] = tally(self.tallies.get(group), GroupDeleted(group, now), now)
+        return f.observed(snap, now)
+
+    def _offsets_unavailable(self, why: str) -> None:
+        with self.lock:
+            self.health.offsets_readable = False
+        self._note(f"{why}: following groups by their descriptions only (generations inferred)")
+        for f in self.followers.values():
+            f.stored_source = False
+            f.inferrer.stored_source = False
+
+    def _note(self, text: str) -> None:
+        log.warning("%s", text)
+        with self.lock:
+            self.health.notes.append(text)
+            del self.health.notes[:-20]
+
+    def _count(self, d: Diagnosed) -> None:
+        r = d.rebalance
+        before = self.tallies.get(r.group)
+        after = tally(before, r, self.clock())
+        self.tallies[r.group] = after
+        if after is not before:
+            for listener in self.listeners:
+                listener(d)
+
+    def _publish(self) -> None:
+        if self.health.offsets_readable is None and self.log_reader is not None:
+            # reading: the reader would have said otherwise
+            self.health.offsets_readable = True
+        rows = {}
+        for group, f in self.followers.items():
+            snap = f.snapshot
+            if snap is not None and snap.missing and group not in self.tallies:
+                continue
+            rows[group] = GroupRow(
+                group=group,
+                state=snap.state if snap is not None else "Unknown",
+                protocol=f.protocol,
+                assignor=(snap.protocol if snap is not None else "") or f.state.protocol,
+                members=len(snap.members) if snap is not None else 0,
+                generation=f.state.generation,
+                tally=self.tallies.get(group) or GroupTally(group),
+            )
+        with self.lock:
+            self.rows = rows
+
+    def view(self) -> tuple[dict[str, GroupRow], Health]:
+        """The groups and the health now, for another thread (metrics, the table)."""
+        with self.lock:
+            h = self.health
+            copy = Health(
+                reachable=h.reachable,
+                offsets_readable=h.offsets_readable,
+                offsets_caught_up=h.offsets_caught_up,
+                records_read=h.records_read,
+                metadata_records=h.metadata_records,
+                polls=h.polls,
+                errors=dict(h.errors),
+                last_poll_s=h.last_poll_s,
+                notes=list(h.notes),
+            )
+            return dict(self.rows), copy
