@@ -62,8 +62,9 @@ class GroupFollower:
         """A record of the group read from `__consumer_offsets`; a tombstone resets it
         (the caller counts the deletion)."""
         if rec.metadata is None:
+            done = self._complete(now_ms, flush=True)  # what completed before the deletion
             self._reset()
-            return []
+            return done
         if self.records_seen == 0 and self.state.generation < 0:
             # The first record of the group read: one of its first generations began in
             # an empty group (its members joined), a later one was found already made.
@@ -80,10 +81,12 @@ class GroupFollower:
 
     def observed(self, snap: GroupSnapshot, now_ms: int) -> list[Diagnosed]:
         """A description of the group now."""
+        done: list[Diagnosed] = []
         if snap.missing and self.snapshot is not None and not self.snapshot.missing:
+            done = self._complete(now_ms, flush=True)
             self._reset()  # deleted: the group starts over if it comes back
         self.snapshot = snap
-        return self._feed(self.inferrer.observe(snap, now_ms), now_ms)
+        return done + self._feed(self.inferrer.observe(snap, now_ms), now_ms)
 
     def tick(self, now_ms: int, flush: bool = False) -> list[Diagnosed]:
         """Generations that completed and settled by `now_ms` (all stable ones when

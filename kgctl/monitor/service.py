@@ -185,8 +185,7 @@ class Monitor:
         now = self.clock()
         for f in self.followers.values():
             out += f.tick(now)
-        for d in out:
-            self._count(d)
+        self._count_all(out)
         self._publish()
         return out
 
@@ -229,19 +228,19 @@ class Monitor:
         out: list[Diagnosed] = []
         for rec in records:
             f = self._follower(rec.group)
-            if rec.metadata is None and f.records_seen:
-                self.tallies[rec.group] = tally(
-                    self.tallies.get(rec.group), GroupDeleted(rec.group, rec.timestamp_ms), now
-                )
             out += f.record(rec, now)
+            if rec.metadata is None:
+                self._count_all(out)  # what completed before the deletion counts first
+                out = []
+                self._deleted(rec.group, now)
         return out
 
     def _described(
         self, listed: dict[str, str], snaps: dict[str, GroupSnapshot], seconds: float, now: int
     ) -> list[Diagnosed]:
+        if not self.health.reachable:
+            self._note("cluster reachable again")
         with self.lock:
-            if not self.health.reachable:
-                self._note("cluster reachable again")
             self.health.reachable = True
             self.health.polls += 1
             self.health.last_poll_s = seconds
@@ -257,10 +256,24 @@ class Monitor:
 
     def _observe(self, group: str, snap: GroupSnapshot, now: int) -> list[Diagnosed]:
         f = self._follower(group)
-        if snap.missing and f.snapshot is not None and not f.snapshot.missing:
-            if not self.health.offsets_readable:  # else its tombstone counts it
-                self.tallies[group] = tally(self.tallies.get(group), GroupDeleted(group, now), now)
-        return f.observed(snap, now)
+        gone = snap.missing and f.snapshot is not None and not f.snapshot.missing
+        out = f.observed(snap, now)
+        if gone:
+            self._count_all(out)
+            out = []
+            self._deleted(group, now)
+        return out
+
+    def _deleted(self, group: str, now: int) -> None:
+        """The group was deleted (its tombstone, or described missing; whichever comes
+        first counts): its next generations are a new group's."""
+        t = self.tallies.get(group)
+        if t is not None and t.counted_generation >= 0:
+            self.tallies[group] = tally(t, GroupDeleted(group, now), now)
+
+    def _count_all(self, done: list[Diagnosed]) -> None:
+        for d in done:
+            self._count(d)
 
     def _offsets_unavailable(self, why: str) -> None:
         with self.lock:

@@ -1,0 +1,130 @@
+"""`kgctl monitor` as a real process against a real broker: rebalances made by real
+members are counted by cause, explained, exported; a killed and restarted monitor counts
+the same, with the broker restarted under it."""
+
+from __future__ import annotations
+
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import MemberProc, wait_converged
+from monitor_procs import MonitorProc
+
+from kgctl.broker.local import LocalBroker
+
+pytestmark = pytest.mark.kafka
+
+
+def _total(mon: MonitorProc, group: str, n: int, timeout: float = 40) -> dict[str, float]:
+    return mon.wait(
+        lambda: (c := mon.rebalances_of(group)) and sum(c.values()) >= n and c, timeout,
+        f"{n} rebalances of {group} in the metrics",
+    )  # fmt: skip
+
+
+def test_monitor_counts_explains_and_exports_each_rebalance(bootstrap: str, topic) -> None:  # type: ignore[no-untyped-def]
+    t = topic(4)
+    run = uuid.uuid4().hex[:8]
+    group, skipped = f"mon-{run}-app", f"mon-{run}-skip"
+    mon = MonitorProc(bootstrap, "--groups", f"^mon-{run}-", "--exclude", "-skip$")
+    members: list[MemberProc] = []
+    try:
+        other = MemberProc(bootstrap, skipped, t, name="other")
+        members.append(other)
+        a = MemberProc(bootstrap, group, t, name="a")
+        members.append(a)
+        wait_converged([a], t, 4)
+        b = MemberProc(bootstrap, group, t, name="b")
+        members.append(b)
+        wait_converged([a, b], t, 4)
+        b.stop()  # a LeaveGroup
+        wait_converged([a], t, 4)
+
+        counts = _total(mon, group, 3)
+        assert counts == {"member_joined": 2.0, "member_left": 1.0}
+        mon.wait(lambda: mon.sample("kgctl_group_members", group=group) == 1, 10, "1 member")
+        assert mon.sample("kgctl_group_generation", group=group) == 3
+        assert mon.sample("kgctl_group_state", group=group, kgctl_group_state="Stable") == 1
+        assert mon.sample("kgctl_group_rebalancing", group=group) == 0
+        assert mon.sample("kgctl_monitor_cluster_reachable") == 1
+        assert mon.sample("kgctl_monitor_offsets_topic_readable") == 1
+        # Each member of a rebalance had a time without partitions, observed.
+        assert (mon.sample("kgctl_group_member_unassigned_seconds_count", group=group) or 0) >= 1
+        assert not [k for k in mon.scrape() if ("group", skipped) in k[1]]
+        # One JSON line per rebalance, the diagnosis explain gives.
+        lines = [r for r in mon.rebalances if r["group"] == group]
+        assert [(r["generation"], r["trigger"]["cause"]) for r in lines] == [
+            (1, "member_joined"), (2, "member_joined"), (3, "member_left"),
+        ]  # fmt: skip
+        assert all(r["protocol"] == "classic" and "critical_path" in r for r in lines)
+    finally:
+        for m in members:
+            m.kill()
+        assert mon.stop() == 0
+
+
+@pytest.fixture(scope="module")
+def own_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
+    home: Path = tmp_path_factory.mktemp("kgctl-monitor-broker")
+    broker = LocalBroker(home / "broker.json")
+    broker.up(tie_to_parent=True, timeout_s=180)
+    try:
+        yield broker
+    finally:
+        broker.down()
+
+
+def test_counts_survive_a_broker_restart_and_a_killed_monitor(own_broker: LocalBroker) -> None:
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    state = own_broker.load()
+    assert state is not None
+    bootstrap = state.bootstrap
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic("mon-restart", 4, 1)])
+    admin.close()
+    group = "mon-restart-g"
+    first = MonitorProc(bootstrap, "--groups", "^mon-restart-")
+    second: MonitorProc | None = None
+    members: list[MemberProc] = []
+    try:
+        a = MemberProc(bootstrap, group, "mon-restart", name="a")
+        members.append(a)
+        wait_converged([a], "mon-restart", 4, timeout=60)
+        b = MemberProc(bootstrap, group, "mon-restart", name="b")
+        members.append(b)
+        wait_converged([a, b], "mon-restart", 4)
+        assert _total(first, group, 2) == {"member_joined": 2.0}
+
+        own_broker.stop_node(1)
+        first.wait(
+            lambda: first.sample("kgctl_monitor_cluster_reachable") == 0, 40, "unreachable"
+        )
+        own_broker.up(tie_to_parent=True, timeout_s=180)
+        first.wait(
+            lambda: first.sample("kgctl_monitor_cluster_reachable") == 1, 60, "reachable again"
+        )
+        time.sleep(3)  # members rejoin a restarted coordinator: let what it does settle
+        before = first.rebalances_of(group)
+        first.proc.send_signal(signal.SIGKILL)
+        first.kill()
+
+        b.stop()  # while no monitor runs
+        wait_converged([a], "mon-restart", 4, timeout=60)
+        second = MonitorProc(bootstrap, "--groups", "^mon-restart-")
+        n = sum(before.values()) + 1
+        after = _total(second, group, n)
+        expected = dict(before)
+        expected["member_left"] = expected.get("member_left", 0) + 1
+        assert after == expected
+        assert second.sample("kgctl_monitor_offsets_caught_up") == 1
+    finally:
+        for m in members:
+            m.kill()
+        first.kill()
+        if second is not None:
+            assert second.stop() == 0
