@@ -56,7 +56,11 @@ def test_a_group_deleted_and_created_again_counts_its_new_generations() -> None:
 def test_windows_count_the_last_five_minutes_and_hour() -> None:
     now = 10 * HOUR_MS
     t = fold_all(
-        [rebalance(1, now - 2 * HOUR_MS), rebalance(2, now - 30 * 60_000), rebalance(3, now - 1000)],
+        [
+            rebalance(1, now - 2 * HOUR_MS),
+            rebalance(2, now - 30 * 60_000),
+            rebalance(3, now - 1000),
+        ],
         now,
     )
     assert within(t, now, 300_000) == 1
@@ -77,7 +81,8 @@ def test_churn_puts_the_busiest_group_first() -> None:
     quiet = fold_all([rebalance(1, now - 50 * 60_000)], now)
     busy = GroupTally("busy")
     for gen in range(1, 4):
-        busy = tally(busy, Rebalance("busy", gen, "classic", "member_joined", "exact", now - gen, 1), now)
+        one = Rebalance("busy", gen, "classic", "member_joined", "exact", now - gen, 1)
+        busy = tally(busy, one, now)
     assert [t.group for t in by_churn([quiet, busy], now)] == ["busy", "g"]
 
 
@@ -133,8 +138,11 @@ def test_the_table_lists_groups_by_churn_and_the_line_says_the_cause() -> None:
 
     now = HOUR_MS
     quiet = fold_all([rebalance(1, now - 50 * 60_000)], now)
-    busy = tally(None, Rebalance("busy", 7, "classic", "member_left", "exact", now - 10, 2500,
-                                 waits=(WaitSeen("b", 6100, "dead"),), trigger="b: member left"), now)  # fmt: skip
+    left = Rebalance(
+        "busy", 7, "classic", "member_left", "exact", now - 10, 2500,
+        waits=(WaitSeen("b", 6100, "dead"),), trigger="b: member left",
+    )  # fmt: skip
+    busy = tally(None, left, now)
     rows = {
         "g": GroupRow("g", "Stable", "classic", "range", 2, 1, quiet),
         "busy": GroupRow("busy", "PreparingRebalance", "classic", "range", 3, 7, busy),

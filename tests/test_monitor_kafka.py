@@ -101,9 +101,7 @@ def test_counts_survive_a_broker_restart_and_a_killed_monitor(own_broker: LocalB
         assert _total(first, group, 2) == {"member_joined": 2.0}
 
         own_broker.stop_node(1)
-        first.wait(
-            lambda: first.sample("kgctl_monitor_cluster_reachable") == 0, 40, "unreachable"
-        )
+        first.wait(lambda: first.sample("kgctl_monitor_cluster_reachable") == 0, 40, "unreachable")
         own_broker.up(tie_to_parent=True, timeout_s=180)
         first.wait(
             lambda: first.sample("kgctl_monitor_cluster_reachable") == 1, 60, "reachable again"
