@@ -15,7 +15,8 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-# Java 17 and Maven run the local broker; Chromium renders the HTML report in its test.
+# Java 17 and Maven run the local broker; Chromium renders the HTML report in its test;
+# Prometheus (and promtool) scrape `kgctl monitor` and check its example rules in a test.
 system-deps:
 	@missing=""; \
 	command -v java >/dev/null || missing="$$missing openjdk-17-jre-headless"; \
@@ -23,6 +24,7 @@ system-deps:
 	command -v mvn >/dev/null || missing="$$missing maven"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	command -v kcat >/dev/null || missing="$$missing kcat"; \
+	command -v prometheus >/dev/null || missing="$$missing prometheus"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	  else echo "please install:$$missing (Debian package names)"; exit 1; fi; \

@@ -166,6 +166,7 @@ def _serve(env: Env, monitor: Monitor, listen: tuple[str, int], member_labels: b
 
     metrics = MonitorMetrics(monitor.view, member_labels=member_labels)
     monitor.listeners.append(metrics.rebalanced)
+    monitor.group_listeners.append(metrics.followed)
     monitor.on_poll = metrics.polled
     host, port = listen
     try:

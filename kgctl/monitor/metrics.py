@@ -18,6 +18,7 @@ from prometheus_client.core import CounterMetricFamily as CounterFamily
 from prometheus_client.core import GaugeMetricFamily, StateSetMetricFamily
 from prometheus_client.registry import Collector
 
+from kgctl.monitor.accounting import WAIT_DEAD
 from kgctl.monitor.follower import Diagnosed
 from kgctl.monitor.service import GroupRow, Health
 
@@ -86,6 +87,14 @@ class MonitorMetrics:
             buckets=DURATION_BUCKETS,
             registry=r,
         )
+        self.generations = Counter(
+            "kgctl_group_generations",
+            "Completed rebalances of the group, any cause (the sum of "
+            "kgctl_group_rebalances_total's, created at 0 when the group is first followed so "
+            "that increase() and rate() count its first rebalance).",
+            ["group"],
+            registry=r,
+        )
         self.member_unassigned = (
             Counter(
                 "kgctl_member_unassigned_seconds",
@@ -104,9 +113,18 @@ class MonitorMetrics:
         )
         r.register(_Gauges(view, clock))
 
+    def followed(self, group: str) -> None:
+        """A group newly followed: its series an alert reads with increase() start at 0
+        (a series born at 1 would hide its first increment from increase() and rate())."""
+        self.generations.labels(group)
+        self.waits.labels(group, WAIT_DEAD)
+        self.duration.labels(group)
+        self.unassigned.labels(group)
+
     def rebalanced(self, d: Diagnosed) -> None:
         rb = d.rebalance
         self.rebalances.labels(rb.group, rb.cause, rb.protocol).inc()
+        self.generations.labels(rb.group).inc()
         if rb.duration_ms is not None:
             self.duration.labels(rb.group).observe(rb.duration_ms / 1000)
         for ms in rb.unassigned_ms:

@@ -107,6 +107,7 @@ class Monitor:
         self.on_poll, self.clock = on_poll, clock
         # Called with each rebalance counted (metrics, the JSON lines), in order.
         self.listeners: list[Callable[[Diagnosed], None]] = []
+        self.group_listeners: list[Callable[[str], None]] = []  # each group first followed
         self.settle_ms = int(interval_s * 2000) + 1000
         self.followers: dict[str, GroupFollower] = {}
         self.tallies: dict[str, GroupTally] = {}
@@ -194,6 +195,8 @@ class Monitor:
         if f is None:
             stored = self.health.offsets_readable is not False
             f = self.followers[group] = GroupFollower(group, self.settle_ms, stored)
+            for listener in self.group_listeners:
+                listener(group)
         return f
 
     def _apply(self, kind: str, payload: Any) -> list[Diagnosed]:
