@@ -20,10 +20,14 @@ pytestmark = pytest.mark.kafka
 
 
 def _total(mon: MonitorProc, group: str, n: int, timeout: float = 40) -> dict[str, float]:
-    return mon.wait(
-        lambda: (c := mon.rebalances_of(group)) and sum(c.values()) >= n and c, timeout,
-        f"{n} rebalances of {group} in the metrics",
-    )  # fmt: skip
+    try:
+        return mon.wait(
+            lambda: (c := mon.rebalances_of(group)) and sum(c.values()) >= n and c, timeout,
+            f"{n} rebalances of {group} in the metrics",
+        )  # fmt: skip
+    except AssertionError as exc:
+        said = [(r["generation"], r["trigger"]["cause"]) for r in mon.rebalances]
+        raise AssertionError(f"{exc}; counted {mon.rebalances_of(group)}, lines {said}") from None
 
 
 def test_monitor_counts_explains_and_exports_each_rebalance(bootstrap: str, topic) -> None:  # type: ignore[no-untyped-def]
@@ -126,3 +130,31 @@ def test_counts_survive_a_broker_restart_and_a_killed_monitor(own_broker: LocalB
         first.kill()
         if second is not None:
             assert second.stop() == 0
+
+
+def test_without_the_offsets_topic_it_counts_from_descriptions_and_says_so(
+    bootstrap: str,
+    topic,  # type: ignore[no-untyped-def]
+) -> None:
+    t = topic(4)
+    group = f"mon-{uuid.uuid4().hex[:8]}-polled"
+    mon = MonitorProc(bootstrap, "--groups", f"^{group}$", "--no-offsets-topic")
+    members: list[MemberProc] = []
+    try:
+        mon.wait(lambda: mon.sample("kgctl_monitor_polls_total"), 30, "a first poll")
+        a = MemberProc(bootstrap, group, t, name="a")
+        members.append(a)
+        wait_converged([a], t, 4, timeout=60)
+        b = MemberProc(bootstrap, group, t, name="b")
+        members.append(b)
+        wait_converged([a, b], t, 4)
+        b.stop()
+        wait_converged([a], t, 4)
+        assert _total(mon, group, 3) == {"member_joined": 2.0, "member_left": 1.0}
+        assert mon.sample("kgctl_monitor_offsets_topic_readable") == 0
+        said = [line for line in mon.stderr_lines if "descriptions only" in line]
+        assert len(said) == 1, mon.stderr_lines
+    finally:
+        for m in members:
+            m.kill()
+        assert mon.stop() == 0

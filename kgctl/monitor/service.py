@@ -124,6 +124,11 @@ class Monitor:
     # -- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> None:
+        if not self.offsets_topic:
+            self._note(
+                "--no-offsets-topic: following groups by their descriptions only "
+                "(generations inferred)"
+            )
         if self.offsets_topic:
             self.log_reader = OffsetsLogFollower(
                 self.settings,
@@ -250,6 +255,16 @@ class Monitor:
         self.on_poll(seconds)
         out: list[Diagnosed] = []
         for group, snap in snaps.items():
+            f = self.followers.get(group)
+            if (
+                self.health.polls > 1
+                and group not in self.listed
+                and (f is None or f.snapshot is None)
+            ):
+                # Not there at the previous round: it was created since, and whatever
+                # members it has joined it (not a group found already made at the start).
+                absent = GroupSnapshot(group=group, state="Dead", missing=True)
+                out += self._follower(group).observed(absent, now)
             out += self._observe(group, snap, now)
         for group in set(self.listed) - set(listed):
             # No longer listed: deleted (its tombstone, when the log is read, says so too).
@@ -287,7 +302,7 @@ class Monitor:
             f.inferrer.stored_source = False
 
     def _note(self, text: str) -> None:
-        log.warning("%s", text)
+        log.info("%s", text)  # the command shows the notes (once each)
         with self.lock:
             self.health.notes.append(text)
             del self.health.notes[:-20]
