@@ -64,6 +64,9 @@ CALLS: dict[str, list[str]] = {
     "chaos run": ["chaos", "run", "member-kill"],
     "proxy": ["proxy", "--listen", "127.0.0.1:0"],
     "explain": ["explain", "hostile-g"],
+    # A long-running service: it retries an unreachable cluster (a metric says so), so it
+    # is not in CONNECTS; its bad options fail before it connects.
+    "monitor": ["monitor"],
 }
 # Commands that connect to the cluster given with -b ("watch list" is `watch` without
 # a group).
@@ -103,6 +106,8 @@ OWN: list[tuple[str, list[str], int, str, str, str]] = [
      "stderr", "join-topic-space"),
     ("join", ["join", "-g", "hostile-g", "t" * 300], 2, "not a legal Kafka topic name",
      "stderr", "join-topic-long"),
+    ("monitor", ["monitor", "--groups", "("], 2, "not a regular expression", "stderr",
+     "monitor-groups-not-a-regex"),
 ]  # fmt: skip
 
 
