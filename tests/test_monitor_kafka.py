@@ -110,7 +110,16 @@ def test_counts_survive_a_broker_restart_and_a_killed_monitor(own_broker: LocalB
         first.wait(
             lambda: first.sample("kgctl_monitor_cluster_reachable") == 1, 60, "reachable again"
         )
-        time.sleep(3)  # members rejoin a restarted coordinator: let what it does settle
+        # The members rejoin the restarted coordinator (new generations, or not): the
+        # first monitor must have counted every generation they completed.
+        generation = wait_converged([a, b], "mon-restart", 4, timeout=60)
+        first.wait(
+            lambda: first.sample("kgctl_group_generation", group=group) == generation, 40,
+            f"generation {generation} seen",
+        )  # fmt: skip
+        # Not a synchronisation: a generation is counted once settled, two intervals
+        # (2 s) after it was stable; 4 s covers that.
+        time.sleep(4)
         before = first.rebalances_of(group)
         first.proc.send_signal(signal.SIGKILL)
         first.kill()
@@ -148,6 +157,9 @@ def test_without_the_offsets_topic_it_counts_from_descriptions_and_says_so(
         b = MemberProc(bootstrap, group, t, name="b")
         members.append(b)
         wait_converged([a, b], t, 4)
+        # Described only, a join and a leave between two polls would be one change: the
+        # leave waits until the polls have seen the join.
+        assert _total(mon, group, 2) == {"member_joined": 2.0}
         b.stop()
         wait_converged([a], t, 4)
         assert _total(mon, group, 3) == {"member_joined": 2.0, "member_left": 1.0}
