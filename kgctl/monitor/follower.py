@@ -144,12 +144,12 @@ class GroupFollower:
         return Rebalance(
             group=self.group,
             generation=d.generation,
-            protocol="consumer" if d.epoch else self.protocol,
-            cause=d.trigger.cause,
+            protocol="consumer" if d.group_epoch else self.protocol,
+            cause=d.trigger.cause_name,
             confidence=d.trigger.confidence,
             ended_ms=d.stable_ms if d.stable_ms is not None else stable_ms,
             duration_ms=d.duration_ms,
             unassigned_ms=tuple(c.unassigned_ms for c in d.costs),
-            waits=tuple(WaitSeen(w.member, w.ms, w.why) for w in d.waits),
+            waits=tuple(WaitSeen(w.member, w.ms, w.why) for w in d.critical_path),
             trigger=d.trigger.text(),
         )
