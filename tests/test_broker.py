@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from kgctl.broker import provision
-from kgctl.errors import ExitStatus, MissingDependencyError, SetupError
+from kgctl.broker.local import LocalBroker
+from kgctl.errors import ExitStatus, MissingDependencyError, SetupError, UsageError
 
 
 def kgctl(
@@ -197,6 +198,24 @@ def test_old_java_is_refused(tmp_path: Path) -> None:
     fake.chmod(0o755)
     with pytest.raises(MissingDependencyError, match="Java 11 found.*needs Java 17"):
         provision.check_java(str(fake))
+
+
+def test_java_11_runs_kafka_3_but_not_4(tmp_path: Path) -> None:
+    # Audit defect 8: Java 17 was asked of every version, though 3.x brokers run on 11.
+    fake = tmp_path / "bin" / "java"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'openjdk version \"11.0.21\" 2023-10-17' >&2\n")
+    fake.chmod(0o755)
+    assert provision.check_java(str(fake), "3.7.2") == 11
+    with pytest.raises(MissingDependencyError, match="Kafka 4.4.0 needs Java 17"):
+        provision.check_java(str(fake), "4.4.0")
+
+
+def test_zookeeper_mode_is_refused_on_kafka_4(tmp_path: Path) -> None:
+    broker = LocalBroker(tmp_path / "broker.json")
+    with pytest.raises(UsageError, match="ZooKeeper mode ended with Kafka 3.9"):
+        broker.up(metadata="zookeeper", version="4.4.0")
+    assert not (tmp_path / "broker.json").exists()
 
 
 # -- the download path, against a local HTTP server serving a tarball built here ----------

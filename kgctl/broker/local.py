@@ -1,4 +1,6 @@
-"""Start, check and stop a local KRaft cluster of one or three combined nodes.
+"""Start, check and stop a local Kafka cluster of one or three nodes: KRaft (combined
+broker and controller nodes), or on Kafka 3.x ZooKeeper mode (one ZooKeeper server run
+from the same jars, then the brokers with `zookeeper.connect`).
 
 State (pids, ports, data dir, version) lives in `<state dir>/broker.json` so that
 `status`, `logs` and `down` work from any shell. A pid is only ever signalled after
@@ -33,6 +35,7 @@ from kgctl.broker.provision import (
     Progress,
     check_java,
     java_executable,
+    major_version,
     resolve_kafka,
 )
 from kgctl.errors import MissingDependencyError, SetupError, UsageError
@@ -82,6 +85,19 @@ SCRAM_MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256")
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 FILE_PROVIDER = "org.apache.kafka.common.config.provider.FileConfigProvider"
+
+KAFKA_MAIN = "kafka.Kafka"
+# ZooKeeper's own server entry point (what Kafka 3.x's zookeeper-server-start.sh runs):
+# with no `server.N` lines in its config it serves standalone.
+ZOOKEEPER_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+METADATA_MODES = ("kraft", "zookeeper")
+# KIP-848's consumer protocol before Kafka 4.0 (early access in 3.7, preview in 3.8 and
+# 3.9, KRaft only): off unless the broker lists it among its rebalance protocols; 3.7
+# also needs the new group coordinator switched on by name.
+CONSUMER_PROTOCOL_3X = {
+    "group.coordinator.rebalance.protocols": "classic,consumer",
+    "group.coordinator.new.enable": "true",
+}
 
 
 def state_dir() -> Path:
@@ -141,6 +157,7 @@ class Node:
     pid: int = 0
     config: str = ""
     log: str = ""
+    main: str = KAFKA_MAIN  # the Java main class, checked in /proc before any signal
 
 
 @dataclass
@@ -156,6 +173,9 @@ class BrokerState:
     security: str = "none"
     acls: bool = False
     client_config: str = ""  # the client.properties (0600) of a secured cluster
+    metadata: str = "kraft"  # kraft | zookeeper
+    consumer_protocol: bool = False  # KIP-848 switched on for a 3.x KRaft broker
+    zookeeper: Node | None = None  # the ZooKeeper server of zookeeper mode
 
     @property
     def bootstrap(self) -> str:
@@ -171,7 +191,21 @@ class BrokerState:
     @classmethod
     def from_dict(cls, raw: dict[str, object]) -> BrokerState:
         nodes = [Node(**n) for n in raw.pop("nodes", [])]  # type: ignore[attr-defined]
-        return cls(nodes=nodes, **raw)  # type: ignore[arg-type]
+        zk = raw.pop("zookeeper", None)
+        zookeeper = Node(**zk) if isinstance(zk, dict) else None
+        return cls(nodes=nodes, zookeeper=zookeeper, **raw)  # type: ignore[arg-type]
+
+    @property
+    def processes(self) -> list[Node]:
+        """Every process of this cluster: ZooKeeper (if any) first, then the nodes."""
+        return ([self.zookeeper] if self.zookeeper else []) + self.nodes
+
+    @property
+    def label(self) -> str:
+        """ "Kafka 3.9.1 (ZooKeeper)": the version and mode, as the refusals name them."""
+        mode = " (ZooKeeper)" if self.metadata == "zookeeper" else ""
+        kip848 = " with the consumer protocol on" if self.consumer_protocol else ""
+        return f"Kafka {self.version}{mode}{kip848}"
 
 
 def _reap_exited() -> None:
@@ -196,7 +230,7 @@ def node_is_running(node: Node) -> bool:
         cmdline = Path(f"/proc/{node.pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return b"kafka.Kafka" in cmdline and node.config.encode() in cmdline
+    return node.main.encode() in cmdline and node.config.encode() in cmdline
 
 
 class LocalBroker:
@@ -238,7 +272,8 @@ class LocalBroker:
             for n in state.nodes
         ]
         return {
-            "running": all(n["running"] for n in nodes),
+            "running": all(n["running"] for n in nodes)
+            and (state.zookeeper is None or node_is_running(state.zookeeper)),
             "bootstrap": state.bootstrap,
             "version": state.version,
             "data_dir": state.data_dir,
@@ -248,6 +283,17 @@ class LocalBroker:
             "security": state.security,
             "acls": state.acls,
             "client_config": state.client_config or None,
+            "metadata": state.metadata,
+            "consumer_protocol": state.consumer_protocol,
+            "zookeeper": (
+                {
+                    "pid": state.zookeeper.pid,
+                    "port": state.zookeeper.port,
+                    "running": node_is_running(state.zookeeper),
+                }
+                if state.zookeeper
+                else None
+            ),
         }
 
     # -- up ----------------------------------------------------------------------------
@@ -263,6 +309,8 @@ class LocalBroker:
         tie_to_parent: bool = False,
         security: str = "none",
         acls: bool = False,
+        metadata: str = "kraft",
+        consumer_protocol: bool = False,
         timeout_s: float = 120.0,
         say: Callable[[str], None] = lambda _m: None,
         wait: Callable[[str, Callable[[], bool], float], None] | None = None,
@@ -272,20 +320,27 @@ class LocalBroker:
 
         A node that died since the last `up` is restarted on its old port and data.
         `tie_to_parent` makes every node die with this process (test sessions, demos).
+        `metadata="zookeeper"` (Kafka 3.x) starts a ZooKeeper server first;
+        `consumer_protocol` switches KIP-848 on for a 3.x KRaft broker (4.x serves it).
         """
-        if brokers not in (1, 3):
-            raise UsageError(f"--brokers {brokers}: only 1 or 3 are supported")
-        if security not in SECURITY_PROTOCOLS:
-            raise UsageError(
-                f"--security {security!r}: expected one of {', '.join(SECURITY_PROTOCOLS)}"
-            )
-        if acls and "scram" not in security:
-            raise UsageError(
-                "--acls needs --security scram or scram+tls: without SCRAM every client is "
-                "User:ANONYMOUS, so ACLs could not tell users apart"
-            )
+        _check_options(brokers, security, acls, metadata, consumer_protocol, version, kafka_home)
         existing = self.load()
-        if existing and all(node_is_running(n) for n in existing.nodes):
+        wanted = BrokerState(
+            version, "", metadata=metadata, consumer_protocol=consumer_protocol
+        ).label
+        if (
+            existing
+            and kafka_home is None
+            and existing.label != wanted
+            and all(node_is_running(n) for n in existing.processes)
+        ):
+            # Not a silent success with the other cluster's address (seen: `up
+            # --kafka-version 3.9.1 -q` printed the running 3.7.2's bootstrap, exit 0).
+            raise UsageError(
+                f"{existing.label} is already running at {existing.bootstrap}, not "
+                f"{wanted}; run kgctl broker down first to change it"
+            )
+        if existing and all(node_is_running(n) for n in existing.processes):
             if len(existing.nodes) != brokers:
                 raise UsageError(
                     f"a local cluster of {len(existing.nodes)} node(s) is already running "
@@ -299,24 +354,35 @@ class LocalBroker:
                 )
             return existing
         java = java_executable()
-        check_java(java)
         dist = resolve_kafka(version, kafka_home, say=say, progress=progress)
+        check_java(java, dist.version)
         if (
             existing
             and len(existing.nodes) == brokers
             and (data_dir is None or str(data_dir) == existing.data_dir)
             and (existing.security, existing.acls) == (security, acls)
+            and existing.version == dist.version
+            and (existing.metadata, existing.consumer_protocol) == (metadata, consumer_protocol)
         ):
             state = existing  # restart the dead nodes of the cluster we know
         else:
             if existing:
                 self.down()
-            state = self._plan(dist, brokers, port, data_dir, kafka_defaults, security, acls)
+            state = self._plan(
+                dist, brokers, port, data_dir, kafka_defaults, security, acls, metadata
+            )
         state.version, state.origin = dist.version, dist.origin
+        state.consumer_protocol = consumer_protocol
         self._write_security(state)
         self._write_configs(state)
         started: list[Node] = []
         try:
+            if state.zookeeper is not None and not node_is_running(state.zookeeper):
+                state.zookeeper.pid = self._start_zookeeper(
+                    java, dist, state.zookeeper, tie_to_parent
+                )
+                started.append(state.zookeeper)
+                self._wait_zookeeper(state.zookeeper, timeout_s)
             for node in state.nodes:
                 if not node_is_running(node):
                     node.pid = self._start_node(java, dist, state, node, tie_to_parent)
@@ -328,7 +394,7 @@ class LocalBroker:
             # A failed start (a node not answering within the timeout, Ctrl-C while it
             # starts) stops what this call started before it is reported: nothing is
             # left running that no state describes. Nodes that were up before stay up.
-            self._stop(started, timeout_s=10.0)
+            self._stop(started[::-1], timeout_s=10.0)
             if state is not existing:
                 self.state_path.unlink(missing_ok=True)
             raise
@@ -343,6 +409,7 @@ class LocalBroker:
         kafka_defaults: bool,
         security: str = "none",
         acls: bool = False,
+        metadata: str = "kraft",
     ) -> BrokerState:
         remembered = self._remembered_ports()
         first = port or (remembered[0] if remembered and port_is_free(remembered[0]) else None)
@@ -359,18 +426,44 @@ class LocalBroker:
         # SCRAM users are written into the metadata log when storage is formatted, so a
         # new password (or another --security) needs freshly formatted storage.
         shape_security = f"{security}:{self._password_id(security)}"
-        self._claim_data_dir(root, brokers, owned=data_dir is None, security=shape_security)
+        self._claim_data_dir(
+            root,
+            brokers,
+            owned=data_dir is None,
+            security=shape_security,
+            kind=f"{dist.version}:{metadata}",
+        )
         nodes = [
             Node(node_id=i + 1, port=ports[i], controller_port=ports[brokers + i])
             for i in range(brokers)
         ]
+        zookeeper = None
+        if metadata == "zookeeper":
+            # The spare controller port of node 1 is ZooKeeper's client port.
+            zookeeper = Node(
+                node_id=0,
+                port=nodes[0].controller_port,
+                controller_port=0,
+                config=str(root / "zookeeper" / "zoo.cfg"),
+                log=str(root / "zookeeper" / "zookeeper.log"),
+                main=ZOOKEEPER_MAIN,
+            )
         self._remember_ports([n.port for n in nodes])
         return BrokerState(
-            dist.version, str(root), nodes, kafka_defaults, security=security, acls=acls
+            dist.version,
+            str(root),
+            nodes,
+            kafka_defaults,
+            security=security,
+            acls=acls,
+            metadata=metadata,
+            zookeeper=zookeeper,
         )
 
     @staticmethod
-    def _claim_data_dir(root: Path, brokers: int, owned: bool, security: str = "none:") -> None:
+    def _claim_data_dir(
+        root: Path, brokers: int, owned: bool, security: str = "none:", kind: str = ""
+    ) -> None:
         """Refuse to reuse data formatted for a cluster of another size or security.
 
         KRaft storage remembers its voters; a 1-node log under a 3-node quorum (or the
@@ -384,11 +477,18 @@ class LocalBroker:
             except ValueError:
                 recorded = {}
             size = recorded.get("nodes")
-            if size != brokers or recorded.get("security", "none:") != security:
+            # Storage of another version or metadata mode does not start (a 4.4 metadata
+            # log under a 3.7 broker, KRaft logs under ZooKeeper).
+            if (
+                size != brokers
+                or recorded.get("security", "none:") != security
+                or recorded.get("kind", kind) != kind
+            ):
                 if not owned:
                     raise UsageError(
                         f"--data-dir {root} holds a {size}-node cluster formatted for "
-                        f"--security {recorded.get('security', 'none:').split(':')[0]}; use "
+                        f"--security {recorded.get('security', 'none:').split(':')[0]} "
+                        f"({recorded.get('kind', kind) or 'Kafka 4.x:kraft'}); use "
                         f"another folder for this one, or remove it"
                     )
                 shutil.rmtree(root)
@@ -400,7 +500,7 @@ class LocalBroker:
                 )
             shutil.rmtree(root)
         root.mkdir(parents=True, exist_ok=True)
-        shape.write_text(json.dumps({"nodes": brokers, "security": security}))
+        shape.write_text(json.dumps({"nodes": brokers, "security": security, "kind": kind}))
 
     def client_settings(self, state: BrokerState | None = None, timeout_s: float = 30.0) -> Any:
         """ClientSettings that reach this cluster as its admin user (with --security)."""
@@ -519,6 +619,20 @@ class LocalBroker:
     def _write_configs(self, state: BrokerState) -> None:
         voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in state.nodes)
         replication = str(len(state.nodes))
+        if state.zookeeper is not None:
+            zk_home = Path(state.zookeeper.config).parent
+            (zk_home / "data").mkdir(parents=True, exist_ok=True)
+            zk_props = {
+                "dataDir": str(zk_home / "data"),
+                "clientPort": str(state.zookeeper.port),
+                "clientPortAddress": "127.0.0.1",
+                "maxClientCnxns": "0",
+                "admin.enableServer": "false",  # its Jetty would take port 8080
+            }
+            Path(state.zookeeper.config).write_text(
+                "".join(f"{k}={v}\n" for k, v in zk_props.items())
+            )
+            (zk_home / "log4j2.properties").write_text(LOG4J2.format(log=state.zookeeper.log))
         for node in state.nodes:
             home = Path(state.data_dir) / f"node-{node.node_id}"
             (home / "logs").mkdir(parents=True, exist_ok=True)
@@ -542,8 +656,26 @@ class LocalBroker:
                 "share.coordinator.state.topic.min.isr": "1",
                 "auto.create.topics.enable": "false",
             }
+            if state.zookeeper is not None:
+                for kraft_only in (
+                    "process.roles",
+                    "node.id",
+                    "controller.quorum.voters",
+                    "controller.listener.names",
+                ):
+                    del props[kraft_only]
+                props.update(
+                    {
+                        "broker.id": str(node.node_id),
+                        "zookeeper.connect": f"127.0.0.1:{state.zookeeper.port}",
+                        "listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
+                        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT",
+                    }
+                )
             if not state.kafka_defaults:
                 props.update(TEST_FRIENDLY)
+            if state.consumer_protocol and major_version(state.version) < 4:
+                props.update(CONSUMER_PROTOCOL_3X)
             props.update(self._security_props(state, node))
             config = home / "server.properties"
             config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
@@ -561,7 +693,7 @@ class LocalBroker:
     ) -> int:
         home = Path(node.config).parent
         log4j = f"-Dlog4j2.configurationFile={home / 'log4j2.properties'}"
-        if not (home / "kafka-logs" / "meta.properties").exists():
+        if state.zookeeper is None and not (home / "kafka-logs" / "meta.properties").exists():
             cluster_id = self._cluster_id(state)
             args = [
                 *HEAP,
@@ -628,6 +760,63 @@ class LocalBroker:
         _children[process.pid] = process
         return process.pid
 
+    @staticmethod
+    def _start_zookeeper(
+        java: str, dist: KafkaDistribution, zookeeper: Node, tie_to_parent: bool
+    ) -> int:
+        """ZooKeeper from the Kafka 3.x jars (they carry it), on 127.0.0.1 only; it logs
+        through the same SLF4J-to-Log4j 2 binding as the broker."""
+        home = Path(zookeeper.config).parent
+        _log_sizes_at_start[zookeeper.log] = (
+            Path(zookeeper.log).stat().st_size if Path(zookeeper.log).exists() else 0
+        )
+        with open(home / "console.log", "ab") as console:
+            process = subprocess.Popen(
+                [
+                    java,
+                    "-Xms64m",
+                    "-Xmx256m",
+                    f"-Dlog4j2.configurationFile={home / 'log4j2.properties'}",
+                    "-Dzookeeper.4lw.commands.whitelist=ruok",
+                    "-cp",
+                    dist.classpath,
+                    ZOOKEEPER_MAIN,
+                    zookeeper.config,
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=console,
+                stderr=subprocess.STDOUT,
+                cwd=home,
+                start_new_session=True,
+                preexec_fn=_die_with_parent if tie_to_parent else None,
+            )
+        _children[process.pid] = process
+        return process.pid
+
+    @staticmethod
+    def _wait_zookeeper(zookeeper: Node, timeout_s: float) -> None:
+        """Until ZooKeeper answers `ruok` with `imok` (a broker started before would
+        spend its zookeeper.connection.timeout retrying)."""
+        started = time.monotonic()
+        while time.monotonic() - started < timeout_s:
+            if not node_is_running(zookeeper):
+                raise SetupError(
+                    f"ZooKeeper exited while starting: {_last_error(zookeeper.log)}; "
+                    f"see {zookeeper.log}"
+                )
+            try:
+                with socket.create_connection(("127.0.0.1", zookeeper.port), timeout=1) as sock:
+                    sock.sendall(b"ruok")
+                    if sock.recv(4) == b"imok":
+                        return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise SetupError(
+            f"ZooKeeper on 127.0.0.1:{zookeeper.port} did not answer within "
+            f"{time.monotonic() - started:.0f} s; see {zookeeper.log}"
+        )
+
     def _cluster_id(self, state: BrokerState) -> str:
         marker = Path(state.data_dir) / "cluster.id"
         if not marker.exists():
@@ -688,6 +877,10 @@ class LocalBroker:
             return []
         stopped = [n for n in state.nodes if node_is_running(n)]
         self._stop(stopped, timeout_s)
+        # ZooKeeper last: a broker's controlled shutdown goes through it.
+        if state.zookeeper is not None and node_is_running(state.zookeeper):
+            self._stop([state.zookeeper], timeout_s)
+            stopped.append(state.zookeeper)
         self.state_path.unlink(missing_ok=True)
         return [n.pid for n in stopped]
 
@@ -720,6 +913,41 @@ class LocalBroker:
             time.sleep(0.05)
         _reap(node.pid)
         return node.pid
+
+
+def _check_options(
+    brokers: int,
+    security: str,
+    acls: bool,
+    metadata: str,
+    consumer_protocol: bool,
+    version: str,
+    kafka_home: Path | None,
+) -> None:
+    """`up`'s options that cannot go together, refused before anything starts."""
+    if brokers not in (1, 3):
+        raise UsageError(f"--brokers {brokers}: only 1 or 3 are supported")
+    if security not in SECURITY_PROTOCOLS:
+        raise UsageError(
+            f"--security {security!r}: expected one of {', '.join(SECURITY_PROTOCOLS)}"
+        )
+    if acls and "scram" not in security:
+        raise UsageError(
+            "--acls needs --security scram or scram+tls: without SCRAM every client is "
+            "User:ANONYMOUS, so ACLs could not tell users apart"
+        )
+    if metadata not in METADATA_MODES:
+        raise UsageError(f"--metadata {metadata!r}: expected one of {', '.join(METADATA_MODES)}")
+    if metadata == "zookeeper" and kafka_home is None and major_version(version) >= 4:
+        raise UsageError(
+            f"--metadata zookeeper with Kafka {version}: ZooKeeper mode ended with Kafka "
+            "3.9; pass --kafka-version 3.9.1 (or another 3.x), or drop --metadata"
+        )
+    if metadata == "zookeeper" and (security != "none" or consumer_protocol):
+        raise UsageError(
+            "--metadata zookeeper runs PLAINTEXT and the classic protocol only (the "
+            "consumer protocol needs KRaft); drop --security / --consumer-protocol"
+        )
 
 
 def _private_dir(path: Path) -> None:

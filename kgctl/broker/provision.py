@@ -33,7 +33,7 @@ from kgctl.errors import MissingDependencyError, SetupError
 DEFAULT_KAFKA_VERSION = "4.4.0"
 SCALA_VERSION = "2.13"
 DEFAULT_MIRROR = "https://archive.apache.org/dist/kafka"
-MIN_JAVA = 17
+MIN_JAVA = 17  # Kafka 4's brokers; the 3.x brokers run on Java 11 (min_java)
 
 Progress = Callable[[str, int, int | None], None]  # (label, done bytes, total bytes)
 
@@ -70,28 +70,41 @@ def java_executable() -> str:
     return found
 
 
-def check_java(java: str | None = None) -> int:
-    """The major version of Java, or a one-line error if missing or too old."""
+def major_version(version: str) -> int:
+    """3 for "3.9.1": the Kafka line a version belongs to (4 when it does not parse)."""
+    head = version.split(".", 1)[0]
+    return int(head) if head.isdigit() else 4
+
+
+def min_java(version: str) -> int:
+    """The oldest Java that runs this Kafka version's broker (Kafka 4 dropped Java 11)."""
+    return 11 if major_version(version) < 4 else MIN_JAVA
+
+
+def check_java(java: str | None = None, version: str = DEFAULT_KAFKA_VERSION) -> int:
+    """The major version of Java, or a one-line error if missing or too old for Kafka
+    `version`."""
     java = java or java_executable()
+    need = min_java(version)
     try:
         out = subprocess.run(
             [java, "-version"], capture_output=True, text=True, timeout=30, check=False
         )
     except OSError as exc:
         raise MissingDependencyError(
-            f"cannot run {java} ({exc.strerror}); install Java {MIN_JAVA}+ or set JAVA_HOME"
+            f"cannot run {java} ({exc.strerror}); install Java {need}+ or set JAVA_HOME"
         ) from None
     match = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
     if not match:
         raise MissingDependencyError(
-            f"{java} -version printed no version; install Java {MIN_JAVA}+ or set JAVA_HOME"
+            f"{java} -version printed no version; install Java {need}+ or set JAVA_HOME"
         )
     major = int(match.group(1))
     if major == 1 and match.group(2):  # "1.8.0_x" style
         major = int(match.group(2))
-    if major < MIN_JAVA:
+    if major < need:
         raise MissingDependencyError(
-            f"Java {major} found at {java}, but Kafka 4 needs Java {MIN_JAVA}+; "
+            f"Java {major} found at {java}, but Kafka {version} needs Java {need}+; "
             "install a newer JDK (Debian: apt-get install openjdk-17-jre-headless) "
             "or point JAVA_HOME at one"
         )

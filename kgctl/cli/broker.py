@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from kgctl.broker.local import BrokerState
 
 broker_app = typer.Typer(
-    help="Run a real local Apache Kafka (KRaft) for trying kgctl without a cluster.",
+    help="Run a real local Apache Kafka (KRaft, or ZooKeeper on 3.x) for trying kgctl "
+    "without a cluster.",
     no_args_is_help=True,
 )
 
@@ -43,6 +44,11 @@ KafkaHome = Annotated[
         show_default=False,
     ),
 ]
+
+
+class Metadata(str, enum.Enum):
+    kraft = "kraft"
+    zookeeper = "zookeeper"
 
 
 class Security(str, enum.Enum):
@@ -91,6 +97,23 @@ def up(
         str, typer.Option(help="Apache Kafka version to fetch and run.")
     ] = DEFAULT_KAFKA_VERSION,
     kafka_home: KafkaHome = None,
+    metadata: Annotated[
+        Metadata,
+        typer.Option(
+            "--metadata",
+            help="kraft, or zookeeper (Kafka 3.x only: a ZooKeeper server from the same "
+            "jars, stopped with the broker by kgctl broker down).",
+        ),
+    ] = Metadata.kraft,
+    consumer_protocol: Annotated[
+        bool,
+        typer.Option(
+            "--consumer-protocol",
+            help="Serve KIP-848's consumer protocol on a 3.x KRaft broker "
+            "(group.coordinator.rebalance.protocols=classic,consumer); Kafka 4 serves it "
+            "already.",
+        ),
+    ] = False,
     security: Annotated[
         Security,
         typer.Option(
@@ -154,6 +177,8 @@ def up(
             timeout_s=timeout,
             security=security.value,
             acls=acls,
+            metadata=metadata.value,
+            consumer_protocol=consumer_protocol,
             say=env.say,
             wait=spinner(env),
             progress=on_progress,
@@ -167,15 +192,22 @@ def up(
                     "pids": state.pids,
                     "data_dir": state.data_dir,
                     "version": state.version,
+                    "metadata": state.metadata,
+                    "consumer_protocol": state.consumer_protocol,
                     "security": state.security,
                     "acls": state.acls,
                     "client_config": state.client_config or None,
                 },
             )
         else:
+            zk = (
+                f", ZooKeeper pid {state.zookeeper.pid} on 127.0.0.1:{state.zookeeper.port}"
+                if state.zookeeper
+                else ""
+            )
             env.say(
-                f"Apache Kafka {state.version} is up ({len(state.nodes)} node(s), "
-                f"pids {' '.join(map(str, state.pids))}, data in {state.data_dir})"
+                f"Apache {state.label} is up ({len(state.nodes)} node(s), "
+                f"pids {' '.join(map(str, state.pids))}{zk}, data in {state.data_dir})"
             )
             if state.client_config:
                 env.say(_security_note(state))
@@ -211,7 +243,9 @@ def down(
             emit_json(env, {"stopped_pids": stopped})
         else:
             env.say(
-                f"stopped {len(stopped)} Kafka node(s)" if stopped else "no local Kafka was running"
+                f"stopped {len(stopped)} process(es) kgctl started"
+                if stopped
+                else "no local Kafka was running"
             )
 
     run(env, body)
@@ -240,8 +274,13 @@ def status(
                 env.line(
                     f"node {node['node_id']}  127.0.0.1:{node['port']}  pid {node['pid']}  {word}"
                 )
+            zk = info.get("zookeeper")
+            if isinstance(zk, dict):
+                word = "running" if zk["running"] else "DEAD (restart with: kgctl broker up)"
+                env.line(f"zookeeper  127.0.0.1:{zk['port']}  pid {zk['pid']}  {word}")
             env.line(
-                f"bootstrap {info['bootstrap']}  version {info['version']}  data {info['data_dir']}"
+                f"bootstrap {info['bootstrap']}  version {info['version']}  "
+                f"metadata {info['metadata']}  data {info['data_dir']}"
             )
             if info.get("client_config"):
                 env.line(
