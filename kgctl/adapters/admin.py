@@ -13,6 +13,9 @@ kafka-python 3.0.12 quirks handled here:
   GROUP_ID_NOT_FOUND): `kip848.py` defines it. A group DescribeGroups does not find is
   asked again with ConsumerGroupDescribe; once a group is known to be a consumer group it
   is asked that way first. A broker without that request is said so once, then skipped.
+- Kafka 3.8 and 3.9 advertise ConsumerGroupDescribe with KIP-848 off (and in ZooKeeper
+  mode) and answer each group UNSUPPORTED_VERSION (35): that means "this broker serves
+  no consumer groups", the same as not advertising it, never a failed connection.
 """
 
 from __future__ import annotations
@@ -49,6 +52,10 @@ from kgctl.model.snapshot import GroupListing, GroupSnapshot, MemberSnapshot
 from kgctl.settings import ClientSettings
 
 log = logging.getLogger(__name__)
+
+# Bootstraps already told that they serve no consumer groups: one warning per cluster
+# and process, however many admins ask (on 3.7 a watch printed it twice).
+_warned_unsupported: set[str] = set()
 
 
 # Retriable errors (a coordinator loading its groups after a restart) are tried again.
@@ -166,12 +173,13 @@ class GroupAdmin:
         broker cannot say), so the caller uses DescribeGroups."""
         try:
             snap: GroupSnapshot | None = self._call(_describe_consumer, group)
-        except Unsupported:
-            if self.kip848 is None:
+        except Unsupported as why:
+            if self.kip848 is None and self.settings.bootstrap not in _warned_unsupported:
+                _warned_unsupported.add(self.settings.bootstrap)
                 log.warning(
-                    "the broker does not support ConsumerGroupDescribe (KIP-848, Kafka 3.7+): "
-                    "groups on the consumer protocol cannot be described; "
-                    "watching with DescribeGroups only"
+                    "the broker %s: it serves no consumer-protocol (KIP-848) groups; "
+                    "describing groups with DescribeGroups only",
+                    why,
                 )
             self.kip848 = False
             return None
@@ -231,8 +239,8 @@ async def _describe_consumer_async(admin: Any, group: str) -> tuple[int, Any]:
     coordinator = await admin._find_coordinator_id(group)
     try:
         response = await admin._manager.send(request(group), node_id=coordinator)
-    except Errors.IncompatibleBrokerVersion as exc:
-        raise Unsupported(str(exc)) from None
+    except Errors.IncompatibleBrokerVersion:
+        raise Unsupported("does not know ConsumerGroupDescribe (Kafka 3.7+)") from None
     return coordinator, response
 
 
@@ -242,6 +250,8 @@ def _describe_consumer(admin: Any, group: str) -> GroupSnapshot | None:
     error = Errors.for_code(described.error_code)
     if error is Errors.GroupIdNotFoundError:
         return None  # no such group, or a classic one ("... is not a consumer group")
+    if error is Errors.UnsupportedVersionError:
+        raise Unsupported("advertises ConsumerGroupDescribe but answers UNSUPPORTED_VERSION")
     if error is not Errors.NoError:
         raise error(f"ConsumerGroupDescribe {group}: {described.error_message or error.__name__}")
     node = admin._manager.cluster.broker_metadata(coordinator)
@@ -285,12 +295,13 @@ def _list_groups(admin: Any) -> list[GroupListing]:
         if snap is not None:
             counts[name] = len(snap.members)
     by_name = {g["group_id"]: g for g in listed}
+    untyped = _untyped_group(admin)
     return [
         GroupListing(
             group=name,
             state=str(by_name[name].get("group_state", "") or ""),
             protocol_type=str(by_name[name].get("protocol_type", "") or ""),
-            group_type=str(by_name[name].get("group_type", "") or ""),
+            group_type=str(by_name[name].get("group_type", "") or untyped),
             members=counts.get(name),
         )
         for name in names
@@ -408,3 +419,15 @@ def _batched_snapshot(admin: Any, described: Any, kind: str, where: str) -> Grou
         members=members,
         group_type="classic",
     )
+
+
+def _untyped_group(admin: Any) -> str:
+    """The type of a group ListGroups lists without one (before ListGroups v5, e.g. Kafka
+    3.7): classic on a broker without ConsumerGroupHeartbeat, which has no other kind;
+    else not known. Never the protocol type, whose "consumer" is every classic consumer's.
+    """
+    try:
+        versions = admin.api_versions()
+    except Exception:  # the listing stands without it
+        return "unknown"
+    return "unknown" if any(int(k) == 68 for k in versions) else "classic"

@@ -78,6 +78,11 @@ class Capabilities:
         missing = self.consumer_protocol_missing
         if missing:
             return missing
+        if self.migration_policy is None and self.version.startswith(("3.", "2.")):
+            # An internal setting on 3.x (DescribeConfigs leaves it out) whose default
+            # there is disabled: seen on 3.9.1, a migrating group failed with
+            # GROUP_ID_NOT_FOUND after minutes.
+            return f"keeps {MIGRATION_POLICY} at its Kafka 3.x default, disabled"
         if self.migration_policy is not None and self.migration_policy not in (
             "upgrade",
             "bidirectional",
@@ -98,7 +103,7 @@ class Capabilities:
         if self.version.startswith(("0.", "1.", "2.")) or self.version in ("3.5", "3.6"):
             return "upgrade the broker to Kafka 4.0+ (3.7+ as early access, KRaft only)"
         return (
-            f"or set {REBALANCE_PROTOCOLS}=classic,consumer on a KRaft broker (preview "
+            f"set {REBALANCE_PROTOCOLS}=classic,consumer on a KRaft broker (preview "
             "before Kafka 4.0, where it is on by default)"
         )
 

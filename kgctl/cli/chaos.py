@@ -189,6 +189,9 @@ def run_command(
 
         sc = with_app(sc, parse_app(app) if app is not None else None)
         settings = make_settings(bootstrap, command_config, x, timeout)
+        from kgctl.chaos.preflight import check
+
+        check(sc, settings)  # before any topic, member or proxy: exit 6 in seconds
         options = RunOptions(
             topic_prefix=topic_prefix,
             group=group,

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from kgctl.cli.base import Env, OutputFormat, make_env, make_settings, run
-from kgctl.errors import ExitStatus, UsageError
+from kgctl.errors import ExitStatus, MemberFailedError, UsageError
 from kgctl.model.events import Event
 
 
@@ -196,7 +196,21 @@ def run_join(
         config.validate()
         member_class = Member
         if config.group_protocol == "consumer":
+            from kgctl.adapters.cluster import probe
             from kgctl.member.consumer_member import ConsumerProtocolMember
+
+            # Before the member starts: on a broker without KIP-848 it failed with a
+            # bare UNSUPPORTED_VERSION that said nothing of why (Kafka 3.x).
+            caps = probe(settings)
+            missing = caps.consumer_protocol_missing
+            if missing:
+                raise MemberFailedError(
+                    caps.refusal(
+                        "kgctl join --group-protocol consumer",
+                        missing,
+                        f"run it with --group-protocol classic, or {caps.enable_hint}",
+                    )
+                )
 
             member_class = ConsumerProtocolMember
         if members > 1:
