@@ -30,9 +30,14 @@ system-deps:
 	  else echo "please install:$$missing (Debian package names)"; exit 1; fi; \
 	fi
 
-# Resolve Apache Kafka's jars once (Maven; cached in ~/.cache/kgctl).
+# Resolve Apache Kafka's jars once (Maven; cached in ~/.cache/kgctl): the default
+# version and those of the compatibility tier (tests/compat).
+COMPAT_KAFKA_VERSIONS := 3.7.2 3.9.1
 kafka: setup
 	$(BIN)/python -c "from kgctl.broker.provision import resolve_kafka; print(resolve_kafka(say=print))"
+	for v in $(COMPAT_KAFKA_VERSIONS); do \
+	  $(BIN)/python -c "from kgctl.broker.provision import resolve_kafka; print(resolve_kafka('$$v', say=print))" || exit 1; \
+	done
 
 # Apache Kafka's kafka-tools jars (its Java VerifiableConsumer, a KIP-848 member for the
 # tests and the Java member of the benchmarks); Maven once, cached in ~/.cache/kgctl.

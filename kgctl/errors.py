@@ -16,7 +16,7 @@ class ExitStatus(enum.IntEnum):
     CANNOT_CONNECT = 3  # bootstrap unreachable, not Kafka, or timed out
     NOT_FOUND = 4  # a group, topic or scenario that does not exist
     INVARIANT_FAILED = 5  # a chaos invariant or scenario expectation did not hold
-    SETUP_FAILED = 6  # the local broker or a chaos fleet could not be set up
+    SETUP_FAILED = 6  # local broker or chaos fleet not set up, or the cluster cannot run it
     FENCED = 7  # a static member was fenced by another with the same instance id
     NOT_AUTHORIZED = 8  # the cluster refused an operation (ACLs, authentication)
     MISSING_DEPENDENCY = 9  # Java, Maven or an Apache Kafka distribution is missing
