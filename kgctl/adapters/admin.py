@@ -177,8 +177,9 @@ class GroupAdmin:
             if self.kip848 is None and self.settings.bootstrap not in _warned_unsupported:
                 _warned_unsupported.add(self.settings.bootstrap)
                 log.warning(
-                    "the broker %s: it serves no consumer-protocol (KIP-848) groups; "
-                    "describing groups with DescribeGroups only",
+                    "the broker at %s serves no consumer-protocol (KIP-848) groups "
+                    "(ConsumerGroupDescribe: it %s); describing groups with DescribeGroups only",
+                    self.settings.bootstrap,
                     why,
                 )
             self.kip848 = False
@@ -281,9 +282,13 @@ def _list_groups(admin: Any) -> list[GroupListing]:
     classic = [
         g["group_id"] for g in listed if g.get("group_type", "classic") in ("classic", "", None)
     ]
+    described_classic: set[str] = set()
     for name in classic:
         try:
-            counts[name] = len(_describe(admin, name).members)
+            found = _describe(admin, name)
+            counts[name] = len(found.members)
+            if not found.missing:  # DescribeGroups knows only classic groups
+                described_classic.add(name)
         except Exception:  # counts are a nicety; the listing stands without them
             log.debug("describe %s for counts failed", name, exc_info=True)
     for name in (g["group_id"] for g in listed if g.get("group_type") == "consumer"):
@@ -295,13 +300,18 @@ def _list_groups(admin: Any) -> list[GroupListing]:
         if snap is not None:
             counts[name] = len(snap.members)
     by_name = {g["group_id"]: g for g in listed}
-    untyped = _untyped_group(admin)
     return [
         GroupListing(
             group=name,
             state=str(by_name[name].get("group_state", "") or ""),
             protocol_type=str(by_name[name].get("protocol_type", "") or ""),
-            group_type=str(by_name[name].get("group_type", "") or untyped),
+            # Before ListGroups v5 (Kafka 3.7) no type is sent: classic when DescribeGroups
+            # described it, else not known; never the protocol type, whose "consumer" is
+            # every classic consumer's.
+            group_type=str(
+                by_name[name].get("group_type", "")
+                or ("classic" if name in described_classic else "unknown")
+            ),
             members=counts.get(name),
         )
         for name in names
