@@ -64,10 +64,13 @@ def test_up_status_logs_down_from_other_shells(isolated: dict[str, str], bootstr
         "pids",
         "data_dir",
         "version",
+        "metadata",
+        "consumer_protocol",
         "security",
         "acls",
         "client_config",
     }
+    assert (info["metadata"], info["consumer_protocol"]) == ("kraft", False)
     assert info["bootstrap"].startswith("127.0.0.1:") and info["version"] == "4.4.0"
     (pid,) = info["pids"]
     assert alive(pid)
