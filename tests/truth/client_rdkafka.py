@@ -1,0 +1,129 @@
+"""A plain librdkafka consumer (confluent-kafka) that reports what it itself saw, as JSON
+lines on stdout: its assignment callbacks (assigned, revoked, lost) with wall-clock times,
+its errors, and what it was told to do. This is the ground truth the suite holds kgctl's
+answers to; kgctl never reads it.
+
+usage: client_rdkafka.py NAME GROUP TOPIC BOOTSTRAP [key=value ...]
+
+Commands on stdin, one a line: `stall SECONDS` (stop polling that long, as a member whose
+processing outlives max.poll.interval.ms), `stop` (close gracefully, a LeaveGroup).
+The harness ends a killed member with SIGKILL, which this program cannot see.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+name, group, topic, bootstrap = sys.argv[1:5]
+extra = dict(kv.split("=", 1) for kv in sys.argv[5:])
+# Incremental callbacks for the protocols that move partitions one by one: the
+# cooperative assignor and the consumer protocol (KIP-848), which is always incremental.
+INCREMENTAL = (
+    "cooperative" in extra.get("partition.assignment.strategy", "")
+    or extra.get("group.protocol") == "consumer"
+)
+out_lock = threading.Lock()
+
+
+def report(event: str, **fields: Any) -> None:
+    line = json.dumps({"ts_ms": int(time.time() * 1000), "client": name, "event": event, **fields})
+    with out_lock:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
+def parts(tps: list[TopicPartition]) -> list[int]:
+    return sorted(tp.partition for tp in tps)
+
+
+conf: dict[str, Any] = {
+    "bootstrap.servers": bootstrap,
+    "group.id": group,
+    "client.id": name,
+    "enable.auto.commit": False,
+    "auto.offset.reset": "earliest",
+    # The growth situation: the members must see new partitions within seconds.
+    "topic.metadata.refresh.interval.ms": 1000,
+    "error_cb": lambda e: report("error", error=str(e)),
+}
+conf.update(extra)
+consumer = Consumer(conf)
+
+
+def member_id(c: Consumer) -> str | None:
+    try:
+        return c.memberid() or None
+    except Exception:  # not in a group yet
+        return None
+
+
+def on_assign(c: Consumer, tps: list[TopicPartition]) -> None:
+    if INCREMENTAL:
+        c.incremental_assign(tps)
+    else:
+        c.assign(tps)
+    report("assigned", partitions=parts(tps), owns=parts(c.assignment()), member_id=member_id(c))
+
+
+def on_revoke(c: Consumer, tps: list[TopicPartition]) -> None:
+    if INCREMENTAL:
+        c.incremental_unassign(tps)
+    else:
+        c.unassign()
+    report("revoked", partitions=parts(tps), owns=parts(c.assignment()), member_id=member_id(c))
+
+
+def on_lost(c: Consumer, tps: list[TopicPartition]) -> None:
+    if INCREMENTAL:
+        c.incremental_unassign(tps)
+    else:
+        c.unassign()
+    report("lost", partitions=parts(tps), owns=parts(c.assignment()), member_id=member_id(c))
+
+
+commands: list[str] = []
+commands_lock = threading.Lock()
+
+
+def read_commands() -> None:
+    for line in sys.stdin:
+        with commands_lock:
+            commands.append(line.strip())
+    with commands_lock:  # the harness went away: stop too, never outlive it
+        commands.append("stop")
+
+
+threading.Thread(target=read_commands, daemon=True).start()
+consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
+report("started", config={k: v for k, v in conf.items() if not callable(v)})
+running = True
+last_commit = 0.0
+while running:
+    with commands_lock:
+        todo, commands[:] = list(commands), []
+    for command in todo:
+        if command == "stop":
+            running = False
+        elif command.startswith("stall "):
+            seconds = float(command.split()[1])
+            report("stalled", seconds=seconds)
+            time.sleep(seconds)
+            report("resumed")
+    if not running:
+        break
+    msg = consumer.poll(0.2)
+    if msg is not None and not msg.error() and time.time() - last_commit >= 1:
+        last_commit = time.time()
+        try:
+            consumer.commit(asynchronous=True)
+        except KafkaException as exc:
+            report("error", error=str(exc))
+report("closing")
+consumer.close()
+report("closed")

@@ -1,0 +1,159 @@
+"""The truth suite's one fixture: every situation of every client kind, run side by side
+on the session broker (each in its own group), its ground truth read, and kgctl asked in
+every view. Runs once per pytest session; the tests only read its results."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from harness import VIEWS, Proxy, Run, ask, ask_text, unique  # noqa: E402
+from situations import (  # noqa: E402
+    CLASSIC_TIMING,
+    CLIENTS,
+    RUNS,
+    SITUATIONS,
+    Context,
+    Outcome,
+    classic,
+    judge,
+    truth_of,
+)
+
+
+def _admin(bootstrap: str) -> Any:
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": bootstrap, "client.id": "truth-admin"})
+
+
+def _create(admin: Any, topic: str, partitions: int) -> None:
+    from confluent_kafka.admin import NewTopic
+
+    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        future.result()
+
+
+def _grow(admin: Any, topic: str, partitions: int) -> None:
+    from confluent_kafka.admin import NewPartitions
+
+    for future in admin.create_partitions([NewPartitions(topic, partitions)]).values():
+        future.result()
+
+
+@pytest.fixture(scope="session")
+def truth_outcomes(
+    bootstrap: str, broker_logs: list[Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[tuple[str, str], Outcome]]:
+    admin = _admin(bootstrap)
+    empty_state = tmp_path_factory.mktemp("truth-no-local-broker")
+    trace_topic = unique("truth-trace")
+    proxy = Proxy(bootstrap, trace_topic)
+    ctx = Context(proxy=proxy, grow=lambda topic, n: _grow(admin, topic, n))
+    outcomes: dict[tuple[str, str], Outcome] = {key: Outcome() for key in RUNS}
+    topics: list[str] = []
+    lock = threading.Lock()
+    texts = os.environ.get("KGCTL_TRUTH_TEXT")
+
+    def one(key: tuple[str, str], delay: float) -> None:
+        client, situation = key
+        out = outcomes[key]
+        time.sleep(delay)  # starts spread out: two cores, fifty processes
+        began = time.monotonic()
+        topic, group = unique(f"truth-{situation}"), unique(f"truth-{situation}-{client}")
+        out.group = group
+        with lock:
+            topics.append(topic)
+        conf = dict(CLIENTS[client])
+        if classic(client):
+            conf.update(CLASSIC_TIMING)
+        run = Run(client, situation, group, topic, 6, proxy.bootstrap, conf)
+        try:
+            _create(admin, topic, 6)
+            expected = SITUATIONS[situation](run, ctx)
+            out.truth = truth_of(run, expected)
+            time.sleep(1.5)  # the proxy's trace reaches its topic
+            for view in VIEWS:
+                out.answers[view] = ask(
+                    view,
+                    group,
+                    bootstrap,
+                    trace_topic=trace_topic,
+                    broker_logs=broker_logs,
+                    empty_state=empty_state,
+                )
+                out.verdicts[view] = judge(out.truth, out.answers[view], view)
+            if texts:
+                _keep_texts(Path(texts), key, run, bootstrap, trace_topic, broker_logs)
+        except Exception:
+            out.error = traceback.format_exc()
+        finally:
+            run.end()
+            out.seconds = time.monotonic() - began
+
+    # The longest (Kafka's 45 s session) first, then the rest side by side.
+    order = sorted(RUNS, key=lambda key: key[1] != "kill-45s")
+    try:
+        with ThreadPoolExecutor(max_workers=len(order)) as pool:
+            for i, key in enumerate(order):
+                pool.submit(one, key, i * 0.7)
+        dump = os.environ.get("KGCTL_TRUTH_DUMP")
+        if dump:
+            _dump(Path(dump), outcomes)
+        yield outcomes
+    finally:
+        proxy.stop()
+        admin.delete_topics([*topics, trace_topic])
+
+
+def _keep_texts(
+    into: Path,
+    key: tuple[str, str],
+    run: Run,
+    bootstrap: str,
+    trace_topic: str,
+    broker_logs: list[Path],
+) -> None:
+    """explain's text, for a person to read (KGCTL_TRUTH_TEXT=DIR)."""
+    into.mkdir(parents=True, exist_ok=True)
+    logs = [a for log in broker_logs for a in ("--broker-log", str(log))]
+    name = f"{key[0]}-{key[1]}"
+    (into / f"{name}.direct.txt").write_text(ask_text(run.group, bootstrap, *logs))
+    (into / f"{name}.wire.txt").write_text(
+        ask_text(run.group, bootstrap, "--trace-topic", trace_topic)
+    )
+
+
+def _dump(path: Path, outcomes: dict[tuple[str, str], Outcome]) -> None:
+    """Every run's truth and verdicts as JSON (KGCTL_TRUTH_DUMP=FILE), to read a failure."""
+    doc = {}
+    for (client, situation), out in outcomes.items():
+        doc[f"{client} {situation}"] = {
+            "group": out.group,
+            "seconds": round(out.seconds, 1),
+            "error": out.error,
+            "truth": None
+            if out.truth is None
+            else {
+                "expected": vars(out.truth.expected),
+                "revoked": out.truth.revoked,
+                "moved": out.truth.moved,
+                "without": out.truth.without,
+                "second_round": out.truth.second_round,
+                "settled_ms": out.truth.settled_ms,
+            },
+            "verdicts": {v: vars(verdict) for v, verdict in out.verdicts.items()},
+        }
+    path.write_text(json.dumps(doc, indent=1))

@@ -1,0 +1,396 @@
+"""The truth suite's situations, the ground truth each one leaves, and the judge that
+holds kgctl's answer to it.
+
+The truth is read only from what the clients reported about themselves (their assignment
+callbacks, tests/truth/client_rdkafka.py) and what the harness did and when; never from
+kgctl. Counted over the rebalances the action caused (from the action until the group
+settled again, a cooperative second round included):
+
+- revoked: partitions the members that stayed revoked in their callbacks (a member that
+  leaves, or is killed, gives its partitions up by leaving; a lost partition is not a
+  revoke);
+- moved: partitions whose owner after differs from the owner before (a partition the
+  growth added had none: not moved);
+- without partitions: for each member that stayed, how long it owned nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness import Proxy, Run
+
+SESSION_MS = 3000  # the short session of the classic clients
+HEARTBEAT_MS = 500
+KAFKA_DEFAULT_SESSION_MS = 45000  # librdkafka's (and Java's) default session.timeout.ms
+# The session broker's session for consumer-protocol groups (kgctl/broker/local.py).
+BROKER_CONSUMER_SESSION_MS = 10000
+BROKER_CONSUMER_HEARTBEAT_MS = 500
+MAX_POLL_MS = 4000
+
+# What each client kind is: librdkafka with the classic protocol's eager `range`, with
+# `cooperative-sticky`, and with the consumer protocol (KIP-848), which refuses the
+# session, heartbeat and assignor settings (the broker owns them).
+CLIENTS: dict[str, dict[str, str]] = {
+    "rdkafka-range": {"partition.assignment.strategy": "range"},
+    "rdkafka-cooperative": {"partition.assignment.strategy": "cooperative-sticky"},
+    "rdkafka-consumer": {"group.protocol": "consumer"},
+}
+CLASSIC_TIMING = {"session.timeout.ms": str(SESSION_MS), "heartbeat.interval.ms": str(HEARTBEAT_MS)}
+
+
+def classic(client: str) -> bool:
+    return CLIENTS[client].get("group.protocol") != "consumer"
+
+
+def incremental(client: str) -> bool:
+    return "cooperative" in CLIENTS[client].get("partition.assignment.strategy", "") or (
+        not classic(client)
+    )
+
+
+@dataclass
+class Expected:
+    """What the situation's action was, as the harness knows it."""
+
+    cause: str  # kgctl's Cause word for what happened
+    who: str | None  # the member it was about; None: any member may be named
+    action_ms: int
+    wait: tuple[str, str, int, int] | None = None  # kind, member, at least ms, at most ms
+    fault: str | None = None  # the error the proxy injected, when it caused the rebalance
+
+
+@dataclass
+class Truth:
+    expected: Expected
+    settled_ms: int
+    revoked: int
+    moved: int
+    without: dict[str, int]
+    second_round: bool
+
+
+@dataclass
+class Context:
+    """What a situation may use besides its run."""
+
+    proxy: Proxy
+    grow: Callable[[str, int], None]
+
+
+# -- situations: each acts on a settled group of its own and says what it did --------------
+
+
+def _members(run: Run, n: int, **conf: str) -> None:
+    for i in range(1, n + 1):
+        run.start(i, **conf)
+        time.sleep(0.3)
+    run.settle(n)
+
+
+def kill_short(run: Run, ctx: Context) -> Expected:
+    _members(run, 3)
+    victim = run.name(3)
+    action = _kill(run, victim)
+    run.settle(2, timeout_s=60)
+    session, heartbeat = _session(run)
+    return Expected(
+        "timed_out", victim, action, ("dead", victim, session - heartbeat - 500, session + 1000)
+    )
+
+
+def kill_default_session(run: Run, ctx: Context) -> Expected:
+    # Kafka's own 45 s session, the one most applications run with.
+    _members(
+        run,
+        3,
+        **{"session.timeout.ms": str(KAFKA_DEFAULT_SESSION_MS), "heartbeat.interval.ms": "3000"},
+    )
+    victim = run.name(3)
+    action = _kill(run, victim)
+    run.settle(2, timeout_s=90)
+    session = KAFKA_DEFAULT_SESSION_MS
+    return Expected(
+        "timed_out", victim, action, ("dead", victim, session - 3000 - 500, session + 1000)
+    )
+
+
+def graceful_stop(run: Run, ctx: Context) -> Expected:
+    _members(run, 3)
+    victim = run.name(3)
+    action = run.act("stop", victim).ts_ms
+    run.members[victim].tell("stop")
+    run.members[victim].proc.wait(timeout=30)
+    run.settle(2)
+    return Expected("member_left", victim, action)
+
+
+def scale_out(run: Run, ctx: Context) -> Expected:
+    _members(run, 2)
+    _snapshot_before(run)
+    joiner = run.name(3)
+    action = run.act("join", joiner).ts_ms
+    run.start(3)
+    run.settle(3)
+    return Expected("member_joined", joiner, action)
+
+
+def partition_growth(run: Run, ctx: Context) -> Expected:
+    _members(run, 3)
+    _snapshot_before(run)
+    action = run.act("grow 6 -> 9").ts_ms
+    ctx.grow(run.topic, 9)
+    run.partitions = 9
+    run.settle(3, timeout_s=60)
+    return Expected("partitions_changed", None, action)
+
+
+def max_poll_exceeded(run: Run, ctx: Context) -> Expected:
+    extra = {"max.poll.interval.ms": str(MAX_POLL_MS)}
+    _members(run, 3, **extra)
+    slow = run.name(3)
+    action = run.act(f"stall {MAX_POLL_MS * 2} ms", slow).ts_ms
+    _snapshot_before(run)
+    run.members[slow].tell(f"stall {MAX_POLL_MS * 2 / 1000}")
+    time.sleep(MAX_POLL_MS * 2 / 1000)
+    run.settle(3, timeout_s=60)
+    return Expected("timed_out", slow, action)
+
+
+def heartbeat_rebalance_in_progress(run: Run, ctx: Context) -> Expected:
+    _members(run, 3)
+    _snapshot_before(run)
+    target = run.name(1)
+    action = run.act("fault Heartbeat REBALANCE_IN_PROGRESS", target).ts_ms
+    ctx.proxy.add_rule(
+        f"Heartbeat:error=REBALANCE_IN_PROGRESS:count=1:group={run.group}:client={target}"
+    )
+    run.settle(3, timeout_s=60)
+    return Expected("rejoin_requested", target, action, fault="REBALANCE_IN_PROGRESS")
+
+
+def _kill(run: Run, victim: str) -> int:
+    _snapshot_before(run)
+    action = run.act("SIGKILL", victim).ts_ms
+    run.members[victim].proc.kill()
+    return action
+
+
+def _session(run: Run) -> tuple[int, int]:
+    if classic(run.client):
+        return SESSION_MS, HEARTBEAT_MS
+    return BROKER_CONSUMER_SESSION_MS, BROKER_CONSUMER_HEARTBEAT_MS
+
+
+def _snapshot_before(run: Run) -> None:
+    run.before = run.owners()
+
+
+SITUATIONS: dict[str, Callable[[Run, Context], Expected]] = {
+    "kill": kill_short,
+    "kill-45s": kill_default_session,
+    "stop": graceful_stop,
+    "scale-out": scale_out,
+    "growth": partition_growth,
+    "max-poll": max_poll_exceeded,
+    "fault-rip": heartbeat_rebalance_in_progress,
+}
+
+
+def applies(client: str, situation: str) -> bool:
+    """Which situations a client kind can be in: a consumer-protocol member has no
+    session of its own to set (kill-45s) and no classic Heartbeat to fault."""
+    if not classic(client):
+        return situation not in ("kill-45s", "fault-rip")
+    return True
+
+
+# -- the truth, from the clients' own words --------------------------------------------------
+
+
+def truth_of(run: Run, expected: Expected) -> Truth:
+    start = expected.action_ms
+    stayed = {m.name for m in run.live()}
+    callbacks = run.callbacks(start)
+    revoked = sum(
+        len(e["partitions"]) for e in callbacks if e["event"] == "revoked" and e["client"] in stayed
+    )
+    after = run.owners()
+    run.after = after
+    moved = sum(1 for p, owner in run.before.items() if after.get(p) not in (None, owner))
+    without: dict[str, int] = {}
+    for name in stayed:
+        if name not in {owner for owner in run.before.values()} and run.before:
+            continue  # a member that joined: it had nothing to lose
+        empty_since: int | None = None
+        total = 0
+        for e in callbacks:
+            if e["client"] != name or "owns" not in e:
+                continue
+            if not e["owns"] and empty_since is None:
+                empty_since = e["ts_ms"]
+            elif e["owns"] and empty_since is not None:
+                total += e["ts_ms"] - empty_since
+                empty_since = None
+        if empty_since is not None:
+            total += run.settled_ms - empty_since
+        without[name] = total
+    second = incremental(run.client) and classic(run.client) and revoked > 0
+    return Truth(expected, run.settled_ms, revoked, moved, without, second)
+
+
+# -- the judge --------------------------------------------------------------------------------
+
+RIGHT_EXACT, RIGHT_INFERRED, UNKNOWN, WRONG = "exact", "inferred", "unknown", "wrong"
+
+
+@dataclass
+class Verdict:
+    status: str  # exact | inferred | unknown | wrong (the trigger's; wrong if anything is)
+    problems: list[str] = field(default_factory=list)  # stable tags: what is wrong
+    details: list[str] = field(default_factory=list)  # what kgctl said, against the truth
+    unknown: list[str] = field(default_factory=list)  # what the view honestly left out
+
+    def cell(self) -> str:
+        if self.problems:
+            return "✗ " + ", ".join(self.problems)
+        text = {"exact": "✓ exact", "inferred": "✓ inferred", "unknown": "? unknown"}[self.status]
+        return text + (f" ({', '.join(self.unknown)} unknown)" if self.unknown else "")
+
+
+def _names(who: str | None, member: str) -> bool:
+    return who is not None and (who == member or who.startswith(member + "-"))
+
+
+def judge(truth: Truth, answer: dict[str, Any], view: str) -> Verdict:
+    """kgctl's answer in one view against the truth. Wrong: a claim that is false. An
+    answer the view's sources cannot give, left out or said unknown, is not wrong."""
+    if "error" in answer:
+        return Verdict(WRONG, ["no answer"], [answer["error"]])
+    exp = truth.expected
+    window = [
+        g
+        for g in answer.get("generations", [])
+        if exp.action_ms - 300
+        <= (g.get("start_ms") or g["trigger"].get("at_ms") or 0)
+        <= truth.settled_ms
+    ]
+    window.sort(key=lambda g: g["generation"])
+    if not window:
+        return Verdict(WRONG, ["no rebalance"], ["kgctl saw no rebalance after the action"])
+    verdict = Verdict(UNKNOWN)
+    _judge_trigger(verdict, window[0], exp, view)
+    _judge_wait(verdict, window[0], exp, view)
+    if truth.second_round:
+        _judge_second_round(verdict, window)
+    _judge_counts(verdict, window, truth)
+    if verdict.problems:
+        verdict.status = WRONG
+    return verdict
+
+
+def _judge_trigger(verdict: Verdict, gen: dict[str, Any], exp: Expected, view: str) -> None:
+    trig = gen["trigger"]
+    said = f"gen {gen['generation']}: {trig['cause']} by {trig.get('who')} ({trig['confidence']})"
+    words = f"{trig.get('reason', '')} {trig.get('evidence', '')}"
+    if exp.fault is not None and view.endswith(":wire"):
+        # The wire shows the injected error: it, not the member that obeyed it, is the cause.
+        if exp.fault in words:
+            verdict.status = trig["confidence"]
+        elif trig["cause"] == "unknown":
+            verdict.status = UNKNOWN
+        else:
+            verdict.problems.append("fault blamed on a member")
+            verdict.details.append(f"{said}; truth: the injected {exp.fault}")
+        return
+    if trig["cause"] == "unknown":
+        verdict.status = UNKNOWN
+        return
+    if trig["cause"] == exp.cause and (exp.who is None or _names(trig.get("who"), exp.who)):
+        verdict.status = RIGHT_EXACT if trig["confidence"] == "exact" else RIGHT_INFERRED
+        return
+    verdict.problems.append("trigger")
+    verdict.details.append(f"{said}; truth: {exp.cause} by {exp.who or 'any member'}")
+
+
+def _judge_wait(verdict: Verdict, gen: dict[str, Any], exp: Expected, view: str) -> None:
+    waits = gen.get("critical_path", [])
+    for w in waits:
+        if w["why"] == "dead" and (exp.wait is None or not _names(w["member"], exp.wait[1])):
+            verdict.problems.append("wait")
+            verdict.details.append(f"waited for {w['member']} dead ({w['ms']} ms); nobody died")
+    if exp.wait is None:
+        return
+    kind, member, low, high = exp.wait
+    mine = [w for w in waits if w["why"] == kind and _names(w["member"], member)]
+    if not mine:
+        if view.endswith(":cluster"):
+            verdict.unknown.append("wait")
+        else:
+            verdict.problems.append("no wait")
+            verdict.details.append(f"no {kind} wait for {member}; truth: {low}..{high} ms")
+        return
+    ms = mine[0]["ms"]
+    if not low <= ms <= high:
+        verdict.problems.append("wait length")
+        verdict.details.append(f"waited {ms} ms for {member}; truth: {low}..{high} ms")
+
+
+def _judge_second_round(verdict: Verdict, window: list[dict[str, Any]]) -> None:
+    if len(window) < 2:
+        return  # folded into one: not a false trigger
+    trig = window[1]["trigger"]
+    words = f"{trig.get('reason', '')} {trig.get('evidence', '')}".lower()
+    if "second round" in words or "follow-up" in words or "followup" in words:
+        return
+    if trig["cause"] == "unknown" and trig["confidence"] != "exact":
+        return
+    verdict.problems.append("second round as trigger")
+    verdict.details.append(
+        f"gen {window[1]['generation']}: {trig['cause']} by {trig.get('who')} "
+        f"({trig['confidence']}); truth: the cooperative second round of gen "
+        f"{window[0]['generation']}"
+    )
+
+
+def _judge_counts(verdict: Verdict, window: list[dict[str, Any]], truth: Truth) -> None:
+    revoked = sum(g.get("partitions_revoked", 0) for g in window)
+    if revoked != truth.revoked:
+        verdict.problems.append("revoked")
+        verdict.details.append(f"{revoked} revoked; truth {truth.revoked}")
+    moved = sum(g.get("partitions_moved", 0) for g in window)
+    if moved != truth.moved:
+        verdict.problems.append("moved")
+        verdict.details.append(f"{moved} moved; truth {truth.moved}")
+    costs: dict[str, int] = {}
+    for g in window:
+        for c in g.get("cost", []):
+            costs[c["member"]] = costs.get(c["member"], 0) + int(c["unassigned_ms"] or 0)
+    if not costs:
+        if any(truth.without.values()):
+            verdict.unknown.append("no-partitions time")
+        return
+    for member, ms in sorted(truth.without.items()):
+        said = sum(v for k, v in costs.items() if _names(k, member))
+        if abs(said - ms) > 500 + ms // 4:
+            verdict.problems.append("no-partitions time")
+            verdict.details.append(f"{member} without partitions {said} ms; truth {ms} ms")
+            break
+
+
+RUNS = [(c, s) for c in CLIENTS for s in SITUATIONS if applies(c, s)]
+
+
+@dataclass
+class Outcome:
+    """One run's truth, kgctl's answers and their verdicts (or why the run failed)."""
+
+    group: str = ""
+    truth: Truth | None = None
+    answers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    error: str | None = None
+    seconds: float = 0.0

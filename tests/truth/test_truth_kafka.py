@@ -1,0 +1,84 @@
+"""The truth suite: what kgctl says about groups of real librdkafka clients, against what
+those clients reported about themselves. One test per client × situation × view; a cell
+kgctl gets wrong today is an expected failure with its defect (strict: it fails the suite
+once fixed, so the mark must go with the fix). The table in docs/explain.md is this
+suite's result; `KGCTL_TRUTH_WRITE=1` rewrites it, otherwise a stale table fails."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from harness import VIEWS  # noqa: E402
+from known_wrong import KNOWN_WRONG  # noqa: E402
+from situations import RUNS, Outcome  # noqa: E402
+
+pytestmark = pytest.mark.kafka
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "explain.md"
+START, END = "<!-- truth-table:start -->", "<!-- truth-table:end -->"
+
+
+def _cells() -> list[object]:
+    cells: list[object] = []
+    for client, situation in RUNS:
+        for view in VIEWS:
+            reason = KNOWN_WRONG.get((client, situation, view))
+            marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+            cells.append(
+                pytest.param(
+                    client, situation, view, id=f"{client}-{situation}-{view}", marks=marks
+                )
+            )
+    return cells
+
+
+@pytest.mark.parametrize(("client", "situation", "view"), _cells())
+def test_kgctl_tells_the_truth(
+    truth_outcomes: dict[tuple[str, str], Outcome], client: str, situation: str, view: str
+) -> None:
+    out = truth_outcomes[(client, situation)]
+    assert out.error is None, out.error
+    verdict = out.verdicts[view]
+    assert not verdict.problems, "; ".join(verdict.details)
+
+
+def table(outcomes: dict[tuple[str, str], Outcome]) -> str:
+    lines = [
+        "| client | situation | " + " | ".join(VIEWS) + " |",
+        "|---|---|" + "---|" * len(VIEWS),
+    ]
+    for client, situation in RUNS:
+        out = outcomes[(client, situation)]
+        if out.error is not None:
+            cells = ["run failed"] * len(VIEWS)
+        else:
+            cells = [out.verdicts[view].cell() for view in VIEWS]
+        lines.append(f"| {client} | {situation} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def test_the_docs_table_is_this_suites_result(
+    truth_outcomes: dict[tuple[str, str], Outcome],
+) -> None:
+    text = DOC.read_text()
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    fresh = f"{head}{START}\n{table(truth_outcomes)}\n{END}{tail}"
+    if os.environ.get("KGCTL_TRUTH_WRITE") == "1":
+        DOC.write_text(fresh)
+        return
+    assert text == fresh, (
+        "docs/explain.md's truth table is stale: rerun with KGCTL_TRUTH_WRITE=1 "
+        "(pytest tests/truth) and commit it"
+    )
+
+
+def test_every_known_wrong_cell_is_a_cell() -> None:
+    cells = {(c, s, v) for c, s in RUNS for v in VIEWS}
+    assert set(KNOWN_WRONG) <= cells, set(KNOWN_WRONG) - cells
