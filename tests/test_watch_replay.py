@@ -387,3 +387,33 @@ def test_an_instant_replay_that_ends_mid_rebalance_still_diagnoses_its_generatio
         diagnosed = watch.diagnoses(watch.clock())
     assert sorted(diagnosed) == [1, 2]
     assert diagnosed[2].trigger.text() == "m2: member joined (first_join)"
+
+
+def test_the_live_view_reads_a_proxys_wire_trace_as_explain_does() -> None:
+    """The audit's first defect: `watch --trace-topic` showed the JoinGroup and SyncGroup
+    lines of librdkafka clients (which report nothing themselves) in its event log, and
+    its `e` said 'no member of this generation was traced'. The live view's diagnosis is
+    explain's: the wire's steps count as those clients' own."""
+    from kgctl.model.diagnosis import Context
+    from kgctl.model.explanation import explain
+    from kgctl.report.summary import parse_lines
+
+    path = Path(__file__).parent / "data" / "wire_dead_member_growth.jsonl"
+    events, _ = parse_lines(path.read_text().splitlines())
+    group = next(e.group for e in events if e.group)
+    last = max(e.ts_ms for e in events)
+    told = {d.generation: d for d in explain(group, events, last, Context()).generations}
+    with Watch(ClientSettings(), group, observe=False) as watch:
+        for e in events:  # as a trace topic hands them over, one batch at a time
+            watch.queue.put(e)
+            watch.drain(clock=lambda e=e: e.ts_ms)
+        shown = watch.diagnoses(last)
+    assert told and set(told) <= set(shown)
+    for generation, diagnosis in told.items():
+        assert shown[generation].trigger == diagnosis.trigger, generation
+        waits = [(w.phase, w.member, w.why) for w in diagnosis.waits]
+        assert [(w.phase, w.member, w.why) for w in shown[generation].waits] == waits
+    # The growth's rebalance, as explain tells it: app-a rejoined, waited for dead app-c.
+    growth = shown[max(told)]
+    assert growth.trigger.who == "app-a"
+    assert [(w.member, w.why) for w in growth.waits] == [("app-c", "dead")]

@@ -31,6 +31,7 @@ from kgctl.model.events import Event
 from kgctl.model.fold import fold
 from kgctl.model.snapshot import GroupListing
 from kgctl.model.state import GroupState
+from kgctl.model.wire import member_steps
 from kgctl.observe.infer import Inferrer
 from kgctl.recordings import recording_lines
 from kgctl.settings import ClientSettings
@@ -156,6 +157,9 @@ class Watch:
         self._fresh = False
         self._steps: deque[Event] = deque(maxlen=DIAGNOSIS_STEPS)
         self._routine: deque[Event] = deque()
+        # Clients that report their own steps (kgctl members): their wire events are not
+        # read as steps a second time (kgctl/model/wire.py, as explain and report do).
+        self._speaking: set[str] = set()
         self.queue: queue.Queue[Event] = queue.Queue()
         self.notes: queue.Queue[str] = queue.Queue()
         self.stopping = threading.Event()
@@ -461,13 +465,28 @@ class Watch:
             pass
         now = clock()
         for ev in out:
-            self.state = fold(self.state, ev, now)
-            self._remember(ev)
+            for step in self._as_steps(ev):
+                # A step read from the wire happened when the wire says (a JoinGroup
+                # sent seconds before its answer came), not when the watch read it.
+                self.state = fold(self.state, step, now if step is ev else min(now, step.ts_ms))
+                self._remember(step)
             if self._record is not None:
                 self._record.write(ev.to_json() + "\n")
         if out and self._record is not None:
             self._record.flush()
         return out
+
+
+    def _as_steps(self, ev: Event) -> list[Event]:
+        """The event, and for a proxy's trace of a client that reports nothing itself
+        (a Java or librdkafka application) the member steps it stands for: the live view
+        folds and diagnoses what explain and report read from the same trace. A
+        recording keeps the trace alone (its readers expand it themselves)."""
+        if ev.source == "member" and ev.client_id:
+            self._speaking.add(ev.client_id)
+        if ev.source != "wire" or ev.client_id in self._speaking:
+            return [ev]
+        return member_steps([ev])
 
 
 class _DiagnosisJob:
