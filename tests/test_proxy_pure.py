@@ -563,3 +563,47 @@ def test_a_metadata_line_names_the_topics_and_their_counts() -> None:
     assert describe_wire(seen[0]) == (
         "kgctl-m0 Metadata v12 topics=orders → NONE partitions orders=18 (1.1 ms, c3)"
     )
+
+
+def _cgh(sent: int, answered: int, assignment: Any = None, error: str = "NONE") -> Any:
+    from kgctl.model.events import Event
+
+    return Event(
+        type="ConsumerGroupHeartbeatTraced", ts_ms=1, mono_ms=0.0, seq=3, group="g",
+        client_id="rdkafka-1", member_id="m-1", source="wire",
+        data={"api_version": 0, "connection": "c4", "latency_ms": 1.0, "error": error,
+              "request": {"member_epoch": sent}, "response": {"member_epoch": answered,
+                                                               "assignment": assignment}},
+    )  # fmt: skip
+
+
+def test_a_consumer_group_heartbeat_that_changed_nothing_is_hidden_as_a_classic_one_is() -> None:
+    # The audit: every answered ConsumerGroupHeartbeat of a librdkafka member was printed
+    # (a line a second per member), while the docs say successful heartbeats are hidden.
+    from kgctl.render.proxy_lines import render_line
+
+    assert render_line(_cgh(5, 5)) is None
+    assert render_line(_cgh(5, 5), heartbeats=True)
+    # The group's steps stay: a join, a new epoch, an assignment, a leave, an error.
+    assert render_line(_cgh(0, 1)) and "epoch 1" in (render_line(_cgh(0, 1)) or "")
+    assert render_line(_cgh(5, 6))
+    assert render_line(_cgh(5, 5, assignment={"t": [0, 1]}))
+    assert render_line(_cgh(-1, -1))
+    assert render_line(_cgh(5, 5, error="FENCED_MEMBER_EPOCH"))
+
+
+def test_successful_commits_can_be_hidden_and_failed_ones_never_are() -> None:
+    from kgctl.model.events import Event
+    from kgctl.render.proxy_lines import render_line
+
+    def commit(error: str) -> Event:
+        return Event(
+            type="OffsetCommitTraced", ts_ms=1, mono_ms=0.0, seq=4, group="g",
+            client_id="rdkafka-1", member_id="m-1", source="wire",
+            data={"api_version": 8, "connection": "c4", "latency_ms": 1.0, "error": error,
+                  "request": {"offsets": {"t": {"0": 5}}}, "response": {}},
+        )  # fmt: skip
+
+    assert render_line(commit("NONE"))  # shown by default, as before
+    assert render_line(commit("NONE"), commits=False) is None
+    assert render_line(commit("ILLEGAL_GENERATION"), commits=False)

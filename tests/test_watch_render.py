@@ -298,3 +298,35 @@ def test_a_member_first_seen_empty_handed_has_had_no_partitions_at_least_that_lo
     first = beta.first_seen_ms
     row = [line for line in screen(state, 160, 50).splitlines() if line.startswith("beta")]
     assert row and f"none for ≥{(NOW - first) / 1000:.1f}s" in row[0], row
+
+
+def test_the_event_log_hides_routine_kip848_heartbeats_and_on_request_commits() -> None:
+    """The audit: every answered ConsumerGroupHeartbeat of librdkafka members filled the
+    live view's log, and OffsetCommit lines pushed the group's steps off the screen."""
+    from kgctl.model.events import Event
+    from kgctl.render.group_view import render_log
+
+    def wire(seq: int, type_: str, request: dict, response: dict) -> Event:
+        return Event(
+            type=type_, ts_ms=1000 + seq, mono_ms=0.0, seq=seq, group="g", client_id="rd-1",
+            member_id="m-1", source="wire",
+            data={"api_version": 0, "connection": "c1", "latency_ms": 1.0, "error": "NONE",
+                  "request": request, "response": response},
+        )  # fmt: skip
+
+    events = [
+        wire(1, "ConsumerGroupHeartbeatTraced", {"member_epoch": 0},
+             {"member_epoch": 3, "assignment": {"t": [0]}}),
+        wire(2, "ConsumerGroupHeartbeatTraced", {"member_epoch": 3}, {"member_epoch": 3}),
+        wire(3, "OffsetCommitTraced", {"offsets": {"t": {"0": 9}}}, {}),
+    ]  # fmt: skip
+
+    def text(commits: bool) -> str:
+        console = Console(record=True, width=160, color_system=None, file=io.StringIO())
+        console.print(render_log(events, 160, 10, commits=commits))
+        return console.export_text()
+
+    shown = text(commits=True)
+    assert "epoch=0" in shown and "epoch=3" not in shown  # the join shown, the beat not
+    assert "OffsetCommit" in shown
+    assert "OffsetCommit" not in text(commits=False)

@@ -61,6 +61,14 @@ def proxy_command(
         str | None,
         typer.Option("--trace-topic", help="Also publish the group events to this topic."),
     ] = None,
+    hide_commits: Annotated[
+        bool,
+        typer.Option(
+            "--hide-commits",
+            help="Leave successful OffsetCommit lines out of the text (failed ones stay; "
+            "JSON, the recording and the trace topic keep them all).",
+        ),
+    ] = False,
     record: Annotated[
         Path | None,
         typer.Option("--record", help="Write every event to this file (for kgctl report)."),
@@ -111,7 +119,7 @@ def proxy_command(
             if env.json:
                 env.line(event.to_json())
                 return
-            line = render_line(event, heartbeats=env.verbose)
+            line = render_line(event, heartbeats=env.verbose, commits=not hide_commits)
             if line is not None and (not env.quiet or event.type == "ProxyStarted"):
                 env.line(line)
 

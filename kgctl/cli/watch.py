@@ -96,6 +96,14 @@ def watch_command(
             "--fail-if-missing", help="Exit 4 if the group does not exist (default: wait)."
         ),
     ] = False,
+    hide_commits: Annotated[
+        bool,
+        typer.Option(
+            "--hide-commits",
+            help="Leave a proxy's successful OffsetCommit lines out of the live view's "
+            "event log (failed ones stay).",
+        ),
+    ] = False,
     bootstrap: Bootstrap = None,
     command_config: CommandConfig = None,
     x: Overrides = None,
@@ -132,6 +140,7 @@ def watch_command(
             speed=speed,
             offsets_topic=offsets_topic,
             events=events,
+            commits=not hide_commits,
         )
 
     run(env, body)
@@ -163,6 +172,7 @@ def _watch(
     speed: float = 1.0,
     offsets_topic: bool = True,
     events: bool = False,
+    commits: bool = True,
 ) -> None:
     from kgctl.observe.watch import Watch
 
@@ -199,7 +209,7 @@ def _watch(
                 from kgctl.render.group_view import render_group
 
                 assert env.out is not None
-                env.out.print(render_group(watch.state, now_ms=_now()))
+                env.out.print(render_group(watch.state, now_ms=_now(), commits=commits))
             return
         if replay is None:
             watch.start()
@@ -208,7 +218,7 @@ def _watch(
             return
         from kgctl.render.live import run_live
 
-        run_live(watch, console=env.out)
+        run_live(watch, console=env.out, commits=commits)
 
 
 # How far back `watch --once --output json` looks for recent generations.

@@ -34,7 +34,7 @@ from kgctl.model.state import (
 from kgctl.model.timeline import rebalance_unassigned
 from kgctl.render.member_lines import CONSUMER_MEMBER_EVENTS, target_gap
 from kgctl.render.member_lines import describe as describe_member
-from kgctl.render.proxy_lines import describe_wire
+from kgctl.render.proxy_lines import describe_wire, shown as wire_shown
 
 
 class FrameMemo:
@@ -485,15 +485,19 @@ def describe_event(ev: Event) -> str:
     return text
 
 
-def render_log(events: Sequence[Event], width: int, rows: int, scroll: int = 0) -> RenderableType:
+def render_log(
+    events: Sequence[Event], width: int, rows: int, scroll: int = 0, commits: bool = True
+) -> RenderableType:
     """The newest events last, one line each, as many as `rows` allows; `scroll` lines
-    back from the newest (the arrow keys of the live view)."""
+    back from the newest (the arrow keys of the live view); a proxy's successful commits
+    only with `commits`."""
     shown = [
         e
         for e in events
         if not (e.type == "GroupObserved" and not e.data.get("changed"))
-        # A proxy's answered heartbeats: every few seconds per member, news only when failed.
-        and not (e.type == "HeartbeatTraced" and e.data.get("error") == "NONE")
+        # A proxy's answered heartbeats (classic or KIP-848) that changed nothing: every
+        # few seconds per member, news only when failed; the proxy's text hides them too.
+        and (e.source != "wire" or wire_shown(e, commits=commits))
     ]
     scroll = max(0, min(scroll, len(shown) - rows)) if rows > 0 else 0
     end = len(shown) - scroll
@@ -529,10 +533,12 @@ def render_group(
     scroll: int = 0,
     diagnoses: Mapping[int, Diagnosis] | None = None,
     memo: FrameMemo | None = None,
+    commits: bool = True,
 ) -> RenderableType:
     """Header, members, generations and the event log, sized to fit width x height (each
     generation's diagnosis from `diagnoses`, else from the events the state holds; a live
-    loop passes the same `memo` every frame)."""
+    loop passes the same `memo` every frame; a proxy's successful commits in the log only
+    with `commits`)."""
     budget = max(height - 1, 12)  # keep the last line free (the cursor, the key hint)
     header_rows = 4  # three lines and a blank
     # Each table costs a title, a header and a rule besides its rows, and a blank line.
@@ -552,7 +558,7 @@ def render_group(
             diagnoses if diagnoses is not None else diagnoses_of(s, now_ms),
             memo,
         ),
-        render_log(s.recent, width, log_rows, scroll),
+        render_log(s.recent, width, log_rows, scroll, commits),
     )
 
 

@@ -99,8 +99,9 @@ def _key(enabled: bool, wait_s: float) -> str:
     return key
 
 
-def run_live(watch: Watch, console: Console | None = None) -> None:
-    """Show the watch until q or Ctrl-C."""
+def run_live(watch: Watch, console: Console | None = None, commits: bool = True) -> None:
+    """Show the watch until q or Ctrl-C (a proxy's successful commits in its event log
+    only with `commits`)."""
     console = console or Console()
     watch.background = True  # diagnoses on a worker thread: the frames go on meanwhile
     paused = False
@@ -121,14 +122,14 @@ def run_live(watch: Watch, console: Console | None = None) -> None:
         if explaining:
             top = render_group(
                 watch.state, now, width=width, height=max(height // 2, 12), paused=paused,
-                scroll=scroll, diagnoses=found, memo=memo,
+                scroll=scroll, diagnoses=found, memo=memo, commits=commits,
             )  # fmt: skip
             newest = found[max(found)] if found else None
             pane = render_diagnosis(newest) if newest else Text("no generation seen yet")
             return Group(top, pane, hint)
         body = render_group(
             watch.state, now, width=width, height=height - 1, paused=paused, scroll=scroll,
-            diagnoses=found, memo=memo,
+            diagnoses=found, memo=memo, commits=commits,
         )  # fmt: skip
         return Group(body, hint)
 

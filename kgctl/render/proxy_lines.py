@@ -140,9 +140,43 @@ def _describe_proxy(ev: Event) -> str:
     return ev.type
 
 
-def render_line(ev: Event, heartbeats: bool = False) -> str | None:
-    """The `kgctl proxy` text line for an event; None for one not shown (successful
-    heartbeats unless `heartbeats`)."""
-    if ev.type == "HeartbeatTraced" and ev.data.get("error") == "NONE" and not heartbeats:
+def routine_heartbeat(ev: Event) -> bool:
+    """A heartbeat that changed nothing: a classic Heartbeat answered NONE, or a
+    ConsumerGroupHeartbeat answered NONE at the member epoch it was sent with and with no
+    new assignment. A join (epoch 0), a leave (-1), a new epoch or an assignment is a
+    step of the group, not a heartbeat, and is shown."""
+    if ev.data.get("error") != "NONE":
+        return False
+    if ev.type == "HeartbeatTraced":
+        return True
+    if ev.type != "ConsumerGroupHeartbeatTraced":
+        return False
+    req = ev.data.get("request") or {}
+    resp = ev.data.get("response") or {}
+    sent = req.get("member_epoch")
+    return (
+        isinstance(sent, int)
+        and sent > 0
+        and resp.get("member_epoch") == sent
+        and resp.get("assignment") is None
+    )
+
+
+def successful_commit(ev: Event) -> bool:
+    """An OffsetCommit answered NONE: one a second per member, news only when failed."""
+    return ev.type == "OffsetCommitTraced" and ev.data.get("error") == "NONE"
+
+
+def shown(ev: Event, heartbeats: bool = False, commits: bool = True) -> bool:
+    """Whether a text view shows the event: heartbeats that changed nothing only with
+    `heartbeats`, successful commits unless `commits` is off."""
+    if not heartbeats and routine_heartbeat(ev):
+        return False
+    return commits or not successful_commit(ev)
+
+
+def render_line(ev: Event, heartbeats: bool = False, commits: bool = True) -> str | None:
+    """The `kgctl proxy` text line for an event; None for one not shown (see `shown`)."""
+    if not shown(ev, heartbeats, commits):
         return None
     return f"{_clock(ev.ts_ms)} {describe_wire(ev)}"
