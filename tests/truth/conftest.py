@@ -155,5 +155,25 @@ def _dump(path: Path, outcomes: dict[tuple[str, str], Outcome]) -> None:
                 "settled_ms": out.truth.settled_ms,
             },
             "verdicts": {v: vars(verdict) for v, verdict in out.verdicts.items()},
+            "said": {
+                view: [
+                    {
+                        k: g.get(k)
+                        for k in (
+                            "generation",
+                            "start_ms",
+                            "trigger",
+                            "critical_path",
+                            "partitions_moved",
+                            "partitions_revoked",
+                            "cost",
+                        )
+                    }
+                    for g in answer.get("generations", [])
+                    if out.truth and (g.get("start_ms") or 0) >= out.truth.expected.action_ms - 300
+                ]
+                + [answer.get("notes"), answer.get("error")]
+                for view, answer in out.answers.items()
+            },
         }
     path.write_text(json.dumps(doc, indent=1))

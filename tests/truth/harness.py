@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -238,9 +239,13 @@ class Proxy:
             bufsize=1,
         )
         assert self.proc.stdout is not None
-        first = json.loads(self.proc.stdout.readline())
-        assert first["type"] == "ProxyStarted", first
-        self.bootstrap = str(first["bootstrap"])
+        try:
+            first = json.loads(self.proc.stdout.readline())
+            assert first["type"] == "ProxyStarted", first
+            self.bootstrap = str(first["data"]["bootstrap"])
+        except BaseException:
+            self.stop()
+            raise
         self.events: list[dict[str, Any]] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -253,6 +258,15 @@ class Proxy:
                 self.events.append(json.loads(line))
             except json.JSONDecodeError:
                 continue
+
+    def wait_for(self, match: Callable[[dict[str, Any]], bool], timeout_s: float = 30) -> None:
+        """Until the proxy has emitted an event `match` accepts."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if any(match(e) for e in list(self.events)):
+                return
+            time.sleep(0.1)
+        raise AssertionError("the proxy never showed the awaited event")
 
     def add_rule(self, rule: str) -> None:
         assert self.proc.stdin is not None
@@ -267,6 +281,9 @@ class Proxy:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout=10)
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                stream.close()
 
 
 def unique(prefix: str) -> str:
