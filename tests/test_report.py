@@ -277,3 +277,19 @@ def test_a_rebalance_overtaken_by_the_next_reads_superseded_not_unstable() -> No
     assert "superseded" in row and "not stable" not in row
     assert "the next rebalance began before it was stable" in text.output
     assert "superseded" in render_html(report)
+
+
+def test_a_watch_recording_of_librdkafka_clients_raises_no_false_ownership_violation() -> None:
+    """`kgctl watch --record` of three cooperative librdkafka consumers (a fourth joins,
+    then one is SIGKILLed), no kgctl member: the stored record says a generation stable
+    a poll before a description shows who owns what. The audit's report said
+    'complete-ownership: … has no live owner in a stable group' where every client's own
+    callbacks and the next description showed every partition owned."""
+    from kgctl.report.summary import build_report, parse_lines
+
+    path = Path(__file__).parent / "data" / "watch_rdkafka_cooperative.jsonl"
+    events, _ = parse_lines(path.read_text().splitlines())
+    report = build_report(events)
+    assert report.violations == ()
+    judged = [c for c in report.checks if c.rule == "complete-ownership"]
+    assert judged  # the stable generations were judged, once their owners were described

@@ -321,13 +321,16 @@ def build_report(
     tracker = _Tracker()
     checks: list[InvariantCheck] = []
     judged: set[tuple[int, bool]] = set()
+    synced: set[int] = set()  # generations whose members' assignments were traced
     for ev in ordered:
         state = fold(state, ev, ev.ts_ms)
         tracker.sample(state, ev.ts_ms)
+        if ev.type == "JoinCompleted" and ev.generation is not None:
+            synced.add(ev.generation)
         rec = state.current
         if rec is not None and rec.stable_ms is not None:
             ident = (rec.generation, rec.inferred)
-            if ident not in judged:
+            if ident not in judged and _ownership_known(rec, ev, synced):
                 judged.add(ident)
                 checks += _stable_checks(state, rec)
         if ev.type == "InvariantViolated":
@@ -367,6 +370,21 @@ def _first(tracker: _Tracker) -> Any:
         return (int(segs[0][0]), name)
 
     return key
+
+
+def _ownership_known(rec: GenerationRecord, ev: Event, synced: set[int]) -> bool:
+    """Whether the state holds who owns what in the stable generation `rec`: at once when
+    its members' assignments were traced (their JoinCompleted, their own or read from the
+    wire); else (a watch of clients that report nothing, known from the broker's
+    descriptions) from the first description made once it was stable. The record in
+    __consumer_offsets tells a generation stable up to a poll interval before a
+    description shows its owners: judging then found a partition 'without a live owner'
+    that the next description, 43 ms later, showed owned. A generation superseded
+    before any description showed it stable is not judged: nothing showed its owners."""
+    if rec.generation in synced:
+        return True
+    stable = rec.stable_ms if rec.stable_ms is not None else ev.ts_ms
+    return ev.type == "GroupObserved" and ev.ts_ms >= stable
 
 
 def _stable_checks(state: GroupState, rec: GenerationRecord) -> list[InvariantCheck]:
