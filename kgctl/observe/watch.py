@@ -476,7 +476,6 @@ class Watch:
             self._record.flush()
         return out
 
-
     def _as_steps(self, ev: Event) -> list[Event]:
         """The event, and for a proxy's trace of a client that reports nothing itself
         (a Java or librdkafka application) the member steps it stands for: the live view

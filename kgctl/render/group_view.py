@@ -34,7 +34,8 @@ from kgctl.model.state import (
 from kgctl.model.timeline import rebalance_unassigned
 from kgctl.render.member_lines import CONSUMER_MEMBER_EVENTS, target_gap
 from kgctl.render.member_lines import describe as describe_member
-from kgctl.render.proxy_lines import describe_wire, shown as wire_shown
+from kgctl.render.proxy_lines import describe_wire
+from kgctl.render.proxy_lines import shown as wire_shown
 
 
 class FrameMemo:
