@@ -280,42 +280,42 @@ KNOWN_WRONG: dict[tuple[str, str, str], tuple[str, str]] = {
     ),
     ("rdkafka-consumer", "kill", "explain:wire"): (
         "no rebalance",
-        "kgctl says kgctl says 0 rebalances, truth: the action's rebalance",
+        "kgctl says 0 rebalances, truth: the action's rebalance",
     ),
     ("rdkafka-consumer", "kill", "watch:wire"): (
         "no rebalance",
-        "kgctl says kgctl says 0 rebalances, truth: the action's rebalance",
+        "kgctl says 0 rebalances, truth: the action's rebalance",
     ),
     ("rdkafka-consumer", "stop", "explain:wire"): (
         "no rebalance",
-        "kgctl says kgctl says 0 rebalances, truth: the action's rebalance",
+        "kgctl says 0 rebalances, truth: the action's rebalance",
     ),
     ("rdkafka-consumer", "stop", "watch:wire"): (
         "no rebalance",
-        "kgctl says kgctl says 0 rebalances, truth: the action's rebalance",
+        "kgctl says 0 rebalances, truth: the action's rebalance",
     ),
     ("rdkafka-consumer", "scale-out", "explain:wire"): (
         "no rebalance",
-        "kgctl says kgctl says 0 rebalances, truth: the action's rebalance",
+        "kgctl says 0 rebalances, truth: the action's rebalance",
     ),
     ("rdkafka-consumer", "scale-out", "watch:wire"): (
         "no rebalance",
-        "kgctl says kgctl says 0 rebalances, truth: the action's rebalance",
+        "kgctl says 0 rebalances, truth: the action's rebalance",
     ),
     ("rdkafka-consumer", "growth", "explain:wire"): (
         "no rebalance",
-        "kgctl says kgctl says 0 rebalances, truth: the action's rebalance",
+        "kgctl says 0 rebalances, truth: the action's rebalance",
     ),
     ("rdkafka-consumer", "growth", "watch:wire"): (
         "no rebalance",
-        "kgctl says kgctl says 0 rebalances, truth: the action's rebalance",
+        "kgctl says 0 rebalances, truth: the action's rebalance",
     ),
     ("rdkafka-consumer", "max-poll", "explain:wire"): (
         "no rebalance",
-        "kgctl says kgctl says 0 rebalances, truth: the action's rebalance",
+        "kgctl says 0 rebalances, truth: the action's rebalance",
     ),
     ("rdkafka-consumer", "max-poll", "watch:wire"): (
         "no rebalance",
-        "kgctl says kgctl says 0 rebalances, truth: the action's rebalance",
+        "kgctl says 0 rebalances, truth: the action's rebalance",
     ),
 }
