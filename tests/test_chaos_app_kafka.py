@@ -165,3 +165,31 @@ def test_static_pattern_members_restart_without_a_rebalance_and_take_a_new_topic
     assert grew["rebalances"] >= 1  # the pattern subscribers took the new topic
     assert journal["members"]["m1"]["instance_id"] == "m1"
     assert len(journal["members"]["m1"]["logs"]) == 2  # a restart is a new process
+
+
+def test_a_fleet_that_ends_at_once_is_told_the_time_really_waited(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    # Every member exits at once (a program that cannot start): the setup's wait ends in
+    # seconds, and the line says so instead of the whole limit (broker audit, defect 4:
+    # "did not form a stable group within 75s" after 1.9 s).
+    scenario = tmp_path / "dies.yaml"
+    scenario.write_text(
+        "name: app-dies\n"
+        "fleet:\n"
+        "  members: 2\n"
+        "  client: command\n"
+        f"  command: [{sys.executable}, -c, 'import sys; sys.exit(3)']\n"
+        "  topics: {orders: 2}\n"
+        "steps:\n"
+        "  - name: kill m1\n"
+        "    action: member-kill\n"
+        "    member: m1\n"
+    )
+    status, _journal, err = chaos(bootstrap, scenario)
+    assert status == ExitStatus.SETUP_FAILED, err
+    line = err.strip().splitlines()[-1]
+    assert "did not form a stable group (every member ended after" in line, line
+    waited = float(line.split("ended after ")[1].split("s,")[0])
+    limit = float(line.split("of the ")[1].split("s allowed")[0])
+    assert waited < limit

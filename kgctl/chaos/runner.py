@@ -145,7 +145,7 @@ class ChaosRun:
         setup_timeout = self.plan.settle_timeout() + fitted.first_join_delay_ms / 1000
         settled = ctx.settle(-1, setup_timeout)
         if settled is None:
-            raise self._no_stable_group(setup_timeout)
+            raise self._no_stable_group((now_ms() - started) / 1000, setup_timeout)
         self.journal.setup |= {
             "members": [m.name for m in sc.fleet.members],
             "generation": self.state.generation,
@@ -159,9 +159,11 @@ class ChaosRun:
         )
         return ctx
 
-    def _no_stable_group(self, waited_s: float) -> SetupError:
+    def _no_stable_group(self, waited_s: float, limit_s: float) -> SetupError:
         """The fleet never formed a group: what its members said on stderr goes into the
-        journal, the first of it into the error line."""
+        journal, the first of it into the error line. The line gives the time really
+        waited: the wait ends early when every member has ended (on a broker that refuses
+        them, within seconds), and "within 75s" after 1.9 s misled (broker audit, 4)."""
         history = self.resources.fleet.history
         self.journal.members.update(
             {m.name: {"stderr": list(m.stderr)} for m in history if m.stderr}
@@ -169,7 +171,7 @@ class ChaosRun:
         hint = next((f"; {m.name}: {m.stderr[-1]}" for m in history if m.stderr), "")
         return SetupError(
             f"the fleet of {len(self.plan.scenario.fleet.members)} members did not form a "
-            f"stable group within {waited_s:.0f}s{hint}"
+            f"stable group {_waited(waited_s, limit_s)}{hint}"
         )
 
     # -- steps --------------------------------------------------------------------------
@@ -335,6 +337,14 @@ class ChaosRun:
                 excused={k: [list(i) for i in v] for k, v in self.judge.excused.items() if v},
             )
         return self.journal
+
+
+def _waited(waited_s: float, limit_s: float) -> str:
+    """How long a wait lasted, in words: to its limit, or cut short because every member
+    had ended."""
+    if waited_s < limit_s - 1:
+        return f"(every member ended after {waited_s:.1f}s, of the {limit_s:.0f}s allowed)"
+    return f"within {limit_s:.0f}s"
 
 
 def _report_data(report: StepReport) -> dict[str, Any]:
