@@ -411,9 +411,9 @@ def test_the_live_view_reads_a_proxys_wire_trace_as_explain_does() -> None:
     assert told and set(told) <= set(shown)
     for generation, diagnosis in told.items():
         assert shown[generation].trigger == diagnosis.trigger, generation
-        waits = [(w.phase, w.member, w.why) for w in diagnosis.waits]
-        assert [(w.phase, w.member, w.why) for w in shown[generation].waits] == waits
+        waits = [(w.phase, w.member, w.why) for w in diagnosis.critical_path]
+        assert [(w.phase, w.member, w.why) for w in shown[generation].critical_path] == waits
     # The growth's rebalance, as explain tells it: app-a rejoined, waited for dead app-c.
     growth = shown[max(told)]
     assert growth.trigger.who == "app-a"
-    assert [(w.member, w.why) for w in growth.waits] == [("app-c", "dead")]
+    assert [(w.member, w.why) for w in growth.critical_path] == [("app-c", "dead")]
