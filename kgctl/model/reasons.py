@@ -151,6 +151,16 @@ def cause_of_reason(reason: str) -> str | None:
     return None if cause is None else cause.value
 
 
+def named_cause(name: str) -> tuple[Cause, str]:
+    """A cause by its name, as `Trigger(cause=..., other_cause=...)` and the report's
+    `Rebalance` take it: one that `Cause` does not list (a newer member's rejoin reason, a
+    newer recording's cause) is `Cause.UNKNOWN` with its own name kept."""
+    try:
+        return Cause(name), ""
+    except ValueError:
+        return Cause.UNKNOWN, name
+
+
 def cause_text(cause: str) -> str:
     """A cause value in words; an unknown one (a newer recording's) with its underscores
     made spaces."""

@@ -30,12 +30,11 @@ from kgctl.model.diagnosis.types import (
     Context,
     Diagnosis,
     Trigger,
-    named_cause,
 )
 from kgctl.model.diagnosis.waits import critical_path
 from kgctl.model.event_index import EventIndex, index
 from kgctl.model.events import Event
-from kgctl.model.reasons import Cause, RejoinReason
+from kgctl.model.reasons import Cause, RejoinReason, named_cause
 from kgctl.model.state import (
     GenerationRecord,
     GroupState,

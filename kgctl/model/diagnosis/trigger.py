@@ -28,13 +28,12 @@ from kgctl.model.diagnosis.types import (
     Confidence,
     Context,
     Trigger,
-    named_cause,
 )
 from kgctl.model.event_index import EventIndex
 from kgctl.model.event_types import EventType, is_type
 from kgctl.model.events import Event
 from kgctl.model.kafka_errors import FENCES_MEMBER
-from kgctl.model.reasons import Cause, RejoinReason, cause_of_reason
+from kgctl.model.reasons import Cause, RejoinReason, cause_of_reason, named_cause
 from kgctl.model.state import (
     GenerationRecord,
     GroupState,

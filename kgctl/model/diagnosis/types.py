@@ -105,16 +105,6 @@ class Context:
     cooperative: Reassign | None = None  # kgctl.adapters.assignors.cooperative_sticky
 
 
-def named_cause(name: str) -> tuple[Cause, str]:
-    """A cause by its name, as `Trigger(cause=..., other_cause=...)` take it: one that
-    `Cause` does not list (a newer member's rejoin reason, a newer recording's cause) is
-    `Cause.UNKNOWN` with its own name kept."""
-    try:
-        return Cause(name), ""
-    except ValueError:
-        return Cause.UNKNOWN, name
-
-
 @dataclass(frozen=True, kw_only=True)
 class Trigger:
     """Who or what started a rebalance, and how we know."""
