@@ -33,6 +33,29 @@ from kgctl.model.state import REBALANCING_STATES, SYNCING_STATES
 from kgctl.model.timeline import diff_owners
 
 
+@dataclass(frozen=True, kw_only=True)
+class Attribution:
+    """The watch's guess at why a rebalance happened: its most likely cause, whether that
+    is a guess, the evidence, and the other causes seen (each with its evidence)."""
+
+    cause: Cause
+    guess: bool
+    evidence: str
+    also: tuple[tuple[Cause, str], ...] = ()
+
+    def to_data(self, *, also: bool = True) -> dict[str, Any]:
+        """As an event's data (RebalanceAttributed's; GenerationChanged's without `also`):
+        the event schema names causes by their values."""
+        data: dict[str, Any] = {
+            "cause": self.cause.value,
+            "guess": self.guess,
+            "evidence": self.evidence,
+        }
+        if also:
+            data["also"] = [{"cause": c.value, "evidence": e} for c, e in self.also]
+        return data
+
+
 @dataclass
 class _Pending:
     """What changed since the group last settled."""
@@ -207,7 +230,7 @@ class Inferrer:
     def _epoch_changed(self, prev: GroupSnapshot, snap: GroupSnapshot, now_ms: int) -> list[Event]:
         """A consumer group's epoch moved: a new generation with its cause, as it happens."""
         p = self.pending
-        cause = attribute(p, self.baseline, snap, self.started_mid_rebalance)
+        why = attribute(p, self.baseline, snap, self.started_mid_rebalance)
         self.generation = snap.group_epoch if snap.group_epoch is not None else -1
         events = [
             self._event(
@@ -220,11 +243,9 @@ class Inferrer:
                 settled=snap.settled,
                 rebalance_started_ms=p.started_ms if p.started_ms is not None else now_ms,
                 sync_ms=p.sync_ms,
-                cause=cause["cause"],
-                guess=cause["guess"],
-                evidence=cause["evidence"],
+                **why.to_data(also=False),
             ),
-            self._event("RebalanceAttributed", now_ms, **cause),
+            self._event("RebalanceAttributed", now_ms, **why.to_data()),
         ]
         # What is attributed is spent; partition moves wait for the group to settle.
         self.pending = _Pending(
@@ -248,7 +269,7 @@ class Inferrer:
             self.baseline = snap
             return []
         self.generation += 1
-        cause = attribute(p, base, snap, self.started_mid_rebalance)
+        why = attribute(p, base, snap, self.started_mid_rebalance)
         events = [
             self._event(
                 "GenerationChanged",
@@ -257,15 +278,13 @@ class Inferrer:
                 previous=self.generation - 1,
                 rebalance_started_ms=p.started_ms if p.started_ms is not None else now_ms,
                 sync_ms=p.sync_ms,
-                cause=cause["cause"],
-                guess=cause["guess"],
-                evidence=cause["evidence"],
+                **why.to_data(also=False),
                 note="DescribeGroups reports no generation id: numbered from the watch start",
             )
         ]
         if moves:
             events.append(self._event("PartitionsMoved", now_ms, moves=moves, count=len(moves)))
-        events.append(self._event("RebalanceAttributed", now_ms, **cause))
+        events.append(self._event("RebalanceAttributed", now_ms, **why.to_data()))
         self.pending = _Pending()
         self.started_mid_rebalance = False
         self.baseline = snap
@@ -394,20 +413,20 @@ class Inferrer:
         )
         if p.started_ms is not None:
             data["rebalance_started_ms"] = p.started_ms
-        cause = attribute(stored, None, snap, self.started_mid_rebalance)
-        if cause["cause"] == Cause.UNKNOWN.value and not self.started_mid_rebalance:
+        why = attribute(stored, None, snap, self.started_mid_rebalance)
+        if why.cause is Cause.UNKNOWN and not self.started_mid_rebalance:
             # Same members, same subscriptions: the records cannot say why. A subscribed
             # topic that grew shows in the assignment, so the cause waits for the group
             # to settle (_settle_known compares the Stable snapshots).
             return [self._event("GenerationChanged", now_ms, **data)]
-        data.update(cause=cause["cause"], guess=cause["guess"], evidence=cause["evidence"])
+        data.update(why.to_data(also=False))
         self.attributed_generation = meta.generation
         # What the polls saw of this rebalance is spent; moves wait for it to settle.
         self.pending = _Pending()
         self.started_mid_rebalance = False
         return [
             self._event("GenerationChanged", now_ms, **data),
-            self._event("RebalanceAttributed", now_ms, **cause),
+            self._event("RebalanceAttributed", now_ms, **why.to_data()),
         ]
 
     def _settle_known(self, snap: GroupSnapshot, now_ms: int) -> list[Event]:
@@ -424,8 +443,8 @@ class Inferrer:
         if moves:
             events.append(self._event("PartitionsMoved", now_ms, moves=moves, count=len(moves)))
         if self.stored_generation > self.attributed_generation:
-            cause = attribute(p, base, snap, self.started_mid_rebalance)
-            events.append(self._event("RebalanceAttributed", now_ms, **cause))
+            why = attribute(p, base, snap, self.started_mid_rebalance)
+            events.append(self._event("RebalanceAttributed", now_ms, **why.to_data()))
             self.attributed_generation = self.stored_generation
         self.pending = _Pending()
         self.started_mid_rebalance = False
@@ -510,12 +529,9 @@ def _rejoins(left: dict[str, MemberSnapshot], joined: dict[str, MemberSnapshot])
 
 def attribute(
     p: _Pending, base: GroupSnapshot | None, snap: GroupSnapshot, mid_rebalance: bool = False
-) -> dict[str, Any]:
-    """The most likely cause of the rebalance that just settled, and whether it is a guess.
-
-    Returns the data of a RebalanceAttributed event: cause, guess, evidence, also.
-    """
-    found: list[tuple[str, str]] = []  # (cause, evidence), most likely first
+) -> Attribution:
+    """The most likely cause of the rebalance that just settled, and whether it is a guess."""
+    found: list[tuple[Cause, str]] = []  # (cause, evidence), most likely first
     joined, left = dict(p.joined), dict(p.left)
     replaced = _replaced(left, joined)
     rejoined = _rejoins(left, joined)
@@ -523,7 +539,7 @@ def attribute(
     if dropped:
         found.append(
             (
-                Cause.TIMED_OUT.value,
+                Cause.TIMED_OUT,
                 f"{_names(dropped)} stayed in the group while it rebalanced, then was "
                 "dropped: it did not rejoin within the rebalance timeout "
                 "(max.poll.interval.ms)",
@@ -533,17 +549,17 @@ def attribute(
     if rejoined:
         found.append(
             (
-                Cause.TIMED_OUT.value,
+                Cause.TIMED_OUT,
                 "; ".join(rejoined) + ": most likely max.poll.interval.ms expired "
                 "(or the process restarted)",
             )
         )
     if replaced:
-        found.append((Cause.STATIC_MEMBER_REPLACED.value, "; ".join(replaced)))
+        found.append((Cause.STATIC_MEMBER_REPLACED, "; ".join(replaced)))
     if p.fenced:
         found.append(
             (
-                Cause.TIMED_OUT.value,
+                Cause.TIMED_OUT,
                 f"{_names(p.fenced)} came back with the same member id and its member epoch "
                 "reset: it was fenced (session timeout, or max.poll.interval.ms expired) "
                 "and rejoined",
@@ -552,18 +568,18 @@ def attribute(
     if left:
         found.append(
             (
-                Cause.MEMBER_LEFT.value,
+                Cause.MEMBER_LEFT,
                 f"{_names(left)} left (the broker does not say whether by LeaveGroup or "
                 "session timeout)",
             )
         )
     if joined:
-        found.append((Cause.MEMBER_JOINED.value, f"{_names(joined)} joined"))
+        found.append((Cause.MEMBER_JOINED, f"{_names(joined)} joined"))
     for mid, (old, new) in p.resubscribed.items():
         who = next((m.label for m in snap.members if m.member_id == mid), mid)
         found.append(
             (
-                Cause.SUBSCRIPTION_CHANGED.value,
+                Cause.SUBSCRIPTION_CHANGED,
                 f"{who} changed subscription {list(old)} → {list(new)}",
             )
         )
@@ -574,7 +590,7 @@ def attribute(
         if before != after and not (p.joined or p.left or p.resubscribed or p.fenced):
             found.append(
                 (
-                    Cause.PARTITIONS_CHANGED.value,
+                    Cause.PARTITIONS_CHANGED,
                     f"assigned partitions went from {len(before)} to {len(after)} with the "
                     "same members and subscriptions: a subscribed topic grew, appeared or "
                     "was deleted",
@@ -597,15 +613,10 @@ def attribute(
                 "a member rejoined (poll timeout with a static member, metadata refresh, or "
                 "a client-side rejoin)"
             )
-        return {"cause": Cause.UNKNOWN.value, "guess": True, "evidence": evidence, "also": []}
+        return Attribution(cause=Cause.UNKNOWN, guess=True, evidence=evidence)
     cause, evidence = found[0]
     # A fact when exactly one thing visibly changed; a guess when several did, or when the
     # cause is itself an inference (timed out, partitions changed).
-    inferred = (Cause.TIMED_OUT.value, Cause.PARTITIONS_CHANGED.value)
+    inferred = (Cause.TIMED_OUT, Cause.PARTITIONS_CHANGED)
     guess = len(found) > 1 or cause in inferred or p.outage
-    return {
-        "cause": cause,
-        "guess": guess,
-        "evidence": evidence,
-        "also": [{"cause": c, "evidence": e} for c, e in found[1:]],
-    }
+    return Attribution(cause=cause, guess=guess, evidence=evidence, also=tuple(found[1:]))
