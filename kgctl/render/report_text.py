@@ -23,7 +23,7 @@ def cause_text(r: Rebalance) -> str:
     d = r.diagnosis
     if d is not None and d.trigger.cause_known:
         return d.short()
-    text = _cause_words(r.cause)
+    text = _cause_words(r.cause_name)
     return text + (" (guess)" if r.cause_guess else "")
 
 

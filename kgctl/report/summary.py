@@ -22,7 +22,7 @@ from kgctl.model.invariants import (
     check_single_generation,
     excused_by,
 )
-from kgctl.model.reasons import CAUSE_ORDER, Cause, cause_of_reason
+from kgctl.model.reasons import CAUSE_ORDER, Cause, cause_of_reason, named_cause
 from kgctl.model.state import GenerationRecord, GroupState, format_owned
 from kgctl.model.timeline import (
     Move,
@@ -94,7 +94,7 @@ class ErrorCount:
         return {"error": self.what, "count": self.count, "members": list(self.members)}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Rebalance:
     """One rebalance: from its first sign to the generation it produced being stable."""
 
@@ -102,10 +102,13 @@ class Rebalance:
     generation: int
     previous_generation: int | None
     inferred: bool
-    cause: str
+    cause: Cause
+    # A cause Cause does not list, by the name it was given (`cause` is UNKNOWN then): a
+    # newer member's rejoin reason or a newer recording's cause reads as itself.
+    other_cause: str = ""
     cause_guess: bool
     evidence: str
-    also: tuple[str, ...]
+    also: tuple[str, ...]  # the other causes seen, by name (as the JSON names them)
     start_ms: int
     sync_ms: int | None
     stable_ms: int | None
@@ -116,6 +119,11 @@ class Rebalance:
     moves: tuple[Move, ...]
     errors: tuple[ErrorCount, ...]
     diagnosis: Diagnosis | None = None  # trigger, critical path, cost, advice
+
+    @property
+    def cause_name(self) -> str:
+        """The cause as the JSON names it."""
+        return self.other_cause or self.cause.value
 
     @property
     def duration_ms(self) -> int | None:
@@ -138,7 +146,7 @@ class Rebalance:
             "generation": self.generation,
             "previous_generation": self.previous_generation,
             "inferred": self.inferred,
-            "cause": self.cause,
+            "cause": self.cause_name,
             "cause_guess": self.cause_guess,
             "evidence": self.evidence,
             "also": list(self.also),
@@ -454,7 +462,7 @@ def _rebalance(
     until = rec.sync_ms if rec.sync_ms is not None else (rec.stable_ms or rec.start_ms)
     window = [e for e in events if since < e.ts_ms <= until]
     ids = {k: set(v) for k, v in tracker.ids.items()}
-    cause, guess, evidence, also = _cause(rec, prev, window, ids)
+    (cause, other), guess, evidence, also = _cause(rec, prev, window, ids)
     _start, end = rec.rebalance_window(last_ms)
     in_rebalance = [e for e in events if rec.start_ms <= e.ts_ms <= end]
     return Rebalance(
@@ -463,6 +471,7 @@ def _rebalance(
         previous_generation=prev.generation if prev else None,
         inferred=rec.inferred,
         cause=cause,
+        other_cause=other,
         cause_guess=guess,
         evidence=evidence,
         also=also,
@@ -478,43 +487,57 @@ def _rebalance(
     )
 
 
+# A cause and, for one Cause does not list, the name it was given (see named_cause).
+_Named = tuple[Cause, str]
+
+
+def _name(named: _Named) -> str:
+    """A cause as the JSON names it."""
+    cause, other = named
+    return other or cause.value
+
+
 def _cause(
     rec: GenerationRecord,
     prev: GenerationRecord | None,
     window: Sequence[Event],
     ids: Mapping[str, set[str]],
-) -> tuple[str, bool, str, tuple[str, ...]]:
-    """(cause, guess, evidence, other causes) from what the members said in the window."""
-    found: dict[str, list[str]] = {}
+) -> tuple[_Named, bool, str, tuple[str, ...]]:
+    """(cause, guess, evidence, other causes' names) from what the members said in the
+    window."""
+    found: dict[_Named, list[str]] = {}
+    actions: list[str] = []
     for e in window:
         who = e.member or e.member_id
-        kind: str | None = None
+        kind: Cause | None = None
+        other = ""
         note = ""
         if e.type == "RejoinRequested":
             reason = str(e.data.get("reason", ""))
-            kind = cause_of_reason(reason)
+            named = cause_of_reason(reason)
+            if named is not None:
+                kind, other = named_cause(named)
             note = f"{who}: {reason}"
         elif e.type == "LeaveGroupSent":
-            kind, note = Cause.MEMBER_LEFT.value, f"{who} left: {e.data.get('reason', '')}"
+            kind, note = Cause.MEMBER_LEFT, f"{who} left: {e.data.get('reason', '')}"
         elif e.type == "MemberStopped" and e.instance_id:
             # A static member sends no LeaveGroup: it is gone once its session times out.
-            kind = Cause.MEMBER_LEFT.value
+            kind = Cause.MEMBER_LEFT
             note = f"{who} (static) stopped: {e.data.get('reason', '')}"
         elif e.type == "MemberFailed" and e.data.get("error") == "FENCED_INSTANCE_ID":
             # Another process joined with its group.instance.id: the broker fenced it.
-            kind = Cause.STATIC_MEMBER_REPLACED.value
+            kind = Cause.STATIC_MEMBER_REPLACED
             note = f"{who} fenced: another process joined with its group.instance.id"
         elif e.type == "MemberFailed":
-            kind, note = Cause.MEMBER_FAILED.value, f"{who} failed: {e.data.get('error', '')}"
+            kind, note = Cause.MEMBER_FAILED, f"{who} failed: {e.data.get('error', '')}"
         elif e.type == "PollIntervalExceeded":
             ms = e.data.get("max_poll_interval_ms")
-            kind, note = Cause.TIMED_OUT.value, f"{who}: no poll within max.poll.interval.ms={ms}"
+            kind, note = Cause.TIMED_OUT, f"{who}: no poll within max.poll.interval.ms={ms}"
         elif e.type == "ActionPerformed":
-            note = "chaos: " + _compact(e.data)
-            found.setdefault("_actions", []).append(note)
+            actions.append("chaos: " + _compact(e.data))
             continue
         if kind is not None:
-            found.setdefault(kind, []).append(note)
+            found.setdefault((kind, other), []).append(note)
     if prev is not None:
         # Members of the last generation that are gone without a word: killed, or hung
         # until their session timed out. The leader's JoinGroup response lists who is in.
@@ -527,21 +550,20 @@ def _cause(
             and (m not in rec.members or (joined is not None and not ids.get(m, set()) & joined))
         ]
         if silent:
-            found.setdefault(Cause.TIMED_OUT.value, []).append(
+            found.setdefault((Cause.TIMED_OUT, ""), []).append(
                 f"{', '.join(silent)} stopped without a word (killed or session timeout)"
             )
-    actions = found.pop("_actions", [])
-    ordered = [c.value for c in CAUSE_ORDER]
-    kinds = [k for k in ordered if k in found] + sorted(set(found) - set(ordered))
+    # Kafka's causes in precedence order, then those kgctl does not know by name.
+    ordered: list[_Named] = [(c, "") for c in CAUSE_ORDER]
+    kinds = [k for k in ordered if k in found] + sorted(set(found) - set(ordered), key=_name)
     if kinds:
         notes = [n for k in kinds for n in _unique(found[k])] + actions
-        silent_only = kinds[0] == Cause.TIMED_OUT.value and all(
-            "without a word" in n for n in found[Cause.TIMED_OUT.value]
-        )
-        return kinds[0], silent_only, "; ".join(notes), tuple(kinds[1:])
+        timed_out = (Cause.TIMED_OUT, "")
+        silent_only = kinds[0] == timed_out and all("without a word" in n for n in found[timed_out])
+        return kinds[0], silent_only, "; ".join(notes), tuple(_name(k) for k in kinds[1:])
     if rec.cause:
-        return rec.cause, rec.cause_guess, rec.evidence, ()
-    return Cause.UNKNOWN.value, True, "; ".join(actions) or "no member said why", ()
+        return named_cause(rec.cause), rec.cause_guess, rec.evidence, ()
+    return (Cause.UNKNOWN, ""), True, "; ".join(actions) or "no member said why", ()
 
 
 def _joined_ids(window: Sequence[Event], generation: int) -> set[str] | None:
