@@ -296,3 +296,49 @@ def test_a_watch_recording_of_librdkafka_clients_raises_no_false_ownership_viola
     assert report.violations == ()
     judged = [c for c in report.checks if c.rule == "complete-ownership"]
     assert judged  # the stable generations were judged, once their owners were described
+
+
+def _renamed(events: list[Event], kind: str, key: str, old: str, new: str) -> list[Event]:
+    """The events with `kind`'s data[key] == old said as `new`, as a newer kgctl or a
+    newer member might name it."""
+    return [
+        Event.from_dict({**e.to_dict(), "data": {**e.data, key: new}})
+        if e.type == kind and e.data.get(key) == old
+        else e
+        for e in events
+    ]
+
+
+def test_a_rejoin_reason_kgctl_does_not_know_is_the_rows_cause_by_its_own_name() -> None:
+    """A newer member's rejoin reason names its cause as itself: the row's cause is
+    `unknown` to the type, but the JSON and the text say the member's word."""
+    said = "topic_grew_in_a_newer_client"
+    events = _renamed(_events(), "RejoinRequested", "reason", "metadata_changed", said)
+    report = build_report(events)
+    row = report.rebalances[2]
+    assert (row.cause.value, row.other_cause) == ("unknown", said)
+    data = json.loads(json.dumps(report.to_dict()))
+    assert [r["cause"] for r in data["rebalances"]] == [
+        "member_joined",
+        "member_joined",
+        said,
+        "member_left",
+    ]
+    assert data["rebalances"][2]["cause_guess"] is False
+    assert f"a: {said}" in data["rebalances"][2]["evidence"]
+
+
+def test_a_watch_recordings_cause_kgctl_does_not_know_reads_back_unchanged() -> None:
+    """A recording of a newer `kgctl watch` may name a cause this kgctl does not list; its
+    report writes that name back, and says no member named `unknown`."""
+    path = Path(__file__).parent / "truth" / "data" / "watch_rdkafka_cooperative.jsonl"
+    events, _ = parse_lines(path.read_text().splitlines())
+    newer = "a_cause_from_a_newer_watch"
+    before = build_report(events).to_dict()["rebalances"]
+    for kind in ("GenerationChanged", "RebalanceAttributed"):
+        events = _renamed(events, kind, "cause", "member_joined", newer)
+    after = build_report(events).to_dict()["rebalances"]
+    causes = [r["cause"] for r in before]
+    assert "member_joined" in causes
+    assert [r["cause"] for r in after] == [newer if c == "member_joined" else c for c in causes]
+    assert "unknown" not in {r["cause"] for r in after} - {r["cause"] for r in before}

@@ -173,3 +173,17 @@ def test_the_watch_says_disconnected_once_per_outage_and_backs_off() -> None:
     assert observer.failures == 0 and observer.next_delay() == 1.0
     observer.failures = 10
     assert observer.next_delay() == 15.0  # capped
+
+
+def test_the_attributed_causes_are_the_event_schemas_plain_words() -> None:
+    """The inference types its causes, the event data is the JSON boundary: a `Cause`
+    member left in the data would read `Cause.MEMBER_LEFT` wherever it is formatted."""
+    events = infer(
+        snap("Stable", member("a-1", "a", [0]), member("b-1", "b", [1])),
+        snap("PreparingRebalance", member("a-1", "a", None), member("c-1", "c", None)),
+        snap("Stable", member("a-1", "a", [0]), member("c-1", "c", [1])),
+    )
+    said = [e.data for e in events if e.type in ("GenerationChanged", "RebalanceAttributed")]
+    named = [d["cause"] for d in said] + [a["cause"] for d in said for a in d.get("also", [])]
+    assert named == ["member_left", "member_left", "member_joined"]
+    assert [f"{c}" for c in named] == named and {type(c) for c in named} == {str}
