@@ -700,7 +700,7 @@ def test_a_consumer_protocol_member_fenced_and_back_names_the_epoch_its_rejoin_m
 def test_an_advice_names_its_setting_as_people_read_it() -> None:
     # A value that is itself a setting, or words, read "group.instance.id=session.timeout..."
     def shown(setting: str, value: str) -> str:
-        return Advice("p", setting, value, "why").shown()
+        return Advice(pattern="p", setting=setting, value=value, text="why").shown()
 
     assert shown("max.poll.records", "17") == "max.poll.records=17"
     assert shown("group.instance.id", "session.timeout.ms=2000") == (

@@ -122,10 +122,10 @@ def advise_dead_member(
         )
         return [
             Advice(
-                "dead-member-held-join",
-                "shutdown",
-                "LeaveGroup",
-                f"the join waited {w.ms / 1000:.1f}s for {w.member}, dead until its session "
+                pattern="dead-member-held-join",
+                setting="shutdown",
+                value="LeaveGroup",
+                text=f"the join waited {w.ms / 1000:.1f}s for {w.member}, dead until its session "
                 "timed out: stopped gracefully (consumer.close()) it would have sent "
                 f"LeaveGroup; {lower} shortens the wait (its value is not known: neither "
                 "traced nor stored)",
@@ -152,10 +152,10 @@ def advise_dead_member(
         bound = f" (the cluster's floor: {ctx.bounds.session_range()})" if ctx.bounds else ""
         out.append(
             Advice(
-                "dead-member-held-join",
-                "session.timeout.ms",
-                str(suggested),
-                f"{what} {w.ms / 1000:.1f}s for dead {w.member} until its "
+                pattern="dead-member-held-join",
+                setting="session.timeout.ms",
+                value=str(suggested),
+                text=f"{what} {w.ms / 1000:.1f}s for dead {w.member} until its "
                 f"session.timeout.ms={session}{where}; session.timeout.ms={suggested} "
                 f"({why}){bound} would have cut the wait to "
                 f"about {suggested / 1000:.1f}s",
@@ -163,10 +163,10 @@ def advise_dead_member(
         )
     out.append(
         Advice(
-            "dead-member-held-join",
-            "shutdown",
-            "LeaveGroup",
-            f"stop {w.member} gracefully (SIGTERM, consumer.close()): it sends LeaveGroup "
+            pattern="dead-member-held-join",
+            setting="shutdown",
+            value="LeaveGroup",
+            text=f"stop {w.member} gracefully (SIGTERM, consumer.close()): it sends LeaveGroup "
             f"and the group does not wait {session / 1000:.0f}s for it",
         )
     )
@@ -203,10 +203,10 @@ def advise_poll_interval(
     if worst is None:
         return [
             Advice(
-                "max-poll-interval",
-                "max.poll.interval.ms",
-                "",
-                f"{member} did not poll within max.poll.interval.ms={limit}; no batch was "
+                pattern="max-poll-interval",
+                setting="max.poll.interval.ms",
+                value="",
+                text=f"{member} did not poll within max.poll.interval.ms={limit}; no batch was "
                 "traced, so kgctl cannot measure its processing time",
             )
         ]
@@ -218,10 +218,10 @@ def advise_poll_interval(
     if records >= 1:
         out.append(
             Advice(
-                "max-poll-interval",
-                "max.poll.records",
-                str(records),
-                f"{member} spent {took / 1000:.1f}s on {plural(n, 'record')} "
+                pattern="max-poll-interval",
+                setting="max.poll.records",
+                value=str(records),
+                text=f"{member} spent {took / 1000:.1f}s on {plural(n, 'record')} "
                 f"({per_record:.0f} ms each) against max.poll.interval.ms={limit}: "
                 f"max.poll.records={records} keeps a batch within 80% of the interval",
             )
@@ -229,10 +229,10 @@ def advise_poll_interval(
     single = " (one record alone outlives the interval)" if records < 1 else ""
     out.append(
         Advice(
-            "max-poll-interval",
-            "max.poll.interval.ms",
-            str(interval),
-            f"{'or ' if out else ''}max.poll.interval.ms={interval} (1.5 × the "
+            pattern="max-poll-interval",
+            setting="max.poll.interval.ms",
+            value=str(interval),
+            text=f"{'or ' if out else ''}max.poll.interval.ms={interval} (1.5 × the "
             f"{took / 1000:.1f}s batch of {plural(n, 'record')} seen){single}",
         )
     )
@@ -261,10 +261,10 @@ def advise_batch_size(events: EventIndex, w: Wait, start_ms: int) -> list[Advice
         return []
     return [
         Advice(
-            "processing-held-join",
-            "max.poll.records",
-            str(records),
-            f"the join waited {w.ms / 1000:.1f}s for {w.member} to finish a batch of "
+            pattern="processing-held-join",
+            setting="max.poll.records",
+            value=str(records),
+            text=f"the join waited {w.ms / 1000:.1f}s for {w.member} to finish a batch of "
             f"{plural(n, 'record')} ({took / 1000:.1f}s, {per_record:.0f} ms each): with "
             f"max.poll.records={records} a batch takes about a second, and so does the wait",
         )
@@ -283,10 +283,10 @@ def advise_static_membership(
             session = min(max(session, ctx.bounds.min_session_ms), ctx.bounds.max_session_ms)
         out.append(
             Advice(
-                "dynamic-restart",
-                "group.instance.id",
-                f"session.timeout.ms={session}",
-                f"{r.member} restarted in {r.down_ms / 1000:.1f}s as a dynamic member (a new "
+                pattern="dynamic-restart",
+                setting="group.instance.id",
+                value=f"session.timeout.ms={session}",
+                text=f"{r.member} restarted in {r.down_ms / 1000:.1f}s as a dynamic member (a new "
                 "member id: a rebalance to leave, one to join); as a static member "
                 f"(group.instance.id) with session.timeout.ms={session} (1.5 × the restart "
                 "seen) the group would not rebalance",
@@ -324,10 +324,10 @@ def advise_replaced_static_member(
     if mine and theirs and mine[0] != theirs[0]:
         out.append(
             Advice(
-                "static-member-replaced",
-                "partition.assignment.strategy",
-                ",".join(theirs),
-                f"{new} took {old}'s group.instance.id offering {','.join(mine)} where "
+                pattern="static-member-replaced",
+                setting="partition.assignment.strategy",
+                value=",".join(theirs),
+                text=f"{new} took {old}'s group.instance.id offering {','.join(mine)} where "
                 f"{old} offered {','.join(theirs)}: the group's assignor changed with it, "
                 "so the replacement rebalanced the group (a static member replaced in a "
                 "stable group with the same assignors does not); list the same assignors, "
@@ -342,10 +342,10 @@ def advise_replaced_static_member(
     if fenced and old != new:
         out.append(
             Advice(
-                "static-member-replaced",
-                "group.instance.id",
-                "one per process",
-                f"{old} was still running when {new} joined with its group.instance.id: the "
+                pattern="static-member-replaced",
+                setting="group.instance.id",
+                value="one per process",
+                text=f"{old} was still running when {new} joined with its group.instance.id: the "
                 f"broker fenced {old} (FENCED_INSTANCE_ID) and it stopped; give each process "
                 "its own id (a restart should stop the old process first)",
             )
@@ -373,10 +373,10 @@ def advise_rejoin_loop(
         if len(mine) >= times:
             reasons = sorted({d.trigger.reason or d.trigger.cause_name for d in mine})
             out[diags[i].generation] = Advice(
-                "rejoin-loop",
-                "member",
-                who,
-                f"{who} started {len(mine)} of the last {len(recent)} rebalances "
+                pattern="rejoin-loop",
+                setting="member",
+                value=who,
+                text=f"{who} started {len(mine)} of the last {len(recent)} rebalances "
                 f"(reasons: {', '.join(reasons)}): fix that member first",
             )
     return out

@@ -124,11 +124,25 @@ def member_costs(
         member = state.members[key].name if key in state.members else key
         grown = _lag_growth(observed, owned_before.get(key, ()), t0, t0 + ms, parsed)
         if grown is not None:
-            out.append(Cost(member, ms, grown, MEASURED_LAG))
+            out.append(
+                Cost(
+                    member=member,
+                    unassigned_ms=ms,
+                    records_missed=grown,
+                    records_basis=MEASURED_LAG,
+                )
+            )
             continue
         rate = _rate_per_ms(consumed, key, rec.start_ms, 10_000)
         if rate is None:
-            out.append(Cost(member, ms))
+            out.append(Cost(member=member, unassigned_ms=ms))
         else:
-            out.append(Cost(member, ms, round(rate * ms), ESTIMATED_RATE))
+            out.append(
+                Cost(
+                    member=member,
+                    unassigned_ms=ms,
+                    records_missed=round(rate * ms),
+                    records_basis=ESTIMATED_RATE,
+                )
+            )
     return tuple(out)

@@ -88,10 +88,11 @@ def advise_cooperative(
         return []
     return [
         Advice(
-            "eager-stop-the-world",
-            "partition.assignment.strategy",
-            "cooperative-sticky",
-            f"the eager protocol revoked {plural(revoked, 'partition')} from members that stayed; "
+            pattern="eager-stop-the-world",
+            setting="partition.assignment.strategy",
+            value="cooperative-sticky",
+            text=f"the eager protocol revoked {plural(revoked, 'partition')} from members "
+            "that stayed; "
             f"cooperative-sticky, re-run on this generation's members and subscriptions, "
             f"would have revoked {moving} and left the others consuming",
         )
@@ -163,10 +164,10 @@ def _advise_cooperative_classic_members(
     kept = "kept them all" if moving == 0 else f"given up only {moving}"
     return [
         Advice(
-            "eager-stop-the-world",
-            "partition.assignment.strategy",
-            "cooperative-sticky",
-            f"{who}; the broker, which assigns this consumer-protocol group, gave "
+            pattern="eager-stop-the-world",
+            setting="partition.assignment.strategy",
+            value="cooperative-sticky",
+            text=f"{who}; the broker, which assigns this consumer-protocol group, gave "
             f"{'it' if one else 'them'} back {back}: with cooperative-sticky "
             f"{'it' if one else 'they'} would have {kept} (inferred: the broker's assignment "
             "taken as it would have been with a cooperative member)",
@@ -227,4 +228,4 @@ def advise_consumer_protocol(
             "the others (a dead member's own partitions still wait for its session "
             "timeout, group.consumer.session.timeout.ms on the broker)"
         )
-    return [Advice("kip-848", "group.protocol", "consumer", text)]
+    return [Advice(pattern="kip-848", setting="group.protocol", value="consumer", text=text)]

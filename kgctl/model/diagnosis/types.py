@@ -188,7 +188,7 @@ class Wait:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Cost:
     """What one member lost during the rebalance."""
 
@@ -209,7 +209,7 @@ class Cost:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Advice:
     """A setting that would have avoided (or shortened) the rebalance, with its value."""
 
