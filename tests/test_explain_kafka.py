@@ -179,7 +179,7 @@ def test_cooperative_sticky_prediction_matches_a_real_cooperative_run(
         report.state, report.events, report.last_ms, Context(cooperative=cooperative_sticky)
     )
     [scale] = [d for d in diags if d.trigger.who == "c" and d.trigger.reason == "first_join"]
-    assert scale.revoked == 6  # eager: a and b gave up everything
+    assert scale.partitions_revoked == 6  # eager: a and b gave up everything
     [advice] = [a for a in scale.advice if a.pattern == "eager-stop-the-world"]
     predicted = int(advice.text.split("would have revoked ")[1].split()[0])
     real, _ = parse_lines(coop.read_text().splitlines())

@@ -135,7 +135,7 @@ def test_growth_under_eager_says_what_cooperative_sticky_would_have_revoked() ->
     ctx = Context(cooperative=cooperative_sticky)
     g3 = diagnosed("two_members_growth.jsonl", ctx)[3]
     assert g3.trigger.cause == "partitions_changed"
-    assert g3.revoked == 4
+    assert g3.partitions_revoked == 4
     [coop] = [a for a in g3.advice if a.pattern == "eager-stop-the-world"]
     assert coop.value == "cooperative-sticky"
     assert "revoked 4" in coop.text and "would have revoked 0" in coop.text
@@ -430,7 +430,7 @@ def test_the_kip848_advice_is_computed_from_the_generation() -> None:
     costs = {c.member: c.unassigned_ms for c in g3.costs}
     # The stop-the-world as it was: both live members idle, eager revocations...
     assert f"a {costs['a'] / 1000:.1f}s, b {costs['b'] / 1000:.1f}s" in advice.text
-    assert f"gave up {g3.revoked} partitions" in advice.text
+    assert f"gave up {g3.partitions_revoked} partitions" in advice.text
     # ...against what the consumer protocol would have paused: only b's partition 2,
     # handed to a (c's 3 waits for c's session either way; 4-7 are new).
     assert "only the 1 taken from one of them would have paused (of 8 partitions)" in advice.text

@@ -51,9 +51,12 @@ def render_diagnosis(d: Diagnosis, superseded: bool = False) -> RenderableType:
             f"{c.member} {fmt_ms(c.unassigned_ms)} without partitions" + _missed(c) for c in d.costs
         )
         lines.append(_line("cost", cost))
-    if d.revoked or d.partitions_moved:
+    if d.partitions_revoked or d.partitions_moved:
         lines.append(
-            _line("moved", f"{plural(d.partitions_moved, 'partition')} moved, {d.revoked} revoked")
+            _line(
+                "moved",
+                f"{plural(d.partitions_moved, 'partition')} moved, {d.partitions_revoked} revoked",
+            )
         )
     for a in d.advice:
         lines.append(_line("advice", f"{a.shown()}: {a.text}", "cyan"))

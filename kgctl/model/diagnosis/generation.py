@@ -241,7 +241,7 @@ def _diagnose_one(
         critical_path=tuple(waits),
         costs=costs,
         partitions_moved=len(moved),
-        revoked=revoked,
+        partitions_revoked=revoked,
         advice=tuple(advice),
         notes=tuple(notes),
         group_epoch=state.group_type == "consumer",

@@ -253,7 +253,7 @@ class Diagnosis:
     critical_path: tuple[Wait, ...] = ()
     costs: tuple[Cost, ...] = ()
     partitions_moved: int = 0
-    revoked: int = 0  # partitions revoked from members that kept being members
+    partitions_revoked: int = 0  # revoked from members that kept being members
     advice: tuple[Advice, ...] = ()
     notes: tuple[str, ...] = ()
     # False when only the broker's stored record dates the generation (no member traced,
@@ -310,7 +310,7 @@ class Diagnosis:
             "critical_path": [w.to_dict() for w in self.critical_path],
             "cost": [c.to_dict() for c in self.costs],
             "partitions_moved": self.partitions_moved,
-            "partitions_revoked": self.revoked,
+            "partitions_revoked": self.partitions_revoked,
             "advice": [a.to_dict() for a in self.advice],
             "notes": list(self.notes),
             "protocol_change": self.protocol_change,
