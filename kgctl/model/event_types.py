@@ -81,6 +81,7 @@ EventType = Literal[
     "OffsetCommitTraced",
     "ConsumerGroupHeartbeatTraced",
     "MetadataTraced",
+    "FetchTraced",
     "ProxyStopped",
 ]
 
