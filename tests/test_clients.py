@@ -62,3 +62,16 @@ def test_unreachable_and_refused_and_other_errors() -> None:
 )
 def test_one_retry_decision(exc: BaseException, again: bool) -> None:
     assert clients.retriable(exc) is again
+
+
+def test_api_versions_are_read_by_number_even_for_keys_kafka_python_does_not_know() -> None:
+    # Kafka 4.4 advertises API key 93, which kafka-python 3.0.12's ApiKey enum lacks: its
+    # own api_versions() raised ValueError, and every consumer-protocol join and
+    # scenario's preflight on 4.4 failed with "93 is not a valid ApiKey".
+    from types import SimpleNamespace
+
+    from kgctl.adapters.clients import api_versions
+
+    data = SimpleNamespace(api_versions={68: (0, 1), 93: (0, 0)})
+    admin = SimpleNamespace(_manager=SimpleNamespace(broker_version_data=data))
+    assert api_versions(admin) == {68: (0, 1), 93: (0, 0)}

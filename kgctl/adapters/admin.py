@@ -437,7 +437,7 @@ def _untyped_group(admin: Any) -> str:
     else not known. Never the protocol type, whose "consumer" is every classic consumer's.
     """
     try:
-        versions = admin.api_versions()
+        versions = clients.api_versions(admin)
     except Exception:  # the listing stands without it
         return "unknown"
-    return "unknown" if any(int(k) == 68 for k in versions) else "classic"
+    return "unknown" if 68 in versions else "classic"

@@ -322,3 +322,12 @@ class AuthFailureWatch(logging.Handler):
             logger.propagate = propagate
         self._saved.clear()
         self._shown.clear()
+
+
+def api_versions(admin: Any) -> dict[int, tuple[int, int]]:
+    """The (min, max) version of each API key the broker advertised, by number.
+
+    kafka-python's `api_versions()` turns each key into its own `ApiKey` enum and fails
+    on a key it does not know (Kafka 4.4 advertises 93): read the raw table instead."""
+    raw = admin._manager.broker_version_data.api_versions
+    return {int(k): (int(v[0]), int(v[1])) for k, v in raw.items()}

@@ -120,7 +120,7 @@ def probe(settings: ClientSettings) -> Capabilities:
     except Exception as exc:
         raise clients.translate(exc, settings) from exc
     try:
-        versions = {int(k): (int(v[0]), int(v[1])) for k, v in admin.api_versions().items()}
+        versions = clients.api_versions(admin)
         found = admin._manager.broker_version
         version = ".".join(str(p) for p in found[:2]) if found else "unknown"
         describe: DescribeSupport = "absent"
