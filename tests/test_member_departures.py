@@ -173,6 +173,15 @@ def finish_a_join_outside_poll(
     leader.poll_until(lambda: a.of("JoinCompleted"), 30, "a joined")
     a.proc.send_signal(signal.SIGSTOP)
     c = others(group, topic, "c")
+    # c's JoinGroup with its member id is the one the broker holds in the rebalance (the
+    # first, without one, is answered MEMBER_ID_REQUIRED at once). Waiting for the
+    # leader's JoinGroup alone raced: plain kafka-python may rejoin by itself before c's
+    # process is up, and that rebalance then completed without c (seen in CI: c's first
+    # generation was the one after).
+    c.wait(
+        lambda: any(e["data"].get("member_id") for e in c.of("JoinGroupSent")), 30,
+        "c's JoinGroup with its member id",
+    )  # fmt: skip
     leader.poll_until(leader.join_in_flight, 30, "the leader's JoinGroup in flight")
     before = leader.generation
     a.proc.send_signal(signal.SIGCONT)

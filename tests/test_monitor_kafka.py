@@ -42,8 +42,20 @@ def test_monitor_counts_explains_and_exports_each_rebalance(bootstrap: str, topi
         a = MemberProc(bootstrap, group, t, name="a")
         members.append(a)
         wait_converged([a], t, 4)
+        # a frozen, b's join holds the group in PreparingRebalance until a is back: the
+        # monitor's descriptions see the rebalance begin, so b's time without partitions
+        # is observed (a rebalance of half a second falls between two 1 s descriptions:
+        # then the monitor knows no such time, and must not make one up).
+        a.proc.send_signal(signal.SIGSTOP)
         b = MemberProc(bootstrap, group, t, name="b")
         members.append(b)
+        try:
+            mon.wait(
+                lambda: mon.sample("kgctl_group_rebalancing", group=group) == 1, 20,
+                "the rebalance b's join began",
+            )  # fmt: skip
+        finally:
+            a.proc.send_signal(signal.SIGCONT)
         wait_converged([a, b], t, 4)
         b.stop()  # a LeaveGroup
         wait_converged([a], t, 4)
@@ -56,7 +68,7 @@ def test_monitor_counts_explains_and_exports_each_rebalance(bootstrap: str, topi
         assert mon.sample("kgctl_group_rebalancing", group=group) == 0
         assert mon.sample("kgctl_monitor_cluster_reachable") == 1
         assert mon.sample("kgctl_monitor_offsets_topic_readable") == 1
-        # Each member of a rebalance had a time without partitions, observed.
+        # b's time without partitions in the rebalance its join made, observed.
         assert (mon.sample("kgctl_group_member_unassigned_seconds_count", group=group) or 0) >= 1
         assert not [k for k in mon.scrape() if ("group", skipped) in k[1]]
         # One JSON line per rebalance, the diagnosis explain gives.
