@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from harness import VIEWS  # noqa: E402
 from known_wrong import KNOWN_WRONG  # noqa: E402
-from situations import RUNS, Outcome  # noqa: E402
+from situations import ALL_RUNS, RUNS, Outcome  # noqa: E402
 
 pytestmark = pytest.mark.kafka
 
@@ -77,6 +77,8 @@ def _cell(client: str, situation: str, view: str, out: Outcome) -> str:
 def test_the_docs_table_is_this_suites_result(
     truth_outcomes: dict[tuple[str, str], Outcome],
 ) -> None:
+    if RUNS != ALL_RUNS:
+        pytest.skip("KGCTL_TRUTH_ONLY runs a slice of the suite: the table needs all of it")
     text = DOC.read_text()
     head, rest = text.split(START, 1)
     _, tail = rest.split(END, 1)
@@ -91,5 +93,5 @@ def test_the_docs_table_is_this_suites_result(
 
 
 def test_every_known_wrong_cell_is_a_cell() -> None:
-    cells = {(c, s, v) for c, s in RUNS for v in VIEWS}
+    cells = {(c, s, v) for c, s in ALL_RUNS for v in VIEWS}
     assert set(KNOWN_WRONG) <= cells, set(KNOWN_WRONG) - cells
