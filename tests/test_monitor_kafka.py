@@ -14,6 +14,7 @@ import pytest
 from helpers import MemberProc, wait_converged
 from monitor_procs import MonitorProc
 
+from kgctl.adapters.group_records import partition_for
 from kgctl.broker.local import LocalBroker
 
 pytestmark = pytest.mark.kafka
@@ -87,7 +88,9 @@ def test_monitor_counts_explains_and_exports_each_rebalance(bootstrap: str, topi
 def own_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
     home: Path = tmp_path_factory.mktemp("kgctl-monitor-broker")
     broker = LocalBroker(home / "broker.json")
-    broker.up(tie_to_parent=True, timeout_s=180)
+    # Four __consumer_offsets partitions (the session broker has one): monitors sharing
+    # the cluster in a shard group split them.
+    broker.up(tie_to_parent=True, timeout_s=180, offsets_partitions=4)
     try:
         yield broker
     finally:
@@ -151,6 +154,86 @@ def test_counts_survive_a_broker_restart_and_a_killed_monitor(own_broker: LocalB
         first.kill()
         if second is not None:
             assert second.stop() == 0
+
+
+def _exported(mon: MonitorProc, groups: list[str]) -> set[str]:
+    """The groups among `groups` whose rebalances `mon` exports now."""
+    return {g for g in groups if mon.rebalances_of(g)}
+
+
+def test_monitors_in_a_shard_group_split_the_groups_and_take_over_a_dead_one(
+    own_broker: LocalBroker,
+) -> None:
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    state = own_broker.load()
+    assert state is not None
+    bootstrap = state.bootstrap
+    run = uuid.uuid4().hex[:8]
+    topic = f"mon-shard-{run}"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, 2, 1)])
+    admin.close()
+    # One group in each of the four partitions of __consumer_offsets.
+    groups: dict[int, str] = {}
+    for i in range(1000):
+        name = f"mon-shard-{run}-{i}"
+        groups.setdefault(partition_for(name, 4), name)
+        if len(groups) == 4:
+            break
+    names = [groups[p] for p in range(4)]
+    shard = ["--groups", f"^mon-shard-{run}-", "--shard-group", f"kgctl-monitors-{run}"]
+    monitors = [MonitorProc(bootstrap, *shard, "--shard-session-timeout", "6") for _ in "ab"]
+    members: list[MemberProc] = []
+    try:
+        for m in monitors:
+            m.wait(
+                lambda m=m: m.sample("kgctl_monitor_shard_partitions") == 2, 60,
+                "two partitions of four",
+            )  # fmt: skip
+        for g in names:
+            members.append(MemberProc(bootstrap, g, topic, name=g[-1]))
+        for member in members:
+            wait_converged([member], topic, 2, timeout=60)
+        first, second = monitors
+        # Each exports the groups of its two partitions, no group twice.
+        for m in monitors:
+            m.wait(lambda m=m: len(_exported(m, names)) == 2, 30, "its two groups")
+        mine, theirs = _exported(first, names), _exported(second, names)
+        assert mine | theirs == set(names) and not mine & theirs
+        assert all(first.rebalances_of(g) == {"member_joined": 1.0} for g in mine)
+
+        first.kill()  # no LeaveGroup: the shard group waits out its session
+        second.wait(lambda: second.sample("kgctl_monitor_shard_partitions") == 4, 40, "all four")
+        # The dead monitor's groups, counted again from their records by the survivor.
+        second.wait(lambda: _exported(second, names) == set(names), 30, "every group")
+        assert all(second.rebalances_of(g) == {"member_joined": 1.0} for g in names)
+    finally:
+        for member in members:
+            member.kill()
+        monitors[0].kill()
+        assert monitors[1].stop() == 0
+
+
+def test_the_kubernetes_example_runs_as_written(bootstrap: str) -> None:
+    """examples/kubernetes/monitor.yaml's command line, but for where the cluster is, the
+    client properties and the listening address (this machine's, not a pod's)."""
+    import yaml
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "kubernetes" / "monitor.yaml"
+    deployment = next(
+        d for d in yaml.safe_load_all(example.read_text()) if d["kind"] == "Deployment"
+    )
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[0] == "monitor"
+    local = ("--bootstrap-server=", "--command-config=", "--metrics-listen=")
+    mon = MonitorProc(bootstrap, *[a for a in args[1:] if not a.startswith(local)])
+    try:
+        # The session broker's __consumer_offsets has one partition: this pod owns it.
+        mon.wait(lambda: mon.sample("kgctl_monitor_shard_partitions") == 1, 60, "the partition")
+        assert mon.sample("kgctl_monitor_offsets_topic_readable") == 1
+    finally:
+        assert mon.stop() == 0
 
 
 def test_without_the_offsets_topic_it_counts_from_descriptions_and_says_so(

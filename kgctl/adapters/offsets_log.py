@@ -6,6 +6,12 @@ every group-metadata record (key type 2) parsed with `group_records`. Offset com
 which are most of the topic, are skipped by their key's first two bytes without being
 decoded. What compaction left is what is read: a partition cleaned long ago keeps only
 each group's latest generation.
+
+With a `shard_group`, several monitors share the topic as one Kafka consumer group: each
+reads only the partitions the group assigns it (a group's records, and its coordinator,
+live in one partition: `partition_for`), and a partition it is given is read from its
+beginning, so the monitor that takes it over after another died counts what that one
+counted. Nothing is committed: a partition kept through a rebalance goes on where it was.
 """
 
 from __future__ import annotations
@@ -72,33 +78,43 @@ class OffsetsLogFollower(threading.Thread):
         on_unavailable: Callable[[str], None] = lambda _m: None,
         on_error: Callable[[str], None] = lambda _m: None,
         since_ms: int | None = None,
+        shard: Shard | None = None,
     ) -> None:
         super().__init__(name="kgctl-monitor-offsets", daemon=True)
         self.settings, self.wanted, self.since_ms = settings, wanted, since_ms
         self.on_records, self.on_caught_up = on_records, on_caught_up
         self.on_unavailable, self.on_error = on_unavailable, on_error
+        self.shard = shard
         self.stopping = threading.Event()
+        self._ends: dict[Any, int] = {}  # the end offsets of the partitions being replayed
+        self._next: dict[Any, int] = {}  # per partition, the offset after the last one read
+        self._owned: set[Any] = set()  # with a shard group: the partitions it was given
 
     def stop(self) -> None:
         self.stopping.set()
 
     def run(self) -> None:
         consumer: Any = None
+        shard = self.shard
         try:
             consumer = clients.consumer(
                 self.settings,
                 "kgctl-monitor-offsets",
-                group_id=None,
+                group_id=shard.group if shard is not None else None,
                 enable_auto_commit=False,
                 auto_offset_reset="earliest",
+                **(shard.consumer_config() if shard is not None else {}),
             )
-            ends = self._start(consumer)
+            if shard is None:
+                self._ends = self._start(consumer)
+            else:
+                self._join(consumer, shard)
         except Exception as exc:
             self._close(consumer)
             self.on_unavailable(_why(exc) if not isinstance(exc, GroupLogUnavailable) else str(exc))
             return
         try:
-            self._follow(consumer, ends)
+            self._follow(consumer)
         finally:
             self._close(consumer)
 
@@ -122,6 +138,17 @@ class OffsetsLogFollower(threading.Thread):
             return {}
         tps = [TopicPartition(OFFSETS_TOPIC, p) for p in sorted(parts)]
         consumer.assign(tps)
+        return self._rewind(consumer, tps)
+
+    def _join(self, consumer: Any, shard: Shard) -> None:
+        """Subscribe as a member of the shard group: partitions come and go with its
+        rebalances (`_reassigned`). Not waiting for the topic as `_partitions` does: on a
+        cluster where no group has asked for a coordinator yet, the shard group's own
+        request for one is what creates it."""
+        consumer.subscribe([OFFSETS_TOPIC])
+
+    def _rewind(self, consumer: Any, tps: list[Any]) -> dict[Any, int]:
+        """Seek `tps` to their beginning (or `since_ms`); their end offsets now."""
         begins = consumer.beginning_offsets(tps)
         ends = consumer.end_offsets(tps)
         found = (
@@ -136,9 +163,9 @@ class OffsetsLogFollower(threading.Thread):
                 consumer.seek(tp, ends[tp])  # nothing written since: follow from the end
         return dict(ends)
 
-    def _follow(self, consumer: Any, ends: dict[Any, int]) -> None:
-        behind = {tp for tp, end in ends.items() if consumer.position(tp) < end}
-        if not behind:
+    def _follow(self, consumer: Any) -> None:
+        behind = self._behind(consumer)
+        if not behind and self.shard is None:
             self.on_caught_up()
         while not self.stopping.is_set():
             try:
@@ -147,20 +174,55 @@ class OffsetsLogFollower(threading.Thread):
                 self.on_error(_why(exc))
                 self.stopping.wait(1.0)
                 continue
+            if self.shard is not None and consumer.assignment() != self._owned:
+                self._reassigned(consumer, self.shard)
             out: list[GroupRecord] = []
             read = 0
-            for records in polled.values():
+            for tp, records in polled.items():
                 read += len(records)
+                seen = self._next.get(tp, -1)
                 for rec in records:
+                    if rec.offset < seen or (
+                        self.since_ms is not None and rec.timestamp < self.since_ms
+                    ):
+                        continue  # read already (kept through a shard rebalance), or before --since
                     parsed = parse_any(rec, self.wanted)
                     if parsed is not None:
                         out.append(parsed)
+                if records:
+                    self._next[tp] = max(seen, records[-1].offset + 1)
             if read:
                 self.on_records(out, read)
-            if behind:
-                behind = {tp for tp in behind if consumer.position(tp) < ends[tp]}
+            if self._ends:
+                # Partitions given to this reader since the last poll joined the replay.
+                behind = self._behind(consumer)
                 if not behind:
+                    self._ends = {}
                     self.on_caught_up()
+
+    def _reassigned(self, consumer: Any, shard: Shard) -> None:
+        """The shard group's rebalance changed this reader's partitions (seen after the
+        poll it happened in: kafka-python runs a rebalance listener on its I/O thread,
+        where nothing may block). A partition newly given is replayed from its beginning;
+        one kept goes on where it was (an eager assignor revokes everything and gives it
+        back, and with nothing committed the consumer would start it over)."""
+        owned = set(consumer.assignment())
+        for tp in set(self._next) - owned:
+            del self._next[tp]
+        for tp in owned & self._owned:
+            if tp in self._next:
+                consumer.seek(tp, self._next[tp])
+        new = sorted(owned - self._owned, key=lambda tp: tp.partition)
+        if new:
+            self._ends.update(self._rewind(consumer, new))
+        self._owned = owned
+        count = len(consumer.partitions_for_topic(OFFSETS_TOPIC) or ())
+        shard.on_owned(frozenset(tp.partition for tp in owned), count)
+
+    def _behind(self, consumer: Any) -> set[Any]:
+        """The replayed partitions not yet read to the end offset they had when given."""
+        owned = consumer.assignment()
+        return {tp for tp, end in self._ends.items() if tp in owned and consumer.position(tp) < end}
 
     @staticmethod
     def _close(consumer: Any) -> None:
@@ -170,3 +232,26 @@ class OffsetsLogFollower(threading.Thread):
             consumer.close()
         except Exception:
             log.debug("closing the offsets-log consumer failed", exc_info=True)
+
+
+class Shard:
+    """`--shard-group`: the Kafka consumer group the monitors share the topic in, and
+    what this monitor is told as its partitions change: `on_owned(partitions, count)`,
+    the partitions it owns now out of the topic's `count`."""
+
+    def __init__(
+        self,
+        group: str,
+        session_timeout_ms: int,
+        on_owned: Callable[[frozenset[int], int], None],
+    ) -> None:
+        self.group, self.session_timeout_ms, self.on_owned = group, session_timeout_ms, on_owned
+
+    def consumer_config(self) -> dict[str, Any]:
+        return {
+            "session_timeout_ms": self.session_timeout_ms,
+            # Kafka's ratio of heartbeats to session (3 s to 45 s).
+            "heartbeat_interval_ms": max(100, self.session_timeout_ms // 15),
+            # An internal topic is only excluded from pattern subscriptions; said anyway.
+            "exclude_internal_topics": False,
+        }

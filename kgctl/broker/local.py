@@ -176,6 +176,9 @@ class BrokerState:
     metadata: str = "kraft"  # kraft | zookeeper
     consumer_protocol: bool = False  # KIP-848 switched on for a 3.x KRaft broker
     zookeeper: Node | None = None  # the ZooKeeper server of zookeeper mode
+    # __consumer_offsets's partitions when it is created (0: 1, or 6 for a cluster); the
+    # tests of monitors sharing that topic need several on one node.
+    offsets_partitions: int = 0
 
     @property
     def bootstrap(self) -> str:
@@ -311,6 +314,7 @@ class LocalBroker:
         acls: bool = False,
         metadata: str = "kraft",
         consumer_protocol: bool = False,
+        offsets_partitions: int | None = None,
         timeout_s: float = 120.0,
         say: Callable[[str], None] = lambda _m: None,
         wait: Callable[[str, Callable[[], bool], float], None] | None = None,
@@ -373,6 +377,8 @@ class LocalBroker:
             )
         state.version, state.origin = dist.version, dist.origin
         state.consumer_protocol = consumer_protocol
+        if offsets_partitions is not None:
+            state.offsets_partitions = offsets_partitions
         self._write_security(state)
         self._write_configs(state)
         started: list[Node] = []
@@ -649,7 +655,9 @@ class LocalBroker:
                 "log.dirs": str(home / "kafka-logs"),
                 "num.partitions": "1",
                 "offsets.topic.replication.factor": replication,
-                "offsets.topic.num.partitions": "6" if len(state.nodes) > 1 else "1",
+                "offsets.topic.num.partitions": str(
+                    state.offsets_partitions or (6 if len(state.nodes) > 1 else 1)
+                ),
                 "transaction.state.log.replication.factor": replication,
                 "transaction.state.log.min.isr": "1",
                 "share.coordinator.state.topic.replication.factor": replication,

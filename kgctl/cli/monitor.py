@@ -111,6 +111,26 @@ def monitor_command(
             help="Also export per-member series (a label per member: mind the cardinality).",
         ),
     ] = False,
+    shard_group: Annotated[
+        str | None,
+        typer.Option(
+            "--shard-group",
+            help="Share the cluster with the other monitors started with this NAME: one "
+            "Kafka consumer group over __consumer_offsets's partitions; each monitor "
+            "follows and exports only the groups of its partitions, and takes over a dead "
+            "one's after its session timeout.",
+            show_default=False,
+        ),
+    ] = None,
+    shard_session_timeout: Annotated[
+        float,
+        typer.Option(
+            "--shard-session-timeout",
+            help="Seconds after which the other monitors of --shard-group take over the "
+            "partitions of one that stopped answering (its session timeout).",
+            min=1.0,
+        ),
+    ] = 45.0,
     table: Annotated[
         bool | None,
         typer.Option(
@@ -142,13 +162,19 @@ def monitor_command(
         from kgctl.monitor.service import Monitor, Selection, wall_ms
 
         selection = Selection(parse_regex("--groups", groups), parse_regex("--exclude", exclude))
+        if shard_group is not None and not offsets_topic:
+            raise UsageError(
+                "--shard-group shares __consumer_offsets's partitions between monitors: "
+                "it cannot go with --no-offsets-topic; leave one of them out"
+            )
         listen = parse_listen(metrics_listen) if metrics_listen is not None else None
         since_ms = wall_ms() - parse_duration(since) if since is not None else None
         settings = make_settings(bootstrap, command_config, x, timeout)
         live = table if table is not None else (not env.json and sys.stdout.isatty())
         monitor = Monitor(
             settings, selection, interval_s=interval, since_ms=since_ms,
-            offsets_topic=offsets_topic,
+            offsets_topic=offsets_topic, shard_group=shard_group,
+            shard_session_ms=int(shard_session_timeout * 1000),
         )  # fmt: skip
         if listen is not None:
             _serve(env, monitor, listen, member_labels)
@@ -167,6 +193,7 @@ def _serve(env: Env, monitor: Monitor, listen: tuple[str, int], member_labels: b
     metrics = MonitorMetrics(monitor.view, member_labels=member_labels)
     monitor.listeners.append(metrics.rebalanced)
     monitor.group_listeners.append(metrics.followed)
+    monitor.forget_listeners.append(metrics.forgotten)
     monitor.on_poll = metrics.polled
     host, port = listen
     try:

@@ -112,30 +112,44 @@ class MonitorMetrics:
             registry=r,
         )
         r.register(_Gauges(view, clock))
+        # Each group's label sets, so that a group given to another monitor (a shard
+        # group's rebalance) takes all its series away with it.
+        self._series: dict[str, set[tuple[Any, tuple[str, ...]]]] = {}
+
+    def _of(self, metric: Any, group: str, *labels: str) -> Any:
+        self._series.setdefault(group, set()).add((metric, (group, *labels)))
+        return metric.labels(group, *labels)
 
     def followed(self, group: str) -> None:
         """A group newly followed: its series an alert reads with increase() start at 0
         (a series born at 1 would hide its first increment from increase() and rate())."""
-        self.generations.labels(group)
-        self.waits.labels(group, WAIT_DEAD)
-        self.duration.labels(group)
-        self.unassigned.labels(group)
+        self._of(self.generations, group)
+        self._of(self.waits, group, WAIT_DEAD)
+        self._of(self.duration, group)
+        self._of(self.unassigned, group)
+
+    def forgotten(self, group: str) -> None:
+        """A group no longer this monitor's: its series go (the monitor that owns it now
+        exports them, counted from the same records)."""
+        for metric, labels in self._series.pop(group, ()):
+            metric.remove(*labels)
 
     def rebalanced(self, d: Diagnosed) -> None:
         rb = d.rebalance
-        self.rebalances.labels(rb.group, rb.cause, rb.protocol).inc()
-        self.generations.labels(rb.group).inc()
+        g = rb.group
+        self._of(self.rebalances, g, rb.cause, rb.protocol).inc()
+        self._of(self.generations, g).inc()
         if rb.duration_ms is not None:
-            self.duration.labels(rb.group).observe(rb.duration_ms / 1000)
+            self._of(self.duration, g).observe(rb.duration_ms / 1000)
         for ms in rb.unassigned_ms:
-            self.unassigned.labels(rb.group).observe(ms / 1000)
+            self._of(self.unassigned, g).observe(ms / 1000)
         for w in rb.waits:
-            self.waits.labels(rb.group, w.why).inc()
+            self._of(self.waits, g, w.why).inc()
         if rb.waits:
-            self.longest_wait.labels(rb.group).observe(rb.longest_wait_ms / 1000)
+            self._of(self.longest_wait, g).observe(rb.longest_wait_ms / 1000)
         if self.member_unassigned is not None:
             for c in d.diagnosis.costs:
-                self.member_unassigned.labels(rb.group, c.member).inc(c.unassigned_ms / 1000)
+                self._of(self.member_unassigned, g, c.member).inc(c.unassigned_ms / 1000)
 
     def polled(self, seconds: float) -> None:
         self.poll.observe(seconds)
@@ -233,6 +247,12 @@ def _health(h: Health, groups: int) -> Iterator[Any]:
     )
     meta.add_metric([], h.metadata_records)
     yield meta
+    if h.owned_partitions is not None:
+        yield gauge(
+            "kgctl_monitor_shard_partitions",
+            "With --shard-group: the __consumer_offsets partitions this monitor owns now.",
+            len(h.owned_partitions),
+        )
     polls = CounterFamily("kgctl_monitor_polls", "Rounds of ListGroups and describes done.")
     polls.add_metric([], h.polls)
     yield polls

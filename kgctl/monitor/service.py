@@ -10,10 +10,15 @@ state, fed by two sources on their own threads.
    ConsumerGroupDescribe batched by coordinator: the group's state, members and
    assignments, which the records do not carry, and consumer-protocol groups' epochs.
 
+With `shard_group`, monitors on several machines share the cluster as one Kafka consumer
+group over `__consumer_offsets`'s partitions: each follows (records and descriptions)
+only the groups whose partition it owns now, and forgets those it is no longer given.
+
 A principal that may not read `__consumer_offsets` is told once, and the monitor goes
-on with descriptions only. A cluster that does not answer is retried with a backoff;
-`reachable` says so (a metric). Each completed rebalance is diagnosed by the group's
-`GroupFollower`, folded into its tally and handed to each of `listeners`.
+on with descriptions only (with `shard_group` it cannot know its share: it stops). A
+cluster that does not answer is retried with a backoff; `reachable` says so (a metric).
+Each completed rebalance is diagnosed by the group's `GroupFollower`, folded into its
+tally and handed to each of `listeners`.
 """
 
 from __future__ import annotations
@@ -28,9 +33,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kgctl.adapters.admin import ClusterAdmin
-from kgctl.adapters.group_records import GroupRecord
-from kgctl.adapters.offsets_log import OffsetsLogFollower
-from kgctl.errors import KgctlError
+from kgctl.adapters.group_records import OFFSETS_TOPIC, GroupRecord, partition_for
+from kgctl.adapters.offsets_log import OffsetsLogFollower, Shard
+from kgctl.errors import ExitStatus, KgctlError
 from kgctl.model.snapshot import GroupSnapshot
 from kgctl.monitor.accounting import GroupDeleted, GroupTally, tally
 from kgctl.monitor.follower import Diagnosed, GroupFollower
@@ -71,6 +76,7 @@ class Health:
     errors: dict[str, int] = field(default_factory=dict)
     last_poll_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+    owned_partitions: tuple[int, ...] | None = None  # with a shard group: this one's
 
     def error(self, kind: str) -> None:
         self.errors[kind] = self.errors.get(kind, 0) + 1
@@ -101,6 +107,8 @@ class Monitor:
         offsets_topic: bool = True,
         on_poll: Callable[[float], None] = lambda _s: None,
         clock: Callable[[], int] = wall_ms,
+        shard_group: str | None = None,
+        shard_session_ms: int = 45_000,
     ) -> None:
         self.settings, self.selection, self.interval_s = settings, selection, interval_s
         self.since_ms, self.offsets_topic = since_ms, offsets_topic
@@ -108,10 +116,20 @@ class Monitor:
         # Called with each rebalance counted (metrics, the JSON lines), in order.
         self.listeners: list[Callable[[Diagnosed], None]] = []
         self.group_listeners: list[Callable[[str], None]] = []  # each group first followed
+        self.forget_listeners: list[Callable[[str], None]] = []  # each group given away
+        self.health = Health(offsets_readable=None if offsets_topic else False)
+        self.shard_group, self.shard_session_ms = shard_group, shard_session_ms
+        # With a shard group: the partitions of __consumer_offsets this monitor owns now
+        # (none until the group assigns some) and the topic's partition count; without
+        # one, None: every group is this monitor's.
+        self.owned: frozenset[int] | None = frozenset() if shard_group else None
+        self.offsets_partitions = 0
+        self.polled_owned = self.owned  # what it owned when the last poll was applied
+        if shard_group:
+            self.health.owned_partitions = ()
         self.settle_ms = int(interval_s * 2000) + 1000
         self.followers: dict[str, GroupFollower] = {}
         self.tallies: dict[str, GroupTally] = {}
-        self.health = Health(offsets_readable=None if offsets_topic else False)
         self.inbox: queue.Queue[tuple[str, Any]] = queue.Queue()
         self.stopping = threading.Event()
         self.lock = threading.Lock()  # guards `rows` and `health` for the readers
@@ -120,6 +138,7 @@ class Monitor:
         self.log_reader: OffsetsLogFollower | None = None
         self.threads: list[threading.Thread] = []
         self.listed: dict[str, str] = {}
+        self.fatal: KgctlError | None = None  # what ends the monitor, raised by step()
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -138,7 +157,11 @@ class Monitor:
                 on_unavailable=lambda why: self.inbox.put(("unavailable", why)),
                 on_error=lambda why: self.inbox.put(("log_error", why)),
                 since_ms=self.since_ms,
-            )
+                shard=Shard(
+                    self.shard_group, self.shard_session_ms,
+                    lambda owned, count: self.inbox.put(("owned", (owned, count))),
+                ) if self.shard_group else None,
+            )  # fmt: skip
             self.log_reader.start()
             self.threads.append(self.log_reader)
         poller = threading.Thread(target=self._poll_loop, name="kgctl-monitor-poll", daemon=True)
@@ -160,7 +183,7 @@ class Monitor:
         while not self.stopping.is_set():
             started = time.monotonic()
             try:
-                listed = {g: t for g, t in self.admin.list_all().items() if self.selection(g)}
+                listed = {g: t for g, t in self.admin.list_all().items() if self.ours(g)}
                 snaps = self.admin.describe_all(listed)
             except KgctlError as exc:
                 failures += 1
@@ -171,6 +194,16 @@ class Monitor:
             failures = 0
             self.inbox.put(("described", (listed, snaps, time.monotonic() - started)))
             self.stopping.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
+
+    def ours(self, group: str) -> bool:
+        """Whether this monitor follows `group`: selected, and (sharing the cluster) in a
+        partition it owns. Read by the poll thread too: `owned` is replaced, not changed."""
+        if not self.selection(group):
+            return False
+        owned = self.owned
+        if owned is None:
+            return True
+        return bool(owned) and partition_for(group, self.offsets_partitions) in owned
 
     # -- the state's thread ---------------------------------------------------------------
 
@@ -193,6 +226,8 @@ class Monitor:
             out += f.tick(now)
         self._count_all(out)
         self._publish()
+        if self.fatal is not None:
+            raise self.fatal
         return out
 
     def _follower(self, group: str) -> GroupFollower:
@@ -220,7 +255,9 @@ class Monitor:
             for f in self.followers.values():
                 out += f.tick(now, flush=True)
             return out
-        if kind == "unavailable":
+        if kind == "owned":
+            self._owned(*payload)
+        elif kind == "unavailable":
             self._offsets_unavailable(str(payload))
         elif kind == "log_error":
             self.health.error("offsets_log")
@@ -235,6 +272,8 @@ class Monitor:
     def _records(self, records: list[GroupRecord], now: int) -> list[Diagnosed]:
         out: list[Diagnosed] = []
         for rec in records:
+            if self.owned is not None and rec.partition not in self.owned:
+                continue  # read before its partition was given to another monitor
             f = self._follower(rec.group)
             out += f.record(rec, now)
             if rec.metadata is None:
@@ -254,12 +293,18 @@ class Monitor:
             self.health.last_poll_s = seconds
         self.on_poll(seconds)
         out: list[Diagnosed] = []
+        before, self.polled_owned = self.polled_owned, self.owned
+        listed = {g: t for g, t in listed.items() if self.ours(g)}  # asked before a change
         for group, snap in snaps.items():
+            if group not in listed:
+                continue
             f = self.followers.get(group)
             if (
                 self.health.polls > 1
                 and group not in self.listed
                 and (f is None or f.snapshot is None)
+                # a group of a partition just given to this monitor was there before
+                and (before is None or partition_for(group, self.offsets_partitions) in before)
             ):
                 # Not there at the previous round: it was created since, and whatever
                 # members it has joined it (not a group found already made at the start).
@@ -293,7 +338,39 @@ class Monitor:
         for d in done:
             self._count(d)
 
+    def _owned(self, owned: frozenset[int], count: int) -> None:
+        """The shard group gave this monitor `owned` (of `count` partitions): the groups
+        of the others' partitions are forgotten (their series go with them), those of new
+        ones come from their replayed records and the next descriptions."""
+        before = self.owned or frozenset()
+        self.offsets_partitions, self.owned = count, owned
+        if owned - before:
+            with self.lock:
+                self.health.offsets_caught_up = False  # until the new ones are replayed
+        for group in [g for g in self.followers if not self.ours(g)]:
+            del self.followers[group]
+            self.tallies.pop(group, None)
+            self.listed.pop(group, None)
+            for listener in self.forget_listeners:
+                listener(group)
+        with self.lock:
+            self.health.owned_partitions = tuple(sorted(owned))
+        self._note(
+            f"shard group {self.shard_group}: owns {len(owned)} of {count} {OFFSETS_TOPIC} "
+            f"partition(s) {sorted(owned)}"
+        )
+
     def _offsets_unavailable(self, why: str) -> None:
+        if self.shard_group:
+            # Without the topic the shard group has nothing to share: no way to know which
+            # groups are this monitor's. The state thread raises it out of step().
+            self.fatal = KgctlError(
+                f"--shard-group {self.shard_group}: {why}; the monitors share the cluster "
+                f"by reading {OFFSETS_TOPIC}, so give them read access to it, or run one "
+                "monitor without --shard-group (descriptions only)",
+                status=ExitStatus.SETUP_FAILED,
+            )
+            return
         with self.lock:
             self.health.offsets_readable = False
         self._note(f"{why}: following groups by their descriptions only (generations inferred)")
@@ -351,5 +428,6 @@ class Monitor:
                 errors=dict(h.errors),
                 last_poll_s=h.last_poll_s,
                 notes=list(h.notes),
+                owned_partitions=h.owned_partitions,
             )
             return dict(self.rows), copy
