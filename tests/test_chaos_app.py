@@ -141,3 +141,29 @@ def test_an_eager_member_s_join_gives_up_what_its_last_sync_gave_it() -> None:
         traced("JoinGroupTraced", 3, request={"protocols": ["cooperative-sticky"]}, response={})
     )
     assert "PartitionsRevoked" not in [e.type for e in coop]  # it keeps what does not move
+
+
+def test_a_java_member_listing_cooperative_second_is_eager() -> None:
+    """Java's default assignors are `range, cooperative-sticky`: the group chooses range,
+    so its members give up everything at JoinGroup (a run of examples/apps/java showed a
+    false exclusive-ownership violation while only listed protocols were looked at)."""
+    from kgctl.chaos.app import AppWire
+
+    def traced(type_: str, ts: int, **data: Any) -> Event:
+        return Event(type_, ts, 0.0, ts, group="g", member="kgctl-a", client_id="kgctl-a",
+                     source="wire", data={"error": "NONE", **data})  # fmt: skip
+
+    sync = traced("SyncGroupTraced", 1, request={"generation": 1},
+                  response={"assignment": {"t": [0, 1]}})  # fmt: skip
+    java = {"protocols": ["range", "cooperative-sticky"]}
+    for response in ({"protocol": "range"}, {}):  # answered, or not (MEMBER_ID_REQUIRED)
+        namer = AppWire(lambda cid: "a")
+        namer.events(sync)
+        out = namer.events(traced("JoinGroupTraced", 2, request=java, response=response))
+        assert "PartitionsRevoked" in [e.type for e in out]
+    namer = AppWire(lambda cid: "a")
+    namer.events(sync)
+    chosen = namer.events(
+        traced("JoinGroupTraced", 2, request=java, response={"protocol": "cooperative-sticky"})
+    )
+    assert "PartitionsRevoked" not in [e.type for e in chosen]

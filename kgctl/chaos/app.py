@@ -306,8 +306,8 @@ def spawn_app(launch: Any, command: list[str], preexec: Callable[[], None]) -> A
 class AppWire:
     """Names app members' traced exchanges as their steps (`events`), one run's worth.
 
-    An eager member (no cooperative assignor among its JoinGroup's protocols) has given
-    up everything it owned before it sends JoinGroup, as the Java and librdkafka clients
+    An eager member (its group's protocol is not a cooperative assignor) has given up
+    everything it owned before it sends JoinGroup, as the Java and librdkafka clients
     do; the wire shows no callback, so the JoinGroup stands for it: a PartitionsRevoked
     of the last assignment its SyncGroup answers gave. Without it, a member whose answer
     of the new generation came first would seem to share partitions with one still
@@ -326,9 +326,8 @@ class AppWire:
         named = replace(event, member=name)
         out = member_steps([named])
         if named.type == "JoinGroupTraced":
-            protocols = (named.data.get("request") or {}).get("protocols") or []
             owned = self.owned.pop(name, None)
-            if owned and not any("cooperative" in str(p) for p in protocols):
+            if owned and not _cooperative(named.data):
                 sent = out[1].ts_ms if len(out) > 1 else named.ts_ms  # when it sent JoinGroup
                 revoked = replace(
                     named, type="PartitionsRevoked", ts_ms=sent, data={"partitions": owned}
@@ -338,6 +337,18 @@ class AppWire:
             if e.type == "JoinCompleted":
                 self.owned[name] = dict(e.data.get("assignment") or {})
         return out
+
+
+def _cooperative(join: dict[str, Any]) -> bool:
+    """Whether a traced JoinGroup is a cooperative member's: by the protocol the group
+    chose (its answer names it), else by the member's first choice, which a fleet of one
+    program shares (Java lists `range, cooperative-sticky` by default and is eager: a
+    cooperative assignor merely listed is not the one in force)."""
+    chosen = (join.get("response") or {}).get("protocol")
+    if not chosen:
+        protocols = (join.get("request") or {}).get("protocols") or []
+        chosen = protocols[0] if protocols else ""
+    return "cooperative" in str(chosen)
 
 
 def wire_member_events(event: Event, members: Callable[[str], str | None]) -> list[Event]:
