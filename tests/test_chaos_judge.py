@@ -114,6 +114,18 @@ def test_consuming_outside_the_assignment_is_charged_to_the_step_once(run: Run) 
     assert types == ["RecordsConsumed", "InvariantViolated", "RecordsConsumed", "RecordsConsumed"]
 
 
+def test_consumption_is_judged_at_its_own_time_not_when_its_line_arrived(run: Run) -> None:
+    """An app member's lines come from its stdout, later than the proxy's events of the
+    same moment: a record m1 consumed at 5100, while it owned t-2, arrives after the
+    revocation of 5200 and m2's assignment of t-2 (a Java example run was charged so)."""
+    run.feed(*two_member_eager_history())
+    run.feed(consumed(5100, "m1", 2))
+    assert run.journal.violations == []
+    run.feed(consumed(5250, "m1", 2))  # after it gave t-2 up: outside, whenever it arrives
+    [v] = run.journal.violations
+    assert (v.rule, v.members, v.partition) == ("consumed-outside-assignment", ["m1"], "t-2")
+
+
 def test_an_excused_member_consumes_its_stale_partitions_without_a_violation(run: Run) -> None:
     run.feed(*two_member_eager_history())
     run.judge.excused["m2"] = [(6000, None)]  # frozen, or cut off from its coordinator

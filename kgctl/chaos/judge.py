@@ -127,17 +127,21 @@ class Judge:
             self.refused = self.plan.refusal(ev.member)
 
     def _consumed(self, ev: Event, state: GroupState) -> None:
-        member = state.members.get(ev.member)
-        owned = set()
-        if member is not None:
-            owned = {(t, p) for t, ids in member.partitions.items() for p in ids}
+        def owned(tp: tuple[str, int]) -> bool:
+            # When it consumed, not when its line arrived: an app member's stdout is read
+            # later than the proxy's events of the same moment (a Java member's record
+            # processed at .872 came after its JoinGroup of .987 had ended its ownership).
+            return any(
+                s.member == ev.member and s.covers(ev.ts_ms) for s in state.ownership.get(tp, ())
+            )
+
         for b in ev.data.get("batches", []):
             tp = (str(b.get("topic")), int(b.get("partition", -1)))
             first, last = int(b.get("first", 0)), int(b.get("last", 0))
             self.batches.append((tp[0], tp[1], first, last))
             key = (ev.member, tp)
             self.consumed_up_to[key] = max(self.consumed_up_to.get(key, 0), last + 1)
-            if tp not in owned and not excused_by(self.excused)(ev.member, ev.ts_ms):
+            if not owned(tp) and not excused_by(self.excused)(ev.member, ev.ts_ms):
                 # (An excused member, frozen or cut off from its coordinator, consumes
                 # what its own stale view says it owns: the fault shows that.)
                 self.violation(
