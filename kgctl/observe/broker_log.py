@@ -18,7 +18,7 @@ import re
 import time
 from collections.abc import Iterable
 
-from kgctl.model.diagnosis import FAILED, BrokerReason
+from kgctl.model.diagnosis import FAILED, LEFT, BrokerReason
 
 _LINE = re.compile(
     r"^\[(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)[,.](?P<ms>\d{3})\].*?"
@@ -29,6 +29,20 @@ _FAILED = re.compile(
     r"^\[(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)[,.](?P<ms>\d{3})\].*?"
     r"Member (?P<member>\S+) in group (?P<group>\S+) has failed, removing it from the group"
 )
+# Kafka 4's coordinator: a classic member's leave, with the client's reason (its
+# `Preparing to rebalance` line names the member, not the reason).
+_LEFT = re.compile(
+    r"^\[(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)[,.](?P<ms>\d{3})\].*?"
+    r"\[Group (?P<group>\S+)\] Member (?P<member>\S+) has left group through explicit "
+    r"`LeaveGroup` request; client reason: (?P<reason>.*?)"
+    r"\s*(?:\((?:org\.apache|kafka)\.[\w.$]+\))?\s*$"
+)
+# Kafka 4's coordinator: a consumer-protocol member removed when its session expired.
+_EXPIRED = re.compile(
+    r"^\[(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)[,.](?P<ms>\d{3})\].*?"
+    r"\[GroupId (?P<group>\S+)\] Member (?P<member>\S+) fenced from the group because "
+    r"the member session expired"
+)
 _LOGGER = re.compile(r"\s+\((?:org\.apache|kafka)\.[\w.$]+\)\s*$")
 
 
@@ -38,15 +52,27 @@ def _ts(m: re.Match[str]) -> int:
 
 
 def parse_broker_log(lines: Iterable[str], group: str | None = None) -> list[BrokerReason]:
-    """Every `Preparing to rebalance` line (of `group`, if given), and every `Member M in
-    group G has failed, removing it` line (a session that timed out), in file order."""
+    """Every `Preparing to rebalance` line (of `group`, if given), every line of a member
+    removed when its session expired (`Member M in group G has failed, removing it`; a
+    consumer-protocol member `fenced … because the member session expired`) and every
+    leave with its client's reason, in file order."""
     out = []
     for line in lines:
-        if "has failed, removing it" in line:
-            f = _FAILED.match(line)
+        expired = _FAILED if "has failed, removing it" in line else None
+        if expired is None and "because the member session expired" in line:
+            expired = _EXPIRED
+        if expired is not None:
+            f = expired.match(line)
             if f is not None and (group is None or f["group"] == group):
                 reason = f"member {f['member']} has failed (session timeout), removed"
                 out.append(BrokerReason(_ts(f), f["group"], reason, kind=FAILED))
+            continue
+        if "has left group through explicit" in line:
+            left = _LEFT.match(line.rstrip("\n"))
+            if left is not None and (group is None or left["group"] == group):
+                said = left["reason"].rstrip(".") if left["reason"] else "not provided"
+                reason = f"member {left['member']} left (LeaveGroup); client reason: {said}"
+                out.append(BrokerReason(_ts(left), left["group"], reason, kind=LEFT))
             continue
         if "Preparing to rebalance" not in line:
             continue

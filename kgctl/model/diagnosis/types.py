@@ -56,9 +56,15 @@ TRACED: Final = "traced"  # the member's own events gave it
 STORED: Final = "__consumer_offsets"  # stored with the member's generation
 
 # Kinds of broker log lines.
-BrokerLineKind = Literal["preparing", "failed"]
+BrokerLineKind = Literal["preparing", "failed", "left"]
 PREPARING: Final = "preparing"  # Preparing to rebalance group … (reason: …)
-FAILED: Final = "failed"  # Member … in group … has failed, removing it from the group
+# Member … in group … has failed, removing it from the group (a classic session expired;
+# a consumer-protocol member fenced when its session expired reads the same)
+FAILED: Final = "failed"
+# [Group G] Member … has left group through explicit `LeaveGroup` request; client reason:
+# … (Kafka 4's coordinator: its `Preparing to rebalance` line for a leave has no client
+# reason, this one has)
+LEFT: Final = "left"
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,13 @@ from kgctl.model.diagnosis.trigger import (
     static_replacements,
 )
 from kgctl.model.diagnosis.types import (
+    DEFAULT_HEARTBEAT_MS,
     EXACT,
     FAILED,
     INFERRED,
     ROUTINE_TYPES,
     SESSION_MATCH,
+    START_SLACK_MS,
     STORED,
     WAIT_DEAD,
     WAIT_LATE_JOIN,
@@ -57,7 +59,7 @@ def critical_path(
     out = _join_waits(events, rec, prev, members)
     if not any(k in members for k in rec.members):
         out += _logged_waits(events, rec, state, broker)
-    detect = _detect_wait(events, rec.start_ms, members, trigger)
+    detect = _detect_wait(events, rec.start_ms, state, members, trigger, broker)
     return detect + out + _sync_waits(events, rec, members)
 
 
@@ -195,30 +197,97 @@ def _session_setting(m: MemberConfig) -> str:
 
 
 def _detect_wait(
-    events: EventIndex, start: int, members: Mapping[str, MemberConfig], trigger: Trigger
+    events: EventIndex,
+    start: int,
+    state: GroupState,
+    members: Mapping[str, MemberConfig],
+    trigger: Trigger,
+    broker: Sequence[BrokerReason] = (),
 ) -> list[Wait]:
     """Nothing held the join, but the rebalance began only when a silent member's
-    session timed out: the time went to noticing it was gone."""
-    if trigger.reason != "session timeout" or trigger.who not in members:
+    session timed out: the time went to noticing it was gone. The broker removes a
+    member session.timeout.ms after the last heartbeat it received, so that is the
+    wait wherever the session is known; the silence a trace measures (from the last
+    event it saw of the member to the first sign of the rebalance) only checks it."""
+    if trigger.reason != "session timeout":
         return []
+    removal = _logged_removal(start, state, trigger, broker)
+    if trigger.who not in members:
+        return _logged_detect_wait(events, trigger, removal)
     last = last_heard_ms(events, trigger.who, start)
     if last is None or start - last <= WAIT_SLACK_MS:
         return []
-    session = members[trigger.who].session_ms
+    m = members[trigger.who]
+    session = m.session_ms
+    silent = start - last
     chaos = chaos_silenced_by(events, trigger.who, start)
     said = f"{chaos_said(chaos)}; " if chaos is not None else ""
+    if removal is not None:
+        said += f"the broker removed it at {_clock(removal.ts_ms)} (broker log); "
+    ms, measured = silent, ""
+    heartbeat = m.heartbeat_ms or DEFAULT_HEARTBEAT_MS
+    if session and not session - heartbeat - WAIT_SLACK_MS <= silent <= session + heartbeat:
+        # Dead at most a heartbeat after its last one, it is removed a session after that
+        # and the others hear of it at their next heartbeat: a silence outside that is
+        # the trace's (a late event of it, heartbeats not traced), not the broker's.
+        ms = session
+        measured = f"; the trace last heard of it {silent / 1000:.1f}s before"
     return [
         Wait(
             phase="detect",
             member=trigger.who,
-            ms=start - last,
+            ms=ms,
             why=WAIT_DEAD,
             detail=f"{said}no heartbeat since {_clock(last)}: the rebalance began only when its "
-            f"session timed out ({_session_setting(members[trigger.who])}); its partitions "
-            "were not consumed meanwhile",
-            confidence=EXACT if chaos is not None else INFERRED,
+            f"session timed out ({_session_setting(m)}); its partitions were not consumed "
+            f"meanwhile{measured}",
+            confidence=EXACT if chaos is not None or removal is not None else INFERRED,
             session_timeout_ms=session,
-            session_from=members[trigger.who].session_from,
+            session_from=m.session_from,
+        )
+    ]
+
+
+def _logged_removal(
+    start: int, state: GroupState, trigger: Trigger, broker: Sequence[BrokerReason]
+) -> BrokerReason | None:
+    """The broker's log line that removed `trigger.who` when its session expired, as
+    the rebalance began (the old coordinator's and the new one's `… has failed,
+    removing it`, a `Preparing to rebalance` for `… on heartbeat expiration`)."""
+    for br in broker:
+        expired = br.kind == FAILED or "heartbeat expiration" in br.reason
+        if not expired or abs(br.ts_ms - start) > START_SLACK_MS:
+            continue
+        if member_name(state, member_id_in_broker_reason(br.reason)) == trigger.who:
+            return br
+    return None
+
+
+def _logged_detect_wait(
+    events: EventIndex, trigger: Trigger, removal: BrokerReason | None
+) -> list[Wait]:
+    """Untraced: the broker's log says when it removed the member on its session's
+    expiry, and __consumer_offsets how long that session was: it had been silent that
+    long when the rebalance began (a heartbeat interval or less after it died)."""
+    if removal is None:
+        return []
+    member_id = member_id_in_broker_reason(removal.reason)
+    session = stored_timeouts(events).get(member_id, (-1, -1))[0]
+    if session <= 0:
+        return []  # how long it waited is not known: no length said
+    return [
+        Wait(
+            phase="detect",
+            member=trigger.who,
+            ms=session,
+            why=WAIT_DEAD,
+            detail=f"the broker removed it at {_clock(removal.ts_ms)} when its session timed "
+            f"out (broker log), session.timeout.ms={session} after the last heartbeat it had "
+            "from it (stored in __consumer_offsets); its partitions were not consumed "
+            "meanwhile",
+            confidence=EXACT,
+            session_timeout_ms=session,
+            session_from=STORED,
         )
     ]
 
