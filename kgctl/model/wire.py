@@ -87,6 +87,7 @@ def _as_member(ev: Event) -> Iterator[Event]:
             )
     elif ev.type == "LeaveGroupTraced":
         members = req.get("members") or [{}]
-        yield step("LeaveGroupSent", sent_ms, reason=members[0].get("reason") or "left the group")
+        said = members[0].get("reason") or ""
+        yield step("LeaveGroupSent", sent_ms, reason=said or "left the group", wire_reason=said)
     elif ev.type == "HeartbeatTraced" and error not in ("NONE", ""):
         yield step("HeartbeatFailed", ev.ts_ms, error=error, rtt_ms=latency)

@@ -19,7 +19,7 @@ from kgctl.model.diagnosis.members import MemberConfig, member_configs
 from kgctl.model.diagnosis.mixed import assigned_late, describe_protocol_change
 from kgctl.model.diagnosis.protocol_advice import advise_consumer_protocol, advise_cooperative
 from kgctl.model.diagnosis.restarts import Restart, indexed_restarts
-from kgctl.model.diagnosis.trigger import choose_trigger, trigger_candidates
+from kgctl.model.diagnosis.trigger import choose_trigger, read_growth, trigger_candidates
 from kgctl.model.diagnosis.types import (
     EXACT,
     INFERRED,
@@ -183,6 +183,7 @@ def _diagnose_one(
     notes: list[str] = []
     if chosen is None:
         chosen = _fallback_trigger(events, rec, prev, members)
+    chosen = read_growth(chosen, state, rec, prev)
     if chosen.confidence == INFERRED:
         notes.append("kgctl infers this trigger: no member, wire event or broker log said it")
     start = rec.start_ms

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from kgctl.model.diagnosis.causes import (
     broker_cause,
+    client_cause,
     member_id_in_broker_reason,
     member_name,
     wire_cause,
@@ -21,7 +22,9 @@ from kgctl.model.diagnosis.types import (
     FAILED,
     FENCED,
     INFERRED,
+    LEFT,
     POLL_BREACH,
+    PREPARING,
     ROUTINE_TYPES,
     START_SLACK_MS,
     BrokerReason,
@@ -121,10 +124,28 @@ def _said_poll(e: Event, who: str, src: str) -> list[Trigger]:
 def _said_leave(e: Event, who: str, src: str) -> list[Trigger]:
     reason = str(e.data.get("reason", "") or "")
     who = who or e.client_id
+    if e.source == "wire":
+        # The proxy's LeaveGroup as the client sent it: librdkafka's (v0-1) carry no
+        # reason, and that it left does not say why (closed, or its poll timed out).
+        said = str(e.data.get("wire_reason", "" if reason == WIRE_NO_REASON else reason))
+        if not said:
+            return [
+                Trigger(
+                    cause=Cause.MEMBER_LEFT,
+                    who=who,
+                    reason=UNSAID_LEAVE,
+                    confidence=EXACT,
+                    evidence=f"wire: {who}'s LeaveGroup without a reason (member id "
+                    f"{e.member_id or '?'})",
+                    at_ms=e.ts_ms,
+                )
+            ]
+        reason = said
+    cause = client_cause(reason)
     evidence = f"{who}'s {src}: LeaveGroup reason {reason!r}"
     return [
         Trigger(
-            cause=Cause.MEMBER_LEFT,
+            cause=cause if cause is not None and cause is not Cause.UNKNOWN else Cause.MEMBER_LEFT,
             who=who,
             reason=reason,
             confidence=EXACT,
@@ -435,29 +456,151 @@ def _broker_log_trigger(br: BrokerReason, state: GroupState) -> Trigger:
     member_id = member_id_in_broker_reason(br.reason)
     who = member_name(state, member_id)
     client = br.reason.partition("client reason: ")[2]
-    if not client or client == "not provided":
-        # The client gave no reason (kafka-python, older clients): the broker's own
-        # words, without the member id they repeat.
+    unsaid = not client or client == "not provided"
+    if unsaid:
+        # The client gave no reason (kafka-python, librdkafka, older clients): the
+        # broker's own words, without the member id they repeat.
         words = br.reason.partition("; client reason")[0].split()
         client = " ".join(w for w in words if w.strip("()") != (member_id or None))
-    if br.kind == FAILED:
+    evidence = f"broker log {_clock(br.ts_ms)}: {br.reason}"
+    if br.kind == FAILED or "heartbeat expiration" in br.reason:
         # The broker's words name the member by its id: its name is `who`.
         return Trigger(
             cause=Cause.TIMED_OUT,
             who=who,
             reason="session timeout",
             confidence=EXACT,
-            evidence=f"broker log {_clock(br.ts_ms)}: {br.reason}",
+            evidence=evidence if br.kind == FAILED else _preparing(br),
             at_ms=br.ts_ms,
         )
+    cause = broker_cause(br.reason) if br.kind == PREPARING else Cause.MEMBER_LEFT
+    if br.kind == LEFT and not unsaid:
+        named = client_cause(client)
+        cause = named if named is not None and named is not Cause.UNKNOWN else cause
+    if cause is Cause.MEMBER_LEFT and unsaid:
+        client = UNSAID_LEAVE  # that it left is exact; why, the evidence tells
     return Trigger(
-        cause=broker_cause(br.reason),
+        cause=cause,
         who=who,
         reason=client or br.reason,
         confidence=EXACT,
-        evidence=f"broker log {_clock(br.ts_ms)}: Preparing to rebalance (reason: {br.reason})",
+        evidence=evidence if br.kind == LEFT else _preparing(br),
         at_ms=br.ts_ms,
     )
+
+
+def _preparing(br: BrokerReason) -> str:
+    return f"broker log {_clock(br.ts_ms)}: Preparing to rebalance (reason: {br.reason})"
+
+
+# The reason of a leave whose client gave none (librdkafka's LeaveGroup has no field for
+# it; the broker logs `client reason: not provided`): its cause is read from the evidence.
+UNSAID_LEAVE = "left without a reason"
+# How the proxy's trace (kgctl/model/wire.py) words a LeaveGroup without a reason.
+WIRE_NO_REASON = "left the group"
+# How long after a leave a member that joins again under the same name with a new member
+# id is read as one whose poll timed out (librdkafka and Java leave when the application
+# passes max.poll.interval.ms, forget their member id, and join at its next poll).
+CAME_BACK_MS = 600_000
+
+
+def _read_unsaid_leave(
+    t: Trigger, member_id: str, events: EventIndex, state: GroupState, ctx: Context
+) -> Trigger:
+    """A leave whose client gave no reason: that the member left is exact, why it left
+    is not. One that came back under its name with a new member id most likely passed
+    max.poll.interval.ms (the client leaves then and joins at its next poll; a restart
+    looks the same); one that did not was closed or unsubscribed."""
+    back = _came_back(t.who, member_id, t.at_ms, events, state, ctx)
+    if back is None:
+        return replace(
+            t,
+            confidence=INFERRED,
+            evidence=f"{t.evidence}: it gave no reason and did not join again (closed or "
+            "unsubscribed)",
+        )
+    return replace(
+        t,
+        cause=Cause.TIMED_OUT,
+        confidence=INFERRED,
+        evidence=f"{t.evidence}: it gave no reason and joined again at {_clock(back)} with a "
+        "new member id, as a member past max.poll.interval.ms does (it leaves, then joins "
+        "at its next poll; a restart looks the same)",
+    )
+
+
+def _came_back(
+    who: str, member_id: str, left_ms: int, events: EventIndex, state: GroupState, ctx: Context
+) -> int | None:
+    """When `who` joined again with another member id than `member_id` after leaving at
+    `left_ms`: a JoinGroup without a member id (a member's or the wire's), the broker's
+    `Adding new member`, the observer seeing it new."""
+    until = left_ms + CAME_BACK_MS
+    for e in events.of("JoinGroupSent", "MemberJoinedGroup", since=left_ms, until=until):
+        joined = (
+            e.source in ("member", "wire") and not e.data.get("member_id")
+            if is_type(e, "JoinGroupSent")
+            else e.source == "observer"
+        )
+        name = e.member or e.client_id or member_name(state, e.member_id)
+        if joined and name == who and e.member_id != member_id:
+            return e.ts_ms
+    for br in ctx.broker_reasons:
+        if br.group != state.group or not left_ms < br.ts_ms <= until:
+            continue
+        other = member_id_in_broker_reason(br.reason)
+        new = "adding new member" in br.reason.lower()
+        if new and other and other != member_id and member_name(state, other) == who:
+            return br.ts_ms
+    return None
+
+
+def read_growth(
+    t: Trigger, state: GroupState, rec: GenerationRecord, prev: GenerationRecord | None
+) -> Trigger:
+    """A rejoin that no words explain (the broker's `re-joining` or `Updating metadata`
+    without a client reason, a JoinGroup on the wire without one, two generations of the
+    same members), while a topic has more partitions in this generation's assignment than
+    any before it: the partitions changed, which makes the clients rejoin (inferred:
+    librdkafka and older clients do not say so)."""
+    if prev is None or t.cause is not Cause.REJOIN_REQUESTED:
+        return t
+    if client_cause(t.reason) is Cause.REJOIN_REQUESTED:
+        return t  # the client's own words: it was asked to (Java's enforceRebalance)
+    grown = grown_topics(state, rec)
+    if not grown:
+        return t
+    counts = ", ".join(
+        f"{topic} had {a} partitions assigned up to generation {prev.generation} and "
+        f"{b} in generation {rec.generation}"
+        for topic, (a, b) in sorted(grown.items())
+    )
+    return replace(
+        t,
+        cause=Cause.PARTITIONS_CHANGED,
+        other_cause="",
+        confidence=INFERRED,
+        evidence=f"{t.evidence}; {counts}: the topic grew, and a client that sees new "
+        "partitions rejoins",
+    )
+
+
+def grown_topics(state: GroupState, rec: GenerationRecord) -> dict[str, tuple[int, int]]:
+    """Each topic whose highest partition assigned in generation `rec` is above every
+    one assigned before it: topic -> (partitions seen before, partitions now)."""
+    before: dict[str, int] = {}
+    now: dict[str, int] = {}
+    for (topic, partition), spans in state.ownership.items():
+        for sp in spans:
+            if sp.generation < rec.generation:
+                before[topic] = max(before.get(topic, -1), partition)
+            elif sp.generation == rec.generation:
+                now[topic] = max(now.get(topic, -1), partition)
+    return {
+        topic: (before[topic] + 1, top + 1)
+        for topic, top in now.items()
+        if topic in before and top > before[topic]
+    }
 
 
 def trigger_candidates(
@@ -499,6 +642,12 @@ def trigger_candidates(
         for br in ctx.broker_reasons
         if since < br.ts_ms <= until and br.group == state.group
     ]
+    out = [
+        _read_unsaid_leave(t, _member_id_of(t, events, state, ctx), events, state, ctx)
+        if t.reason == UNSAID_LEAVE and t.confidence == EXACT
+        else t
+        for t in out
+    ]
     # A static member replaced in a stable group does not rebalance it (the broker hands
     # the identity over): a replacement long before this rebalance began did not start it.
     return [
@@ -506,6 +655,20 @@ def trigger_candidates(
         for t in out
         if t.cause != Cause.STATIC_MEMBER_REPLACED or t.at_ms >= rec.start_ms - START_SLACK_MS
     ]
+
+
+def _member_id_of(t: Trigger, events: EventIndex, state: GroupState, ctx: Context) -> str:
+    """The member id `t.who` had when it left (at `t.at_ms`)."""
+    for e in events.of("LeaveGroupSent", since=t.at_ms - 1, until=t.at_ms):
+        if e.member_id and (e.member or e.client_id) == t.who:
+            return e.member_id
+    for br in ctx.broker_reasons:
+        if br.ts_ms == t.at_ms and br.group == state.group:
+            found = member_id_in_broker_reason(br.reason)
+            if member_name(state, found) == t.who:
+                return found
+    found_member = state.members.get(t.who)
+    return found_member.member_id if found_member is not None else ""
 
 
 def _named_as_views_name(t: Trigger, name: str) -> Trigger:

@@ -1,0 +1,247 @@
+"""The diagnosis of groups whose members kgctl does not run (librdkafka, Java): what the
+broker's log, __consumer_offsets and the wire say, and only that, read right (issue 25;
+the truth suite, tests/truth/, checks the same against real clients on a broker).
+
+Pure: events and broker log lines in, diagnoses out."""
+
+from __future__ import annotations
+
+import pytest
+
+from kgctl.model.diagnosis import (
+    EXACT,
+    FAILED,
+    INFERRED,
+    LEFT,
+    BrokerReason,
+    Context,
+    Trigger,
+    diagnose,
+)
+from kgctl.model.diagnosis.causes import CLIENT_REASONS, broker_cause, client_cause, wire_cause
+from kgctl.model.diagnosis.members import MemberConfig
+from kgctl.model.diagnosis.trigger import grown_topics, read_growth
+from kgctl.model.diagnosis.waits import critical_path
+from kgctl.model.event_index import EventIndex
+from kgctl.model.events import Event
+from kgctl.model.reasons import Cause
+from kgctl.model.state import GenerationRecord, GroupState, OwnershipSpan
+from kgctl.observe.broker_log import parse_broker_log
+from kgctl.report.summary import build_report
+
+UUID = "0123abcd-4567-89ef-0123-456789abcdef"
+
+
+def _id(client: str, n: int = 1) -> str:
+    """A dynamic member id as the broker makes it: the client id, a dash, a UUID."""
+    return f"{client}-{UUID[:-1]}{n}"
+
+
+def _stored(generation: int, ts: int, member_ids: list[str], session_ms: int) -> Event:
+    """A generation as __consumer_offsets stores it (what `explain` reads of a cluster)."""
+    members = [
+        {"member_id": m, "client_id": m[:-37], "session_timeout_ms": session_ms,
+         "rebalance_timeout_ms": 300000}
+        for m in member_ids
+    ]  # fmt: skip
+    return Event(
+        "GenerationChanged", ts, float(ts), generation, "g", generation=generation,
+        source="observer",
+        data={"inferred": False, "previous": generation - 1, "stored_in": "__consumer_offsets",
+              "written_ms": ts, "state_ts_ms": ts, "sync_ms": ts, "members": members},
+    )  # fmt: skip
+
+
+def _diagnoses(events: list[Event], lines: tuple[BrokerReason, ...]) -> dict[int, object]:
+    report = build_report(events)
+    ctx = Context(broker_reasons=lines)
+    return {d.generation: d for d in diagnose(report.state, report.events, report.last_ms, ctx)}
+
+
+# -- a dead member's wait ---------------------------------------------------------------------
+
+
+def test_a_killed_members_wait_is_its_session_from_the_broker_log() -> None:
+    # Three untraced members on Kafka's default 45 s session; c killed. The broker's log
+    # says it removed c on heartbeat expiration when the rebalance began, the stored
+    # records how long c's session was: the rebalance waited that long, exactly.
+    a, b, c = _id("a"), _id("b"), _id("c")
+    events = [_stored(1, 1000, [a, b, c], 45000), _stored(2, 50100, [a, b], 45000)]
+    lines = (
+        BrokerReason(50000, "g", f"member {c} has failed (session timeout), removed", kind=FAILED),
+        BrokerReason(50000, "g", f"removing member {c} on heartbeat expiration", 1),
+    )
+    d = _diagnoses(events, lines)[2]
+    assert (d.trigger.cause, d.trigger.who, d.trigger.confidence) == ("timed_out", "c", EXACT)
+    [wait] = d.critical_path
+    assert (wait.phase, wait.why, wait.member, wait.ms, wait.confidence) == (
+        "detect", "dead", "c", 45000, EXACT,
+    )  # fmt: skip
+    assert (wait.session_timeout_ms, wait.session_from) == (45000, "__consumer_offsets")
+
+
+def test_the_preparing_line_alone_gives_the_wait_too() -> None:
+    # The old coordinator's and Kafka 4's `Preparing to rebalance … (reason: removing
+    # member … on heartbeat expiration)`, without the `has failed` line.
+    a, c = _id("a"), _id("c")
+    events = [_stored(1, 1000, [a, c], 45000), _stored(2, 50100, [a], 45000)]
+    lines = (BrokerReason(50000, "g", f"removing member {c} on heartbeat expiration", 1),)
+    d = _diagnoses(events, lines)[2]
+    assert d.trigger.reason == "session timeout"
+    assert [(w.why, w.member, w.ms) for w in d.critical_path] == [("dead", "c", 45000)]
+
+
+def _traced_kill(silent_ms: int) -> tuple[EventIndex, GenerationRecord, dict[str, MemberConfig]]:
+    heard = Event("HeartbeatSucceeded", 1000, 1000.0, 1, "g", member="c", source="wire")
+    rec = GenerationRecord(generation=2, start_ms=1000 + silent_ms, sync_ms=1000 + silent_ms + 50)
+    members = {"c": MemberConfig(key="c", session_ms=45000, session_from="traced",
+                                 heartbeat_ms=1000)}  # fmt: skip
+    return EventIndex([heard]), rec, members
+
+
+@pytest.mark.parametrize(
+    ("silent_ms", "wait_ms"),
+    [
+        (44900, 44900),  # the silence the trace saw fits the session: it is the wait
+        (41069, 45000),  # shorter than the broker can wait: the trace missed a heartbeat
+        (52000, 45000),  # longer: heartbeats the trace did not keep
+    ],
+)
+def test_a_dead_members_wait_from_the_wire_is_its_session(silent_ms: int, wait_ms: int) -> None:
+    events, rec, members = _traced_kill(silent_ms)
+    trigger = Trigger(cause=Cause.TIMED_OUT, who="c", reason="session timeout", at_ms=rec.start_ms)
+    [wait] = critical_path(events, rec, None, GroupState(group="g"), members, trigger)
+    assert (wait.phase, wait.why, wait.ms) == ("detect", "dead", wait_ms)
+
+
+# -- a growth ---------------------------------------------------------------------------------
+
+
+def _owned(*spans: tuple[str, int, str, int]) -> GroupState:
+    """A state owning (topic, partition) by member from generation."""
+    ownership: dict[tuple[str, int], tuple[OwnershipSpan, ...]] = {}
+    for topic, partition, member, generation in spans:
+        span = OwnershipSpan(member=member, generation=generation, start_ms=generation * 1000)
+        ownership[(topic, partition)] = (*ownership.get((topic, partition), ()), span)
+    return GroupState(group="g", ownership=ownership)
+
+
+def test_a_rejoin_without_words_while_the_topic_grew_is_a_growth_inferred() -> None:
+    before = [("t", p, "a", 2) for p in range(6)]
+    state = _owned(*before, *[("t", p, "a", 3) for p in range(9)])
+    prev, rec = GenerationRecord(generation=2, start_ms=2000), GenerationRecord(3, 3000)
+    assert grown_topics(state, rec) == {"t": (6, 9)}
+    # librdkafka's leader rejoining, as the broker logs it: no client reason.
+    said = Trigger(
+        cause=Cause.REJOIN_REQUESTED, who="a", reason="Leader re-joining group during Stable",
+        confidence=EXACT, evidence="broker log: Leader a-1 re-joining group during Stable",
+    )  # fmt: skip
+    grown = read_growth(said, state, rec, prev)
+    assert (grown.cause, grown.confidence, grown.who) == (Cause.PARTITIONS_CHANGED, INFERRED, "a")
+    assert "t had 6 partitions" in grown.evidence and "9 in generation 3" in grown.evidence
+    # Nothing grew: the rejoin stays what the words say.
+    same = _owned(*before, *[("t", p, "a", 3) for p in range(6)])
+    assert read_growth(said, same, rec, prev) == said
+    # Java's enforceRebalance says itself why it rejoined: not a growth, whatever grew.
+    asked = Trigger(cause=Cause.REJOIN_REQUESTED, who="a", reason="rebalance enforced by user")
+    assert read_growth(asked, state, rec, prev) == asked
+
+
+def test_a_new_topic_is_not_a_growth() -> None:
+    state = _owned(("t", 0, "a", 2), ("t", 0, "a", 3), ("u", 0, "a", 3), ("u", 1, "a", 3))
+    assert grown_topics(state, GenerationRecord(3, 3000)) == {}
+
+
+# -- a leave, and why ---------------------------------------------------------------------------
+
+
+def _left_then(back: bool, client_reason: str = "not provided") -> dict[int, object]:
+    a, c, c2 = _id("a"), _id("c"), _id("c", 2)
+    events = [_stored(1, 1000, [a, c], 10000), _stored(2, 5100, [a], 10000)]
+    lines = [
+        BrokerReason(5000, "g", f"member {c} left (LeaveGroup); client reason: {client_reason}",
+                     kind=LEFT),
+        BrokerReason(5001, "g", f"explicit `LeaveGroup` request for ({c}) members", 1),
+    ]  # fmt: skip
+    if back:
+        events.append(_stored(3, 9100, [a, c2], 10000))
+        lines.append(
+            BrokerReason(9000, "g", f"Adding new member {c2} with group instance id null; "
+                         "client reason: not provided", 2)
+        )  # fmt: skip
+    return _diagnoses(events, tuple(lines))
+
+
+def test_a_leave_without_a_reason_that_came_back_reads_as_a_poll_timeout_inferred() -> None:
+    # librdkafka past max.poll.interval.ms: it leaves (LeaveGroup v1, no reason), forgets
+    # its member id and joins again at its next poll.
+    t = _left_then(back=True)[2].trigger
+    assert (t.cause, t.who, t.confidence) == ("timed_out", "c", INFERRED)
+    assert "max.poll.interval.ms" in t.evidence and "new member id" in t.evidence
+
+
+def test_a_leave_without_a_reason_for_good_is_a_leave_inferred() -> None:
+    t = _left_then(back=False)[2].trigger
+    assert (t.cause, t.who, t.confidence) == ("member_left", "c", INFERRED)
+
+
+def test_a_leave_whose_client_says_why_is_exact() -> None:
+    # Java's LeaveGroup reasons, as Kafka 4's coordinator logs them.
+    t = _left_then(back=True, client_reason="consumer poll timeout has expired")[2].trigger
+    assert (t.cause, t.confidence) == ("timed_out", EXACT)
+    t = _left_then(back=False, client_reason="the consumer is being closed")[2].trigger
+    assert (t.cause, t.confidence) == ("member_left", EXACT)
+
+
+def test_the_old_coordinators_leave_line_keeps_the_clients_reason() -> None:
+    logged = "removing member c-1 on LeaveGroup; client reason: consumer poll timeout has expired."
+    assert broker_cause(logged) == Cause.TIMED_OUT
+    closed = "removing member c-1 on LeaveGroup; client reason: the consumer is being closed"
+    assert broker_cause(closed) == Cause.MEMBER_LEFT
+
+
+def test_kafka4s_lines_about_leaves_and_expired_sessions_are_read() -> None:
+    pre = "[2026-12-02 02:01:19,713] INFO [GroupCoordinator id=1 topic=__consumer_offsets "
+    log = "(org.apache.kafka.coordinator.group.GroupMetadataManager)"
+    lines = [
+        f"{pre}partition=0] [Group g] Member c-1 has left group through explicit `LeaveGroup` "
+        f"request; client reason: consumer poll timeout has expired. {log}",
+        f"{pre}partition=0] [GroupId g] Member WykTvQx/RKSLM0sIvAgxvA fenced from the group "
+        f"because the member session expired. {log}",
+    ]
+    left, expired = parse_broker_log(lines, "g")
+    assert (left.kind, left.reason) == (
+        LEFT, "member c-1 left (LeaveGroup); client reason: consumer poll timeout has expired",
+    )  # fmt: skip
+    assert expired.kind == FAILED and "WykTvQx/RKSLM0sIvAgxvA" in expired.reason
+
+
+# -- the clients' own words -------------------------------------------------------------------
+
+
+def test_every_clients_reason_in_the_table_names_its_own_cause() -> None:
+    # Checked in order: no entry is hidden behind an earlier one that matches its words.
+    for said in CLIENT_REASONS:
+        assert client_cause(f"{said.words} (and more)") == said.cause, said
+    assert {s.client for s in CLIENT_REASONS} >= {"java", "librdkafka"}
+    # librdkafka 2.x sends no reason: its words are its log's, never the wire's.
+    assert not any(s.on_wire for s in CLIENT_REASONS if s.client == "librdkafka")
+
+
+@pytest.mark.parametrize(
+    ("reason", "cause"),
+    [
+        # librdkafka's, as its debug log gives them
+        ("Metadata for subscribed topic(s) has changed", Cause.PARTITIONS_CHANGED),
+        ("max.poll.interval.ms exceeded", Cause.TIMED_OUT),
+        ("Subscription modified", Cause.SUBSCRIPTION_CHANGED),
+        ("Assignment Done: rejoining group to redistribute previously owned partitions to "
+         "other group members", None),
+        ("consumer fenced by newer instance", Cause.STATIC_MEMBER_REPLACED),
+        # Java's LeaveGroup reasons
+        ("consumer poll timeout has expired.", Cause.TIMED_OUT),
+        ("the consumer unsubscribed from all topics", Cause.MEMBER_LEFT),
+    ],
+)  # fmt: skip
+def test_a_clients_words_name_their_cause(reason: str, cause: Cause | None) -> None:
+    assert wire_cause(reason) == cause
