@@ -102,9 +102,10 @@ def _traced_kill(silent_ms: int) -> tuple[EventIndex, GenerationRecord, dict[str
 @pytest.mark.parametrize(
     ("silent_ms", "wait_ms"),
     [
-        (44900, 44900),  # the silence the trace saw fits the session: it is the wait
-        (41069, 45000),  # shorter than the broker can wait: the trace missed a heartbeat
-        (52000, 45000),  # longer: heartbeats the trace did not keep
+        (44900, 45000),  # the broker waits a session from the last heartbeat it had
+        (41069, 45000),  # the trace heard of it after its last heartbeat (seen once)
+        (52000, 45000),  # heartbeats the trace did not keep, or a busy broker
+        (20000, 20000),  # far shorter than its session: the silence is all that is known
     ],
 )
 def test_a_dead_members_wait_from_the_wire_is_its_session(silent_ms: int, wait_ms: int) -> None:
@@ -139,12 +140,38 @@ def test_a_rejoin_without_words_while_the_topic_grew_is_a_growth_inferred() -> N
     grown = read_growth(said, state, rec, prev)
     assert (grown.cause, grown.confidence, grown.who) == (Cause.PARTITIONS_CHANGED, INFERRED, "a")
     assert "t had 6 partitions" in grown.evidence and "9 in generation 3" in grown.evidence
-    # Nothing grew: the rejoin stays what the words say.
+    # Nothing grew: a rejoined, exactly; why is not known, and the trigger says so.
     same = _owned(*before, *[("t", p, "a", 3) for p in range(6)])
-    assert read_growth(said, same, rec, prev) == said
+    kept = read_growth(said, same, rec, prev)
+    assert (kept.cause, kept.who, kept.confidence) == (Cause.REJOIN_REQUESTED, "a", INFERRED)
     # Java's enforceRebalance says itself why it rejoined: not a growth, whatever grew.
     asked = Trigger(cause=Cause.REJOIN_REQUESTED, who="a", reason="rebalance enforced by user")
     assert read_growth(asked, state, rec, prev) == asked
+
+
+def test_the_controllers_log_tells_a_growth_the_assignments_do_not() -> None:
+    # From the cluster and the broker's log: no assignment of the earlier generations,
+    # the controller's lines adding partitions 6-8 to t after the last generation.
+    pre = "[2026-12-02 02:01:54,457] INFO [QuorumController id=1] Replayed PartitionRecord"
+    lines = [f"{pre} for new partition t-{p} with topic ID x and PartitionRegistration(...)"
+             for p in range(6)]  # fmt: skip
+    grow = "[2026-12-02 02:05:00,000] INFO [QuorumController id=1] Replayed PartitionRecord"
+    lines += [f"{grow} for new partition t-{p} with topic ID x" for p in range(6, 9)]
+    logged = parse_broker_log(lines, "g")
+    assert [br.reason for br in logged] == [f"new partition t-{p}" for p in range(6, 9)]
+    state = _owned(*[("t", p, "a", 3) for p in range(9)])
+    at = logged[0].ts_ms
+    prev = GenerationRecord(generation=2, start_ms=at - 60000, stable_ms=at - 59000)
+    rec = GenerationRecord(generation=3, start_ms=at + 1000)
+    said = Trigger(cause=Cause.REJOIN_REQUESTED, who="a", reason="Leader re-joining group "
+                   "during Stable", confidence=EXACT, at_ms=at + 1000)  # fmt: skip
+    grown = read_growth(said, state, rec, prev, logged)
+    assert (grown.cause, grown.confidence) == (Cause.PARTITIONS_CHANGED, INFERRED)
+    assert "added partitions 6, 7, 8 to t" in grown.evidence
+    # Without the log, nothing says why a rejoined: that it rejoined is all that is exact.
+    alone = read_growth(said, state, rec, prev)
+    assert (alone.cause, alone.confidence) == (Cause.REJOIN_REQUESTED, INFERRED)
+    assert "no source says why" in alone.evidence
 
 
 def test_a_new_topic_is_not_a_growth() -> None:

@@ -65,7 +65,8 @@ def read_broker_log(path: Path, group: str, into: Gathered) -> None:
     except OSError as exc:
         raise UsageError(f"--broker-log {path}: cannot read it ({exc.strerror})") from None
     into.broker_reasons += found
-    into.sources.append(f"broker log {path} ({len(found)} lines about the group)")
+    about = sum(1 for br in found if br.group == group)  # a growth's lines name no group
+    into.sources.append(f"broker log {path} ({about} lines about the group)")
 
 
 def local_broker_logs(bootstrap: str) -> list[Path]:

@@ -18,7 +18,7 @@ import re
 import time
 from collections.abc import Iterable
 
-from kgctl.model.diagnosis import FAILED, LEFT, BrokerReason
+from kgctl.model.diagnosis import FAILED, LEFT, PARTITION_ADDED, BrokerReason
 
 _LINE = re.compile(
     r"^\[(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)[,.](?P<ms>\d{3})\].*?"
@@ -43,6 +43,13 @@ _EXPIRED = re.compile(
     r"\[GroupId (?P<group>\S+)\] Member (?P<member>\S+) fenced from the group because "
     r"the member session expired"
 )
+# The controller (KRaft) replaying a new partition: a topic created, or grown.
+_NEW_PARTITION = re.compile(
+    r"^\[(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)[,.](?P<ms>\d{3})\].*?"
+    r"Replayed PartitionRecord for new partition (?P<topic>\S+)-(?P<partition>\d+) with"
+)
+# A topic's partitions replayed within this long of its partition 0 were made with it.
+CREATED_WITH_MS = 5_000
 _LOGGER = re.compile(r"\s+\((?:org\.apache|kafka)\.[\w.$]+\)\s*$")
 
 
@@ -55,9 +62,23 @@ def parse_broker_log(lines: Iterable[str], group: str | None = None) -> list[Bro
     """Every `Preparing to rebalance` line (of `group`, if given), every line of a member
     removed when its session expired (`Member M in group G has failed, removing it`; a
     consumer-protocol member `fenced … because the member session expired`) and every
-    leave with its client's reason, in file order."""
+    leave with its client's reason, in file order; and, of no group, every partition a
+    topic gained after it was made (the controller's `new partition` of a topic whose
+    partition 0 was not made just before it: a growth)."""
     out = []
+    created: dict[str, int] = {}  # topic -> when the log saw its partition 0 made
     for line in lines:
+        if "for new partition" in line:
+            p = _NEW_PARTITION.match(line)
+            if p is None:
+                continue
+            at = _ts(p)
+            if p["partition"] == "0":
+                created[p["topic"]] = at
+            elif at - created.get(p["topic"], at - CREATED_WITH_MS - 1) > CREATED_WITH_MS:
+                tp = f"{p['topic']}-{p['partition']}"
+                out.append(BrokerReason(at, "", f"new partition {tp}", kind=PARTITION_ADDED))
+            continue
         expired = _FAILED if "has failed, removing it" in line else None
         if expired is None and "because the member session expired" in line:
             expired = _EXPIRED

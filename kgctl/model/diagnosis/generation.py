@@ -183,7 +183,8 @@ def _diagnose_one(
     notes: list[str] = []
     if chosen is None:
         chosen = _fallback_trigger(events, rec, prev, members)
-    chosen = read_growth(chosen, state, rec, prev)
+    mine = [b for b in ctx.broker_reasons if b.group in (state.group, "")]
+    chosen = read_growth(chosen, state, rec, prev, mine)
     if chosen.confidence == INFERRED:
         notes.append("kgctl infers this trigger: no member, wire event or broker log said it")
     start = rec.start_ms
@@ -197,7 +198,7 @@ def _diagnose_one(
         # left, say when the rebalance began.
         start = min(start, chosen.at_ms)
     traced = any(k in members for k in rec.members)
-    mine = [b for b in ctx.broker_reasons if b.group == state.group]
+    mine = [b for b in mine if b.group == state.group]
     waits = critical_path(events, replace(rec, start_ms=start), prev, state, members, chosen, mine)
     if state.group_type == "consumer" and not waits:
         # KIP-848: no barrier; the epochs are the broker's and each member reconciles alone.

@@ -6,7 +6,7 @@ confidence and evidence."""
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from kgctl.model.diagnosis.causes import (
@@ -23,6 +23,7 @@ from kgctl.model.diagnosis.types import (
     FENCED,
     INFERRED,
     LEFT,
+    PARTITION_ADDED,
     POLL_BREACH,
     PREPARING,
     ROUTINE_TYPES,
@@ -556,33 +557,70 @@ def _came_back(
 
 
 def read_growth(
-    t: Trigger, state: GroupState, rec: GenerationRecord, prev: GenerationRecord | None
+    t: Trigger,
+    state: GroupState,
+    rec: GenerationRecord,
+    prev: GenerationRecord | None,
+    broker: Sequence[BrokerReason] = (),
 ) -> Trigger:
     """A rejoin that no words explain (the broker's `re-joining` or `Updating metadata`
     without a client reason, a JoinGroup on the wire without one, two generations of the
-    same members), while a topic has more partitions in this generation's assignment than
-    any before it: the partitions changed, which makes the clients rejoin (inferred:
-    librdkafka and older clients do not say so)."""
+    same members): that a member rejoined may be exact, why it did is not. While a topic
+    of the group grew (more partitions in this generation's assignment than in any
+    before it, or the controller's log adding partitions to it since the last
+    generation), the partitions changed, which makes the clients rejoin; inferred, as
+    librdkafka and older clients do not say so."""
     if prev is None or t.cause is not Cause.REJOIN_REQUESTED:
         return t
     if client_cause(t.reason) is Cause.REJOIN_REQUESTED:
         return t  # the client's own words: it was asked to (Java's enforceRebalance)
-    grown = grown_topics(state, rec)
-    if not grown:
-        return t
-    counts = ", ".join(
+    grown = [
         f"{topic} had {a} partitions assigned up to generation {prev.generation} and "
         f"{b} in generation {rec.generation}"
-        for topic, (a, b) in sorted(grown.items())
-    )
+        for topic, (a, b) in sorted(grown_topics(state, rec).items())
+    ]
+    if not grown:
+        grown = _logged_growth(state, rec, prev, t, broker)
+    if not grown:
+        if t.confidence != EXACT:
+            return t
+        return replace(
+            t, confidence=INFERRED, evidence=f"{t.evidence}; no source says why it rejoined"
+        )
     return replace(
         t,
         cause=Cause.PARTITIONS_CHANGED,
         other_cause="",
         confidence=INFERRED,
-        evidence=f"{t.evidence}; {counts}: the topic grew, and a client that sees new "
-        "partitions rejoins",
+        evidence=f"{t.evidence}; {', '.join(grown)}: the topic grew, and a client that sees "
+        "new partitions rejoins",
     )
+
+
+def _logged_growth(
+    state: GroupState,
+    rec: GenerationRecord,
+    prev: GenerationRecord,
+    t: Trigger,
+    broker: Sequence[BrokerReason],
+) -> list[str]:
+    """The controller's log adding partitions to a topic of the group between the last
+    generation and this rebalance."""
+    since = prev.stable_ms if prev.stable_ms is not None else prev.start_ms
+    until = max(rec.start_ms, t.at_ms) + START_SLACK_MS
+    topics = {topic for topic, _ in state.ownership}
+    added: dict[str, tuple[int, list[str]]] = {}  # topic -> (first at, partitions)
+    for br in broker:
+        if br.kind != PARTITION_ADDED or not since < br.ts_ms <= until:
+            continue
+        topic, _, partition = br.reason.removeprefix("new partition ").rpartition("-")
+        if topic in topics:
+            first, parts = added.get(topic, (br.ts_ms, []))
+            added[topic] = (min(first, br.ts_ms), [*parts, partition])
+    return [
+        f"the controller's log added partitions {', '.join(ps)} to {topic} at {_clock(at)}"
+        for topic, (at, ps) in sorted(added.items())
+    ]
 
 
 def grown_topics(state: GroupState, rec: GenerationRecord) -> dict[str, tuple[int, int]]:

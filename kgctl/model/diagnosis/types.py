@@ -56,7 +56,7 @@ TRACED: Final = "traced"  # the member's own events gave it
 STORED: Final = "__consumer_offsets"  # stored with the member's generation
 
 # Kinds of broker log lines.
-BrokerLineKind = Literal["preparing", "failed", "left"]
+BrokerLineKind = Literal["preparing", "failed", "left", "partition"]
 PREPARING: Final = "preparing"  # Preparing to rebalance group … (reason: …)
 # Member … in group … has failed, removing it from the group (a classic session expired;
 # a consumer-protocol member fenced when its session expired reads the same)
@@ -65,6 +65,9 @@ FAILED: Final = "failed"
 # … (Kafka 4's coordinator: its `Preparing to rebalance` line for a leave has no client
 # reason, this one has)
 LEFT: Final = "left"
+# The controller's `Replayed PartitionRecord for new partition T-p`, for a topic that
+# already had partitions (a growth, not a topic's creation): of no group (`group` "").
+PARTITION_ADDED: Final = "partition"
 
 
 @dataclass(frozen=True)

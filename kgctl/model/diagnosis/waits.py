@@ -14,7 +14,6 @@ from kgctl.model.diagnosis.trigger import (
     static_replacements,
 )
 from kgctl.model.diagnosis.types import (
-    DEFAULT_HEARTBEAT_MS,
     EXACT,
     FAILED,
     INFERRED,
@@ -225,13 +224,12 @@ def _detect_wait(
     if removal is not None:
         said += f"the broker removed it at {_clock(removal.ts_ms)} (broker log); "
     ms, measured = silent, ""
-    heartbeat = m.heartbeat_ms or DEFAULT_HEARTBEAT_MS
-    if session and not session - heartbeat - WAIT_SLACK_MS <= silent <= session + heartbeat:
-        # Dead at most a heartbeat after its last one, it is removed a session after that
-        # and the others hear of it at their next heartbeat: a silence outside that is
-        # the trace's (a late event of it, heartbeats not traced), not the broker's.
+    if session and silent >= SESSION_MATCH * session:
+        # The broker removed it a session after the last heartbeat it had from it: that
+        # is the wait. The silence a trace measures also holds the trace's own error (a
+        # late event of the member, heartbeats it did not keep, a busy broker's timer).
         ms = session
-        measured = f"; the trace last heard of it {silent / 1000:.1f}s before"
+        measured = f"; the trace last heard of it {silent / 1000:.1f}s before the rebalance"
     return [
         Wait(
             phase="detect",
