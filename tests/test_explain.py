@@ -223,8 +223,10 @@ def test_a_client_that_gives_no_reason_is_told_in_the_brokers_words() -> None:
     line += "group during Stable; client reason: not provided). (org.apache.kafka.X)"
     reasons = tuple(parse_broker_log([line], group))
     trig = diagnose(state, events, events[-1].ts_ms, Context(broker_reasons=reasons))[2].trigger
-    assert trig.who == "a" and trig.confidence == "exact"
-    assert trig.reason == "Leader re-joining group during Stable"
+    # The broker's words say who rejoined, not why: the growth the assignments show
+    # (4 -> 8 partitions) is why, inferred (issue 25: it read 'rejoin requested', exact).
+    assert trig.who == "a" and trig.reason == "Leader re-joining group during Stable"
+    assert (trig.cause, trig.confidence) == ("partitions_changed", "inferred")
 
 
 def test_since_on_a_recording_counts_back_from_its_end() -> None:
@@ -245,10 +247,13 @@ def test_plain_clients_behind_the_proxy_are_explained_from_the_wire() -> None:
         runner.invoke(app, ["explain", group, "--recording", str(path), "-o", "json"]).stdout
     )
     growth = doc["generations"][0]
-    # The leader rejoined on its own: the wire shows it, the client gave no reason.
-    assert growth["trigger"]["who"] == "app-a" and growth["trigger"]["confidence"] == "exact"
-    assert growth["trigger"]["cause"] == "rejoin_requested"
+    # The leader rejoined on its own: the wire shows it, the client gave no reason; the
+    # assignments show the growth that made it rejoin, inferred (issue 25: it read
+    # 'rejoin requested', exact).
+    assert growth["trigger"]["who"] == "app-a" and growth["trigger"]["confidence"] == "inferred"
+    assert growth["trigger"]["cause"] == "partitions_changed"
     assert "the leader" in growth["trigger"]["reason"]
+    assert "4 partitions assigned up to generation 4 and 8" in growth["trigger"]["evidence"]
     [wait] = growth["critical_path"]
     assert (wait["member"], wait["why"], wait["session_timeout_ms"]) == ("app-c", "dead", 6000)
     # Its heartbeat interval was not traced: measured on the wire (about 1 s), x 3.
