@@ -444,7 +444,9 @@ def _drop_members_missing_from(
     """The leader's JoinGroup response lists every member of the new generation: a traced
     member missing from it was removed by the coordinator (a SIGKILLed or frozen process
     found by session timeout), even though it never said so itself."""
-    if not isinstance(members, list) or gen < 0:
+    if not isinstance(members, list) or not members or gen < 0:
+        # Only the leader's answer lists the generation (never empty: it has the leader);
+        # a follower's lists no one, and says nothing of who was removed.
         return s
     ids = {str(m.get("member_id", "")) for m in members if isinstance(m, dict)}
     for m in s.live_members:

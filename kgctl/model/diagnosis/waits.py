@@ -95,6 +95,19 @@ def _join_waits(
     ]
     if sync - last_live > WAIT_SLACK_MS and gone:
         return [_dead_wait(events, k, start, sync, last_live, members) for k in gone]
+    # Members of the previous generation, told of the rebalance by their heartbeats, that
+    # sent no JoinGroup before it went on without them: alive but not polling.
+    stuck = {
+        k: told
+        for k in (prev.members if prev else ())
+        if k not in rec.members
+        and k in members
+        and k not in swapped
+        and k not in last_sent
+        and (told := _told_at(events, k, start, sync)) is not None
+    }
+    if sync - last_live > WAIT_SLACK_MS and stuck:
+        return [_stuck_wait(k, told, start, sync, members) for k, told in stuck.items()]
     if not sent_at:
         return []
     k = max(sent_at, key=lambda name: sent_at[name])
@@ -317,6 +330,40 @@ def _sync_waits(
             confidence=EXACT,
         )
     ]
+
+
+def _told_at(events: EventIndex, member: str, t0: int, t1: int) -> int | None:
+    """When `member`'s heartbeat was first answered REBALANCE_IN_PROGRESS in [t0, t1]."""
+    for e in events.by(member, since=t0 - 1, until=t1):
+        if is_type(e, "HeartbeatFailed") and e.data.get("error") == "REBALANCE_IN_PROGRESS":
+            return e.ts_ms
+    return None
+
+
+def _stuck_wait(
+    k: str, told: int, start: int, sync: int, members: Mapping[str, MemberConfig]
+) -> Wait:
+    """The join phase held for a member that heartbeated but never rejoined, until the
+    coordinator went on without it at the rebalance timeout (its max.poll.interval.ms).
+    That it was busy outside poll() is inferred: the wire shows only that its heartbeat
+    thread was told and its JoinGroup never came."""
+    limit = members[k].max_poll_ms
+    timeout = f" (its max.poll.interval.ms={limit})" if limit else ""
+    return Wait(
+        phase="join",
+        member=k,
+        ms=sync - start,
+        why=WAIT_PROCESSING,
+        detail=(
+            f"alive but not rejoining: its heartbeats were answered REBALANCE_IN_PROGRESS "
+            f"from {_clock(told)}, yet it sent no JoinGroup, and the group went on without "
+            f"it at the rebalance timeout{timeout}: busy outside poll(), in a long batch or "
+            "a rebalance callback that blocks"
+        ),
+        confidence=INFERRED,
+        session_timeout_ms=members[k].session_ms,
+        session_from=members[k].session_from,
+    )
 
 
 def _said_anything(events: EventIndex, member: str, t0: int, t1: int) -> bool:
