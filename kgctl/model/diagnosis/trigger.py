@@ -16,6 +16,7 @@ from kgctl.model.diagnosis.causes import (
     member_name,
     wire_cause,
 )
+from kgctl.model.diagnosis.faults import injected_faults
 from kgctl.model.diagnosis.members import MemberConfig
 from kgctl.model.diagnosis.types import (
     EXACT,
@@ -668,6 +669,7 @@ def trigger_candidates(
     ]
     out += replaced
     out += _wire_rejoins(events, since, until, prev)
+    out += injected_faults(events, since, until)
     out += _stepless_comings_and_goings(events, since, until)
     # A replaced member is silent because it was fenced, not because it died.
     out += [
