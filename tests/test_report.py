@@ -287,9 +287,9 @@ def test_a_watch_recording_of_librdkafka_clients_raises_no_false_ownership_viola
     callbacks and the next description showed every partition owned."""
     from kgctl.report.summary import build_report, parse_lines
 
-    # Kept with the truth suite: its gen 5 is a cooperative second round, which the
-    # diagnosis reads "unknown" (a fix due in diagnosis.py); tests/data holds recordings
-    # whose every generation has a trigger.
+    # Kept with the truth suite (tests/data holds kgctl's own recordings): librdkafka
+    # members watched from the cluster alone; its gens 3, 5 and 7 are cooperative second
+    # rounds (tests/test_wire_truth.py).
     path = Path(__file__).parent / "truth" / "data" / "watch_rdkafka_cooperative.jsonl"
     events, _ = parse_lines(path.read_text().splitlines())
     report = build_report(events)

@@ -43,3 +43,41 @@ def test_an_injected_fault_in_a_cooperative_group_too() -> None:
     first = after("wire_rdkafka-cooperative_fault-rip.jsonl.gz", 1796176933716)[0]
     assert (first.trigger.confidence, first.trigger.who) == (EXACT, "")
     assert "REBALANCE_IN_PROGRESS" in first.trigger.reason
+
+
+def test_a_cooperative_second_round_is_the_first_rounds_not_a_trigger() -> None:
+    # Two cooperative-sticky members; a third joins (generation 3): the two give up what
+    # the third gets and join again at once (generation 4), without a reason (librdkafka).
+    first, second = after("wire_rdkafka-cooperative_scale-out.jsonl.gz", 1796176933342)[:2]
+    assert (first.trigger.cause, first.trigger.who) == ("member_joined", first.trigger.who)
+    assert first.trigger.who.endswith("-c3")
+    assert second.trigger.reason == f"second round of generation {first.generation}"
+    assert second.trigger.cause == first.trigger.cause  # the same rebalance's cause
+    assert second.trigger.who == ""  # no member to fix
+    assert "gave up partitions" in second.trigger.evidence
+    assert not any(t.cause == "rejoin_requested" for t in second.also)
+
+
+def test_a_second_round_known_only_from_the_clusters_records_may_be_one() -> None:
+    """`kgctl watch` of cooperative librdkafka members without a trace: the stored
+    records show the same members twice in a row, on cooperative-sticky, but not who
+    gave partitions up (a rejoin after an error reads the same): the rejoin read from
+    the records says it may be the second round, and names no member."""
+    from kgctl.model.diagnosis import INFERRED, diagnose
+    from kgctl.report.summary import build_report, parse_lines
+
+    path = DATA / "watch_rdkafka_cooperative.jsonl"
+    events, _ = parse_lines(path.read_text().splitlines())
+    report = build_report(events)
+    by = {d.generation: d for d in diagnose(report.state, report.events, report.last_ms)}
+    t = by[5].trigger
+    assert (t.confidence, t.who) == (INFERRED, "")
+    assert "it may be that one's cooperative second round" in t.evidence
+    assert "second round" not in by[8].trigger.evidence  # a leave, long after
+    assert by[6].trigger.cause == "member_joined"
+
+
+def test_an_eager_groups_quick_rounds_are_not_second_rounds() -> None:
+    # range (eager): the three first members join 0.2 s apart, each a rebalance of its own.
+    for d in explained("wire_rdkafka-range_fault-rip.jsonl.gz").generations:
+        assert "second round" not in d.trigger.reason

@@ -152,6 +152,7 @@ def _dump(path: Path, outcomes: dict[tuple[str, str], Outcome]) -> None:
                 "moved": out.truth.moved,
                 "without": out.truth.without,
                 "second_round": out.truth.second_round,
+                "revoked_ms": list(out.truth.revoked_ms),
                 "settled_ms": out.truth.settled_ms,
             },
             "verdicts": {v: vars(verdict) for v, verdict in out.verdicts.items()},

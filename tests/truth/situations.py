@@ -72,6 +72,9 @@ class Truth:
     moved: int
     without: dict[str, int]
     second_round: bool
+    # When members that stayed revoked partitions (their callbacks): a cooperative round
+    # with one of these in it is followed by its second round.
+    revoked_ms: tuple[int, ...] = ()
 
 
 @dataclass
@@ -260,7 +263,12 @@ def truth_of(run: Run, expected: Expected) -> Truth:
             total += run.settled_ms - empty_since
         without[name] = total
     second = incremental(run.client) and classic(run.client) and revoked > 0
-    return Truth(expected, run.settled_ms, revoked, moved, without, second)
+    revoked_ms = tuple(
+        e["ts_ms"]
+        for e in callbacks
+        if e["event"] == "revoked" and e["client"] in stayed and e["partitions"]
+    )
+    return Truth(expected, run.settled_ms, revoked, moved, without, second, revoked_ms)
 
 
 # -- the judge --------------------------------------------------------------------------------
@@ -311,7 +319,7 @@ def judge(truth: Truth, answer: dict[str, Any], view: str) -> Verdict:
     _judge_trigger(verdict, window[0], exp, view)
     _judge_wait(verdict, window[0], exp, view)
     if truth.second_round:
-        _judge_second_round(verdict, window)
+        _judge_second_round(verdict, window, truth.revoked_ms)
     _judge_counts(verdict, window, truth)
     if verdict.problems:
         verdict.status = WRONG
@@ -376,21 +384,36 @@ def _judge_wait(verdict: Verdict, gen: dict[str, Any], exp: Expected, view: str)
         verdict.details.append(f"waited {ms} ms for {member}; truth: {low}..{high} ms")
 
 
-def _judge_second_round(verdict: Verdict, window: list[dict[str, Any]]) -> None:
-    if len(window) < 2:
-        return  # folded into one: not a false trigger
-    trig = window[1]["trigger"]
-    words = f"{trig.get('reason', '')} {trig.get('evidence', '')}".lower()
-    if "second round" in words or "follow-up" in words or "followup" in words:
+def _judge_second_round(
+    verdict: Verdict, window: list[dict[str, Any]], revoked_ms: tuple[int, ...]
+) -> None:
+    """The second round is the generation after a cooperative one in which members that
+    stayed revoked partitions (their callbacks ran after that round began), not simply
+    the second generation after the action: a member that left and came back (max.poll)
+    starts a generation of its own in between."""
+    for first, second in zip(window, window[1:], strict=False):
+        if second["generation"] != first["generation"] + 1:
+            continue
+        began, next_began = _began(first), _began(second)
+        if not any(began < t <= next_began for t in revoked_ms):
+            continue
+        trig = second["trigger"]
+        words = f"{trig.get('reason', '')} {trig.get('evidence', '')}".lower()
+        if "second round" in words or "follow-up" in words or "followup" in words:
+            continue
+        if trig["cause"] == "unknown" and trig["confidence"] != "exact":
+            continue
+        verdict.problems.append("second round as trigger")
+        verdict.details.append(
+            f"gen {second['generation']}: {trig['cause']} by {trig.get('who')} "
+            f"({trig['confidence']}); truth: the cooperative second round of gen "
+            f"{first['generation']}"
+        )
         return
-    if trig["cause"] == "unknown" and trig["confidence"] != "exact":
-        return
-    verdict.problems.append("second round as trigger")
-    verdict.details.append(
-        f"gen {window[1]['generation']}: {trig['cause']} by {trig.get('who')} "
-        f"({trig['confidence']}); truth: the cooperative second round of gen "
-        f"{window[0]['generation']}"
-    )
+
+
+def _began(gen: dict[str, Any]) -> int:
+    return int(gen.get("start_ms") or gen["trigger"].get("at_ms") or 0)
 
 
 def _judge_counts(verdict: Verdict, window: list[dict[str, Any]], truth: Truth) -> None:

@@ -19,6 +19,7 @@ from kgctl.model.diagnosis.members import MemberConfig, member_configs
 from kgctl.model.diagnosis.mixed import assigned_late, describe_protocol_change
 from kgctl.model.diagnosis.protocol_advice import advise_consumer_protocol, advise_cooperative
 from kgctl.model.diagnosis.restarts import Restart, indexed_restarts
+from kgctl.model.diagnosis.rounds import as_second_round
 from kgctl.model.diagnosis.trigger import choose_trigger, read_growth, trigger_candidates
 from kgctl.model.diagnosis.types import (
     EXACT,
@@ -59,7 +60,8 @@ def diagnose(
     gens = state.generations
     for i, rec in enumerate(gens):
         prev = gens[i - 1] if i > 0 else None
-        out.append(_diagnose_one(state, events, rec, prev, members, ctx, now_ms, back))
+        d = _diagnose_one(state, events, rec, prev, members, ctx, now_ms, back)
+        out.append(as_second_round(d, out[-1] if out else None, events, state, rec, prev))
     loops = advise_rejoin_loop(out)
     return tuple(
         d if d.generation not in loops else _with_more_advice(d, loops[d.generation]) for d in out
