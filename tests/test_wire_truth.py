@@ -81,3 +81,66 @@ def test_an_eager_groups_quick_rounds_are_not_second_rounds() -> None:
     # range (eager): the three first members join 0.2 s apart, each a rebalance of its own.
     for d in explained("wire_rdkafka-range_fault-rip.jsonl.gz").generations:
         assert "second round" not in d.trigger.reason
+
+
+# -- consumer-protocol (KIP-848) groups known only from the wire ----------------------------
+
+
+def test_a_consumer_group_known_only_from_the_wire_has_its_epochs() -> None:
+    """librdkafka with group.protocol=consumer: three members, one SIGKILLed; the broker's
+    session for consumer groups is 10 s. Its epochs are the generations, and the dead
+    member's removal is read from the broker giving its partitions to the others."""
+    epochs = after("wire_rdkafka-consumer_kill.jsonl.gz", 1796176934581)
+    assert epochs, "the epochs the heartbeats carry are rebalances"
+    dead = epochs[0]
+    assert dead.group_epoch
+    assert (dead.trigger.cause, dead.trigger.confidence) == ("timed_out", "inferred")
+    assert dead.trigger.who.endswith("-c3")
+    [wait] = dead.critical_path
+    assert (wait.phase, wait.why) == ("detect", "dead") and wait.member.endswith("-c3")
+    assert 9_000 <= wait.ms <= 11_000  # the session, from its last heartbeat
+    assert (dead.partitions_moved, dead.partitions_revoked) == (2, 0)  # its 2 went elsewhere
+
+
+def test_a_consumer_groups_join_leave_and_revocations_from_the_wire() -> None:
+    # A third member joins (member epoch 0): the two give up 2 partitions for it.
+    joined = after("wire_rdkafka-consumer_scale-out.jsonl.gz", 1796176934593)[0]
+    assert (joined.trigger.cause, joined.trigger.confidence) == ("member_joined", EXACT)
+    assert joined.trigger.who.endswith("-c3")
+    assert "member epoch 0" in joined.trigger.evidence
+    assert (joined.partitions_revoked, joined.partitions_moved) == (2, 2)
+    # A member stops: its leave heartbeat (member epoch -1) is its LeaveGroup.
+    left = after("wire_rdkafka-consumer_stop.jsonl.gz", 1796176934593)[0]
+    assert (left.trigger.cause, left.trigger.confidence) == ("member_left", EXACT)
+    assert left.trigger.who.endswith("-c3") and "member epoch -1" in left.trigger.reason
+
+
+def test_a_consumer_member_that_left_and_came_back_is_read_as_its_poll_timeout() -> None:
+    # One member stops polling past max.poll.interval.ms: librdkafka leaves the group
+    # and joins again, with the same member id, at its next poll.
+    left, back = after("wire_rdkafka-consumer_max-poll.jsonl.gz", 1796176934594)[:2]
+    assert (left.trigger.cause, left.trigger.confidence) == ("timed_out", "inferred")
+    assert "max.poll.interval.ms" in left.trigger.evidence
+    # its join, answered the epoch of its leave, is what bumped the next one
+    assert (back.trigger.cause, back.trigger.who) == ("member_joined", left.trigger.who)
+
+
+def test_a_consumer_groups_partitions_are_named_by_the_one_topic_subscribed() -> None:
+    state = explained("wire_rdkafka-consumer_growth.jsonl.gz").state
+    topics = {t for m in state.members.values() for t in m.partitions} | {
+        t for (t, _p) in state.ownership
+    }
+    assert topics and all(t.startswith("truth-growth-") for t in topics), topics
+
+
+def test_the_live_watch_reads_the_trace_as_explain_does() -> None:
+    """The watch folds the trace one event at a time: a consumer member's revocations
+    need what it said before, so the watch keeps one reader of the trace."""
+    from kgctl.model.wire import WireSteps, member_steps
+
+    lines = gzip.decompress((DATA / "wire_rdkafka-consumer_scale-out.jsonl.gz").read_bytes())
+    events = [Event.from_json(line) for line in lines.decode().splitlines() if line.strip()]
+    wire = WireSteps()
+    one_by_one = [s for e in events for s in (e, *wire.steps(e))]
+    assert one_by_one == member_steps(events)
+    assert sum(e.type == "PartitionsRevoked" for e in one_by_one) >= 2

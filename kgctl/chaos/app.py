@@ -34,7 +34,7 @@ from typing import IO, Any
 from kgctl.chaos.java import java_event
 from kgctl.errors import UsageError
 from kgctl.model.events import Event
-from kgctl.model.wire import member_steps
+from kgctl.model.wire import WireSteps
 
 PLACEHOLDERS = ("bootstrap", "group", "topics", "name", "instance_id", "client_id")
 ENV_NAMES = {
@@ -316,6 +316,7 @@ class AppWire:
     def __init__(self, members: Callable[[str], str | None]) -> None:
         self.members = members
         self.owned: dict[str, dict[str, list[int]]] = {}
+        self.wire = WireSteps()  # what each consumer-protocol app member last said
 
     def events(self, event: Event) -> list[Event]:
         """`event`, and the member steps it means when its client is an app member
@@ -324,7 +325,7 @@ class AppWire:
         if name is None:
             return [event]
         named = replace(event, member=name)
-        out = member_steps([named])
+        out = [named, *self.wire.steps(named)]
         if named.type == "JoinGroupTraced":
             owned = self.owned.pop(name, None)
             if owned and not _cooperative(named.data):

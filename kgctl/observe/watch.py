@@ -31,7 +31,7 @@ from kgctl.model.events import Event
 from kgctl.model.fold import fold
 from kgctl.model.snapshot import GroupListing
 from kgctl.model.state import GroupState
-from kgctl.model.wire import member_steps
+from kgctl.model.wire import WireSteps
 from kgctl.observe.infer import Inferrer
 from kgctl.recordings import recording_lines
 from kgctl.settings import ClientSettings
@@ -160,6 +160,7 @@ class Watch:
         # Clients that report their own steps (kgctl members): their wire events are not
         # read as steps a second time (kgctl/model/wire.py, as explain and report do).
         self._speaking: set[str] = set()
+        self._wire = WireSteps()  # what each traced consumer-protocol member last said
         self.queue: queue.Queue[Event] = queue.Queue()
         self.notes: queue.Queue[str] = queue.Queue()
         self.stopping = threading.Event()
@@ -485,7 +486,7 @@ class Watch:
             self._speaking.add(ev.client_id)
         if ev.source != "wire" or ev.client_id in self._speaking:
             return [ev]
-        return member_steps([ev])
+        return [ev, *self._wire.steps(ev)]
 
 
 class _DiagnosisJob:
@@ -536,7 +537,7 @@ SETTLING_MS = 10_000
 DIAGNOSIS_SPACING = 10  # a diagnosis at most a tenth of the time while a rebalance runs
 _ROUTINE_TYPES = frozenset(
     {"RecordsConsumed", "HeartbeatSucceeded", "HeartbeatTraced", "OffsetsCommitted",
-     "OffsetCommitTraced", "GroupObserved"}
+     "OffsetCommitTraced", "GroupObserved", "ConsumerGroupHeartbeatTraced"}
 )  # fmt: skip
 
 

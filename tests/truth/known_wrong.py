@@ -267,37 +267,13 @@ KNOWN_WRONG: dict[tuple[str, str, str], tuple[str, str]] = {
         "revoked, moved",
         "kgctl says 0 revoked; truth 2; 6 moved; truth 4",
     ),
-    ("rdkafka-consumer", "kill", "explain:wire"): (
-        "no rebalance",
-        "kgctl says 0 rebalances, truth: the action's rebalance",
-    ),
-    ("rdkafka-consumer", "kill", "watch:wire"): (
-        "no rebalance",
-        "kgctl says 0 rebalances, truth: the action's rebalance",
-    ),
-    ("rdkafka-consumer", "stop", "explain:wire"): (
-        "no rebalance",
-        "kgctl says 0 rebalances, truth: the action's rebalance",
-    ),
-    ("rdkafka-consumer", "stop", "watch:wire"): (
-        "no rebalance",
-        "kgctl says 0 rebalances, truth: the action's rebalance",
-    ),
-    ("rdkafka-consumer", "scale-out", "explain:wire"): (
-        "no rebalance",
-        "kgctl says 0 rebalances, truth: the action's rebalance",
-    ),
-    ("rdkafka-consumer", "scale-out", "watch:wire"): (
-        "no rebalance",
-        "kgctl says 0 rebalances, truth: the action's rebalance",
-    ),
     ("rdkafka-consumer", "growth", "explain:wire"): (
-        "no rebalance",
-        "kgctl says 0 rebalances, truth: the action's rebalance",
+        "moved",
+        "kgctl says 3 moved; truth 0",
     ),
     ("rdkafka-consumer", "growth", "watch:wire"): (
-        "no rebalance",
-        "kgctl says 0 rebalances, truth: the action's rebalance",
+        "moved",
+        "kgctl says 3 moved; truth 0",
     ),
     ("rdkafka-consumer", "max-poll", "explain:wire"): (
         "no rebalance",

@@ -15,6 +15,7 @@ from kgctl.model.diagnosis.advice import (
     advise_static_membership,
 )
 from kgctl.model.diagnosis.cost import member_costs
+from kgctl.model.diagnosis.epochs import read_epochs
 from kgctl.model.diagnosis.members import MemberConfig, member_configs
 from kgctl.model.diagnosis.mixed import assigned_late, describe_protocol_change
 from kgctl.model.diagnosis.protocol_advice import advise_consumer_protocol, advise_cooperative
@@ -61,6 +62,7 @@ def diagnose(
     for i, rec in enumerate(gens):
         prev = gens[i - 1] if i > 0 else None
         d = _diagnose_one(state, events, rec, prev, members, ctx, now_ms, back)
+        d = read_epochs(d, events, rec, prev)
         out.append(as_second_round(d, out[-1] if out else None, events, state, rec, prev))
     loops = advise_rejoin_loop(out)
     return tuple(
@@ -201,7 +203,19 @@ def _diagnose_one(
         start = min(start, chosen.at_ms)
     traced = any(k in members for k in rec.members)
     mine = [b for b in mine if b.group == state.group]
-    waits = critical_path(events, replace(rec, start_ms=start), prev, state, members, chosen, mine)
+    timed_rec = replace(rec, start_ms=start)
+    if (
+        rec.sync_ms is None
+        and chosen.reason == "session timeout"
+        and _epochs(state, events, rec)
+        and any(e.source == "wire" for e in events.by(chosen.who, until=start))
+    ):
+        # A consumer group's epoch has no join phase: what it waited for is the broker
+        # noticing the silent member (the detect wait), from the epoch's start. (Only for
+        # a member the proxy traced: a kgctl member's heartbeat held by a chaos fault
+        # would get the dead member's advice, which is wrong for it.)
+        timed_rec = replace(timed_rec, sync_ms=start)
+    waits = critical_path(events, timed_rec, prev, state, members, chosen, mine)
     if state.group_type == "consumer" and not waits:
         # KIP-848: no barrier; the epochs are the broker's and each member reconciles alone.
         notes.append(
@@ -248,7 +262,7 @@ def _diagnose_one(
         partitions_revoked=revoked,
         advice=tuple(advice),
         notes=tuple(notes),
-        group_epoch=state.group_type == "consumer",
+        group_epoch=_epochs(state, events, rec),
         protocol_change=protocol_change,
         # Its start is known when a member (or the broker's log) said it, exactly.
         timed=traced
@@ -256,6 +270,24 @@ def _diagnose_one(
         or start < rec.start_ms
         or not rec.stable_ms
         or not _known_only_from_stored_record(events, rec),
+    )
+
+
+def _epochs(state: GroupState, events: EventIndex, rec: GenerationRecord) -> bool:
+    """A consumer-protocol group's epoch: the broker says the group is one, or its
+    members heartbeat on the consumer protocol at this epoch and nobody in the events
+    joined by JoinGroup (a trace alone; a mixed group is mixed.py's to tell)."""
+    if state.group_type == "consumer":
+        return True
+    answered = events.memo("epochs answered", _epochs_answered)
+    return rec.generation in answered and not events.of("JoinGroupReceived")
+
+
+def _epochs_answered(events: EventIndex) -> frozenset[int]:
+    return frozenset(
+        int(e.data["member_epoch"])
+        for e in events.of("GroupHeartbeatAnswered")
+        if isinstance(e.data.get("member_epoch"), int)
     )
 
 

@@ -65,7 +65,13 @@ def member_configs(events: EventIndex) -> dict[str, MemberConfig]:
 _TRACED_SOURCES = frozenset({"member", "wire"})
 # The steps that carry a member's configuration.
 _CONFIGURING: frozenset[EventType] = frozenset(
-    {"MemberStarted", "JoinGroupSent", "JoinPrepared", "PollIntervalExceeded"}
+    {
+        "MemberStarted",
+        "JoinGroupSent",
+        "JoinPrepared",
+        "PollIntervalExceeded",
+        "GroupHeartbeatAnswered",
+    }
 )
 
 
@@ -94,6 +100,8 @@ def _configure(m: MemberConfig, e: Event) -> None:
         m.max_poll_ms = m.max_poll_ms or rebalance
     elif is_type(e, "JoinPrepared"):
         m.protocol = str(e.data.get("protocol", "") or m.protocol)
+    elif is_type(e, "GroupHeartbeatAnswered"):
+        m.group_protocol = "consumer"  # only a consumer-protocol member sends these
     elif is_type(e, "PollIntervalExceeded"):
         m.max_poll_ms = _int_or_none(e.data.get("max_poll_interval_ms")) or m.max_poll_ms
 

@@ -95,7 +95,9 @@ def as_second_round(
     )
     # What read the rejoin as a cause of its own (a JoinGroup without a reason, the
     # broker's `Updating metadata for member`) misread it: only other candidates stay.
-    also = tuple(t for t in (chosen, *d.also) if t.cause not in (Cause.REJOIN_REQUESTED, Cause.UNKNOWN))
+    also = tuple(
+        t for t in (chosen, *d.also) if t.cause not in (Cause.REJOIN_REQUESTED, Cause.UNKNOWN)
+    )
     notes = tuple(n for n in d.notes if not n.startswith("kgctl infers this trigger"))
     if confidence == INFERRED:
         notes += (
@@ -105,7 +107,9 @@ def as_second_round(
     return replace(d, trigger=second, also=also, notes=notes)
 
 
-def _maybe_second_round(d: Diagnosis, prev: GenerationRecord, after_ms: int, assignor: str) -> Diagnosis:
+def _maybe_second_round(
+    d: Diagnosis, prev: GenerationRecord, after_ms: int, assignor: str
+) -> Diagnosis:
     t = d.trigger
     if t.cause not in (Cause.REJOIN_REQUESTED, Cause.UNKNOWN):
         return d
@@ -177,4 +181,6 @@ def _given_up(
 def _assignments_known(state: GroupState, prev: GenerationRecord) -> bool:
     """Whether the sources showed the members' assignments of `prev` (a traced SyncGroup,
     a member's own report): then a round that took nothing from anyone is known."""
-    return any(sp.generation == prev.generation for spans in state.ownership.values() for sp in spans)
+    return any(
+        sp.generation == prev.generation for spans in state.ownership.values() for sp in spans
+    )

@@ -16,6 +16,7 @@ from kgctl.model.diagnosis.causes import (
     member_name,
     wire_cause,
 )
+from kgctl.model.diagnosis.epochs import wire_group_join
 from kgctl.model.diagnosis.faults import injected_faults
 from kgctl.model.diagnosis.members import MemberConfig
 from kgctl.model.diagnosis.types import (
@@ -242,6 +243,7 @@ def _seen_joined(e: Event, who: str, src: str) -> list[Trigger]:
 _TRIGGER_READERS: dict[tuple[EventType, str | None], Callable[[Event, str, str], list[Trigger]]] = {
     ("RejoinRequested", None): _said_rejoin,
     ("JoinGroupSent", "wire"): _wire_join,
+    ("GroupHeartbeatAnswered", "wire"): wire_group_join,
     ("PollIntervalExceeded", None): _said_poll,
     ("LeaveGroupSent", None): _said_leave,
     ("MemberFailed", None): _said_failed,
