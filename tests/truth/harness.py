@@ -165,6 +165,15 @@ class Run:
             + str({m.name: m.owns() for m in self.live()})
         )
 
+    def await_callback(self, name: str, since_ms: int, timeout_s: float = 30) -> None:
+        """Until member `name` has reported an assignment callback at `since_ms` or later."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.members[name].last_callback_ms() >= since_ms:
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"{name} reported no callback after {since_ms}")
+
     def callbacks(self, since_ms: int) -> list[dict[str, Any]]:
         found = [e for m in self.members.values() for e in list(m.events) if e["ts_ms"] >= since_ms]
         return sorted(found, key=lambda e: e["ts_ms"])

@@ -164,6 +164,11 @@ def max_poll_exceeded(run: Run, ctx: Context) -> Expected:
     _snapshot_before(run)
     run.members[slow].tell(f"stall {MAX_POLL_MS * 2 / 1000}")
     time.sleep(MAX_POLL_MS * 2 / 1000)
+    # librdkafka on the consumer protocol keeps heartbeating through the stall and leaves
+    # only at its next poll: until the slow member's callbacks say it left and came back,
+    # nothing has happened (its partitions still look owned, so settle alone would pass
+    # before the rebalance began).
+    run.await_callback(slow, action + MAX_POLL_MS)
     run.settle(3, timeout_s=60)
     return Expected("timed_out", slow, action)
 
