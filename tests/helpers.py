@@ -265,11 +265,12 @@ class PlainConsumer(threading.Thread):
 
 
 class WatchProcess:
-    """`python -m kgctl watch ...` with its JSON lines collected as they arrive."""
+    """`python -m kgctl watch ...` (or another command giving JSON lines, e.g. `proxy`)
+    with its JSON lines collected as they arrive."""
 
-    def __init__(self, args: list[str]) -> None:
+    def __init__(self, args: list[str], command: str = "watch") -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kgctl", "watch", *args],
+            [sys.executable, "-m", "kgctl", command, *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
