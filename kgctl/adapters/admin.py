@@ -53,10 +53,6 @@ from kgctl.settings import ClientSettings
 
 log = logging.getLogger(__name__)
 
-# Bootstraps already told that they serve no consumer groups: one warning per cluster
-# and process, however many admins ask (on 3.7 a watch printed it twice).
-_warned_unsupported: set[str] = set()
-
 
 # Retriable errors (a coordinator loading its groups after a restart) are tried again.
 _retry = retry(
@@ -174,8 +170,9 @@ class GroupAdmin:
         try:
             snap: GroupSnapshot | None = self._call(_describe_consumer, group)
         except Unsupported as why:
-            if self.kip848 is None and self.settings.bootstrap not in _warned_unsupported:
-                _warned_unsupported.add(self.settings.bootstrap)
+            # Said once per admin: a command uses one (on 3.7 `watch --once -o json`
+            # said it twice, its document read through a second admin).
+            if self.kip848 is None:
                 log.warning(
                     "the broker at %s serves no consumer-protocol (KIP-848) groups "
                     "(ConsumerGroupDescribe: it %s); describing groups with DescribeGroups only",

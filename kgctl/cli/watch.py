@@ -201,7 +201,7 @@ def _watch(
             if env.json and not events:
                 emit_json(
                     env,
-                    _document(settings, group, drained, replay is None, trace_topic, offsets_topic),
+                    _document(settings, group, drained, watch, trace_topic, offsets_topic),
                 )
             elif env.json or not env.stdout_stream.isatty():
                 _write_lines(env, drained)
@@ -229,7 +229,7 @@ def _document(
     settings: ClientSettings,
     group: str,
     drained: list[Event],
-    live: bool,
+    watch: Watch,
     trace_topic: str | None,
     offsets_topic: bool,
 ) -> dict[str, object]:
@@ -246,15 +246,16 @@ def _document(
     from kgctl.model.diagnosis import Context
     from kgctl.model.explanation import explain
 
-    if not live:
+    if watch.admin is None:  # a replay: the recording alone
         now = max((e.ts_ms for e in drained), default=0)
         ctx = Context(cooperative=cooperative_sticky)
         return explain(group, drained, now, ctx, sources=["replay"]).to_dict()
     now = _now()
     got = Gathered()
     read_cluster(
-        settings, group, now - RECENT_MS, now, got, offsets=offsets_topic, trace_topic=trace_topic
-    )
+        settings, group, now - RECENT_MS, now, got, offsets=offsets_topic,
+        trace_topic=trace_topic, admin=watch.admin,
+    )  # fmt: skip
     for path in local_broker_logs(settings.bootstrap):
         read_broker_log(path, group, got)
     ctx = Context(

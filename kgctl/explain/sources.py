@@ -93,13 +93,18 @@ def read_cluster(
     *,
     offsets: bool = True,
     trace_topic: str | None = None,
+    admin: GroupAdmin | None = None,
 ) -> None:
-    """The live description, the stored generations and the trace topic."""
-    admin = GroupAdmin(settings)
+    """The live description, the stored generations and the trace topic. `admin`: the
+    caller's, when it has one (`watch --once`), so what it learnt of the broker is not
+    learnt (and warned about) again."""
+    own = admin is None
+    admin = admin or GroupAdmin(settings)
     try:
         snap = admin.describe(group)
     finally:
-        admin.close()
+        if own:
+            admin.close()
     into.live = True
     if offsets and not snap.missing and snap.group_epoch is None:
         try:

@@ -85,6 +85,14 @@ def test_explain_and_fail_if_missing_of_a_group_not_there_yet(any_broker: Compat
     assert "failed: UNSUPPORTED_VERSION" not in explained.stderr
 
 
+def test_the_broker_without_consumer_groups_is_said_once(k37: Compat) -> None:
+    # Audit defect 6: on 3.7 `watch --once -o json` said it twice, its document read
+    # through a second admin that found it out again.
+    done = kgctl("watch", group(), "-b", k37.bootstrap, "--once", "-o", "json")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("serves no consumer-protocol (KIP-848) groups") == 1, done.stderr
+
+
 def test_watch_waits_for_a_group_then_shows_it(k39zk: Compat) -> None:
     topic, g = k39zk.topic(2), group()
     watch = subprocess.Popen(
