@@ -21,7 +21,7 @@ kafka-python 3.0.12 quirks handled here:
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Literal
 
 import kafka.errors as Errors
 from kafka import TopicPartition
@@ -331,18 +331,31 @@ class ClusterAdmin(GroupAdmin):
     per group). A group whose coordinator moved or is loading is left out of that round
     and its cached coordinator forgotten, so the next round finds the new one."""
 
-    def list_all(self) -> dict[str, str]:
-        """Every group's type (`classic` or `consumer`), from one ListGroups per broker."""
+    def list_all(self) -> dict[str, ListedType]:
+        """Every group's type, from one ListGroups per broker: the one it sends (ListGroups
+        v5+, Kafka 3.8+), else `unknown` (3.7 sends none; its protocol type "consumer" is
+        every classic consumer's too), which `describe_all` finds out."""
         listed = self._call(lambda admin: admin.list_groups())
-        return {
-            str(g["group_id"]): "consumer" if g.get("group_type") == "consumer" else "classic"
-            for g in listed
-        }
+        return {str(g["group_id"]): _listed_type(g.get("group_type")) for g in listed}
 
-    def describe_all(self, groups: dict[str, str]) -> dict[str, GroupSnapshot]:
+    def describe_all(self, groups: dict[str, ListedType]) -> dict[str, GroupSnapshot]:
         """`groups` (name -> type) described now; a group not answered this round (its
-        coordinator moved) is absent; one that no longer exists is `missing`."""
+        coordinator moved) is absent; one that no longer exists is `missing`. A group of
+        unknown type is classic if DescribeGroups describes it, a consumer group if
+        ConsumerGroupDescribe does, else absent (never called missing while listed)."""
         return dict(self._call(_describe_batches, groups))
+
+
+# A group's type as ListGroups gives it; "unknown" when it gives none (before v5).
+ListedType = Literal["classic", "consumer", "unknown"]
+
+
+def _listed_type(sent: object) -> ListedType:
+    if sent == "consumer":
+        return "consumer"
+    if sent == "classic":
+        return "classic"
+    return "unknown"
 
 
 def _forget_coordinator(admin: Any, group: str) -> None:
@@ -354,35 +367,63 @@ def _where(admin: Any, node_id: int) -> str:
     return f"{node_id} {node.host}:{node.port}" if node is not None else str(node_id)
 
 
-async def _describe_batches_async(admin: Any, groups: dict[str, str]) -> dict[str, GroupSnapshot]:
+async def _describe_batches_async(
+    admin: Any, groups: dict[str, ListedType]
+) -> dict[str, GroupSnapshot]:
     coordinators = await admin._find_coordinator_ids(sorted(groups))
     by_node: dict[tuple[int, str], list[str]] = {}
     for group, node in coordinators.items():
         if node is None or node == -1:
             _forget_coordinator(admin, group)
             continue
-        by_node.setdefault((node, groups[group]), []).append(group)
+        # An untyped group is asked as a classic one first: what kgctl follows on 3.7.
+        kind = "consumer" if groups[group] == "consumer" else "classic"
+        by_node.setdefault((node, kind), []).append(group)
     out: dict[str, GroupSnapshot] = {}
+    untyped_not_classic: dict[int, list[str]] = {}
     for (node, kind), names in sorted(by_node.items()):
-        if kind == "consumer":
-            req = ConsumerGroupDescribeRequest(group_ids=names, include_authorized_operations=False)
-        else:
-            req = DescribeGroupsRequest(groups=names, include_authorized_operations=False)
-        try:
-            response = await admin._manager.send(req, node_id=node)
-        except Errors.IncompatibleBrokerVersion:
-            continue  # no ConsumerGroupDescribe: such groups are followed by their records only
-        for described in response.groups:
-            name = str(described.group_id)
-            snap = _batched_snapshot(admin, described, kind, _where(admin, node))
-            if snap is None:
-                _forget_coordinator(admin, name)
+        for snap in await _describe_batch(admin, node, kind, names):
+            if snap.missing and groups[snap.group] == "unknown":
+                # Listed, so not gone: DescribeGroups knows no consumer-protocol group.
+                untyped_not_classic.setdefault(node, []).append(snap.group)
             else:
-                out[name] = snap
+                out[snap.group] = snap
+    for node, names in sorted(untyped_not_classic.items()):
+        for snap in await _describe_batch(admin, node, "consumer", names):
+            if not snap.missing:  # else neither kind knows it now: absent this round
+                out[snap.group] = snap
     return out
 
 
-def _describe_batches(admin: Any, groups: dict[str, str]) -> dict[str, GroupSnapshot]:
+async def _describe_batch(
+    admin: Any, node: int, kind: str, names: list[str]
+) -> list[GroupSnapshot]:
+    """One DescribeGroups (`classic`) or ConsumerGroupDescribe of groups `node`
+    coordinates; a group whose coordinator moved is left out (and forgotten)."""
+    if kind == "consumer":
+        req = ConsumerGroupDescribeRequest(group_ids=names, include_authorized_operations=False)
+    else:
+        req = DescribeGroupsRequest(groups=names, include_authorized_operations=False)
+    try:
+        response = await admin._manager.send(req, node_id=node)
+    except Errors.IncompatibleBrokerVersion:
+        return []  # no ConsumerGroupDescribe: such groups are followed by their records only
+    out = []
+    for described in response.groups:
+        if (
+            kind == "consumer"
+            and Errors.for_code(described.error_code) is Errors.UnsupportedVersionError
+        ):
+            continue  # advertised, off (3.8/3.9 without KIP-848): no consumer groups here
+        snap = _batched_snapshot(admin, described, kind, _where(admin, node))
+        if snap is None:
+            _forget_coordinator(admin, str(described.group_id))
+        else:
+            out.append(snap)
+    return out
+
+
+def _describe_batches(admin: Any, groups: dict[str, ListedType]) -> dict[str, GroupSnapshot]:
     if not groups:
         return {}
     result: dict[str, GroupSnapshot] = admin._manager.run(_describe_batches_async, admin, groups)
@@ -426,15 +467,3 @@ def _batched_snapshot(admin: Any, described: Any, kind: str, where: str) -> Grou
         members=members,
         group_type="classic",
     )
-
-
-def _untyped_group(admin: Any) -> str:
-    """The type of a group ListGroups lists without one (before ListGroups v5, e.g. Kafka
-    3.7): classic on a broker without ConsumerGroupHeartbeat, which has no other kind;
-    else not known. Never the protocol type, whose "consumer" is every classic consumer's.
-    """
-    try:
-        versions = clients.api_versions(admin)
-    except Exception:  # the listing stands without it
-        return "unknown"
-    return "unknown" if 68 in versions else "classic"

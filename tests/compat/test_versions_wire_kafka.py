@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from compat_broker import Compat
 from helpers import MemberProc, WatchProcess, event_is
+from monitor_procs import MonitorProc
 
 pytestmark = pytest.mark.kafka
 
@@ -84,3 +85,29 @@ def test_generations_are_read_from_consumer_offsets(any_broker: Compat) -> None:
             if proc is not None:
                 proc.kill()
 
+
+def test_the_monitor_follows_a_3_7_group_listed_without_a_type(k37: Compat) -> None:
+    # 3.7's ListGroups sends no group type; the monitor's list took every such group as
+    # classic. Now it is described to find out: DescribeGroups knows it, so classic.
+    topic, g = k37.topic(2), group()
+    member = MemberProc(k37.bootstrap, g, topic, name="a")
+    monitor: MonitorProc | None = None
+    try:
+        member.wait_event("JoinCompleted", timeout=60)
+        monitor = MonitorProc(k37.bootstrap, "--groups", f"^{g}$")
+
+        def info() -> dict[str, str] | None:
+            for (name, labels), _ in monitor.scrape().items():
+                if name == "kgctl_group_info" and dict(labels).get("group") == g:
+                    return dict(labels)
+            return None
+
+        labels = monitor.wait(info, 60, "the group's info series")
+        assert labels["protocol"] == "classic", labels
+        assert monitor.wait(lambda: monitor.sample("kgctl_group_members", group=g), 30,
+                            "one member") == 1  # fmt: skip
+        assert not [ln for ln in monitor.stderr_lines if "WARNING" in ln or "error" in ln]
+    finally:
+        member.kill()
+        if monitor is not None:
+            monitor.kill()
