@@ -1,7 +1,10 @@
 """`kgctl monitor`'s group list on a broker whose ListGroups sends no group type (Kafka
 3.7): the type is found out by describing, never taken as classic. The broker is a fake
-answering as 3.7 does (DescribeGroups: GROUP_ID_NOT_FOUND for a consumer-protocol
-group); the real 3.7.2 is in tests/compat/test_versions_wire_kafka.py."""
+answering as 3.7.2 with KIP-848 on did (by hand: ListGroups v4 listed the consumer
+group with protocol type "consumer" and no type, DescribeGroups answered it
+GROUP_ID_NOT_FOUND, ConsumerGroupDescribe was not advertised), or with
+ConsumerGroupDescribe (its unstable APIs on); the real 3.7.2 with its defaults is in
+tests/compat/test_versions_wire_kafka.py."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from typing import Any
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
+    import kafka.errors as Errors
     from kafka.protocol.admin import DescribeGroupsRequest
 
     from kgctl.adapters.admin import _describe_batches, _listed_type
@@ -47,7 +51,8 @@ def not_found(name: str) -> Any:
 class Broker37:
     """The answers of a 3.7 broker with KIP-848 on: `old` classic, `new` a consumer group."""
 
-    def __init__(self) -> None:
+    def __init__(self, consumer_group_describe: bool) -> None:
+        self.consumer_group_describe = consumer_group_describe
         self.cluster = SimpleNamespace(broker_metadata=lambda node: None, _coordinators={})
         self.asked: list[tuple[str, list[str]]] = []
 
@@ -56,6 +61,8 @@ class Broker37:
             names = list(req.groups)
             self.asked.append(("DescribeGroups", names))
             answers = [classic(n) if n == "old" else not_found(n) for n in names]
+        elif not self.consumer_group_describe:
+            raise Errors.IncompatibleBrokerVersion("ConsumerGroupDescribe")
         else:
             names = list(req.group_ids)
             self.asked.append(("ConsumerGroupDescribe", names))
@@ -66,8 +73,8 @@ class Broker37:
         return asyncio.run(fn(*args))
 
 
-def admin() -> Any:
-    manager = Broker37()
+def admin(consumer_group_describe: bool = True) -> Any:
+    manager = Broker37(consumer_group_describe)
 
     async def coordinators(names: list[str]) -> dict[str, int]:
         return {n: 1 for n in names}
@@ -84,11 +91,12 @@ def test_a_group_listed_without_a_type_is_of_unknown_type() -> None:
 
 def test_untyped_groups_are_described_as_what_the_broker_knows_them_as() -> None:
     a = admin()
-    snaps = _describe_batches(a, {"old": "unknown", "new": "unknown"})
+    snaps, undescribed = _describe_batches(a, {"old": "unknown", "new": "unknown"})
     # Before: "new", asked only with DescribeGroups, was described missing (deleted).
     assert snaps["new"].group_type == "consumer" and not snaps["new"].missing
     assert snaps["new"].group_epoch == 3
     assert snaps["old"].group_type == "classic" and len(snaps["old"].members) == 1
+    assert not undescribed
     assert a._manager.asked == [
         ("DescribeGroups", ["new", "old"]),
         ("ConsumerGroupDescribe", ["new"]),
@@ -96,6 +104,13 @@ def test_untyped_groups_are_described_as_what_the_broker_knows_them_as() -> None
 
 
 def test_a_listed_untyped_group_neither_request_knows_is_left_out_not_deleted() -> None:
-    snaps = _describe_batches(admin(), {"gone": "unknown", "typed-gone": "classic"})
+    snaps, undescribed = _describe_batches(admin(), {"gone": "unknown", "typed-gone": "classic"})
     assert "gone" not in snaps  # listed: the next listing says whether it is gone
+    assert undescribed == {"gone"}  # the monitor notes it, once
     assert snaps["typed-gone"].missing
+
+
+def test_without_consumer_group_describe_a_consumer_group_is_named_not_deleted() -> None:
+    # As 3.7.2 with KIP-848 on answered: no request describes the consumer group.
+    snaps, undescribed = _describe_batches(admin(False), {"old": "unknown", "new": "unknown"})
+    assert set(snaps) == {"old"} and undescribed == {"new"}

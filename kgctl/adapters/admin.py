@@ -331,6 +331,8 @@ class ClusterAdmin(GroupAdmin):
     per group). A group whose coordinator moved or is loading is left out of that round
     and its cached coordinator forgotten, so the next round finds the new one."""
 
+    undescribed: frozenset[str] = frozenset()  # the last round's untyped groups no one knew
+
     def list_all(self) -> dict[str, ListedType]:
         """Every group's type, from one ListGroups per broker: the one it sends (ListGroups
         v5+, Kafka 3.8+), else `unknown` (3.7 sends none; its protocol type "consumer" is
@@ -342,8 +344,10 @@ class ClusterAdmin(GroupAdmin):
         """`groups` (name -> type) described now; a group not answered this round (its
         coordinator moved) is absent; one that no longer exists is `missing`. A group of
         unknown type is classic if DescribeGroups describes it, a consumer group if
-        ConsumerGroupDescribe does, else absent (never called missing while listed)."""
-        return dict(self._call(_describe_batches, groups))
+        ConsumerGroupDescribe does, else absent (never called missing while listed) and
+        named in `undescribed` until the next round."""
+        snaps, self.undescribed = self._call(_describe_batches, groups)
+        return dict(snaps)
 
 
 # A group's type as ListGroups gives it; "unknown" when it gives none (before v5).
@@ -367,9 +371,12 @@ def _where(admin: Any, node_id: int) -> str:
     return f"{node_id} {node.host}:{node.port}" if node is not None else str(node_id)
 
 
-async def _describe_batches_async(
-    admin: Any, groups: dict[str, ListedType]
-) -> dict[str, GroupSnapshot]:
+# A round of describes: the groups described, and the groups listed without a type that
+# neither DescribeGroups nor ConsumerGroupDescribe knows.
+Described = tuple[dict[str, GroupSnapshot], frozenset[str]]
+
+
+async def _describe_batches_async(admin: Any, groups: dict[str, ListedType]) -> Described:
     coordinators = await admin._find_coordinator_ids(sorted(groups))
     by_node: dict[tuple[int, str], list[str]] = {}
     for group, node in coordinators.items():
@@ -380,6 +387,7 @@ async def _describe_batches_async(
         kind = "consumer" if groups[group] == "consumer" else "classic"
         by_node.setdefault((node, kind), []).append(group)
     out: dict[str, GroupSnapshot] = {}
+    unknown: set[str] = set()
     untyped_not_classic: dict[int, list[str]] = {}
     for (node, kind), names in sorted(by_node.items()):
         for snap in await _describe_batch(admin, node, kind, names):
@@ -389,10 +397,16 @@ async def _describe_batches_async(
             else:
                 out[snap.group] = snap
     for node, names in sorted(untyped_not_classic.items()):
-        for snap in await _describe_batch(admin, node, "consumer", names):
-            if not snap.missing:  # else neither kind knows it now: absent this round
-                out[snap.group] = snap
-    return out
+        found = {
+            snap.group: snap
+            for snap in await _describe_batch(admin, node, "consumer", names)
+            if not snap.missing
+        }
+        out.update(found)
+        # Neither request knows these now (3.7 has no ConsumerGroupDescribe for them):
+        # absent this round.
+        unknown.update(set(names) - set(found))
+    return out, frozenset(unknown)
 
 
 async def _describe_batch(
@@ -423,10 +437,10 @@ async def _describe_batch(
     return out
 
 
-def _describe_batches(admin: Any, groups: dict[str, ListedType]) -> dict[str, GroupSnapshot]:
+def _describe_batches(admin: Any, groups: dict[str, ListedType]) -> Described:
     if not groups:
-        return {}
-    result: dict[str, GroupSnapshot] = admin._manager.run(_describe_batches_async, admin, groups)
+        return {}, frozenset()
+    result: Described = admin._manager.run(_describe_batches_async, admin, groups)
     return result
 
 

@@ -139,6 +139,7 @@ class Monitor:
         self.threads: list[threading.Thread] = []
         self.listed: dict[str, str] = {}
         self.fatal: KgctlError | None = None  # what ends the monitor, raised by step()
+        self.undescribed: set[str] = set()  # listed untyped groups no describe knows
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -185,6 +186,7 @@ class Monitor:
             try:
                 listed = {g: t for g, t in self.admin.list_all().items() if self.ours(g)}
                 snaps = self.admin.describe_all(listed)
+                undescribed = self.admin.undescribed
             except KgctlError as exc:
                 failures += 1
                 self.inbox.put(("poll_failed", str(exc)))
@@ -192,7 +194,8 @@ class Monitor:
                 self.stopping.wait(delay)
                 continue
             failures = 0
-            self.inbox.put(("described", (listed, snaps, time.monotonic() - started)))
+            took = time.monotonic() - started
+            self.inbox.put(("described", (listed, snaps, undescribed, took)))
             self.stopping.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
 
     def ours(self, group: str) -> bool:
@@ -247,8 +250,8 @@ class Monitor:
             self.health.metadata_records += len(records)
             return self._records(records, now)
         if kind == "described":
-            listed, snaps, seconds = payload
-            return self._described(listed, snaps, seconds, now)
+            listed, snaps, undescribed, seconds = payload
+            return self._described(listed, snaps, undescribed, seconds, now)
         if kind == "caught_up":
             self.health.offsets_caught_up = True
             out: list[Diagnosed] = []
@@ -283,7 +286,12 @@ class Monitor:
         return out
 
     def _described(
-        self, listed: dict[str, str], snaps: dict[str, GroupSnapshot], seconds: float, now: int
+        self,
+        listed: dict[str, str],
+        snaps: dict[str, GroupSnapshot],
+        undescribed: frozenset[str],
+        seconds: float,
+        now: int,
     ) -> list[Diagnosed]:
         if not self.health.reachable:
             self._note("cluster reachable again")
@@ -311,6 +319,16 @@ class Monitor:
                 absent = GroupSnapshot(group=group, state="Dead", missing=True)
                 out += self._follower(group).observed(absent, now)
             out += self._observe(group, snap, now)
+        for group in sorted(undescribed & set(listed)):
+            if group not in self.undescribed:
+                # Listed without a type (Kafka 3.7) and described by neither request: a
+                # consumer-protocol group there (seen on 3.7.2 with KIP-848 on).
+                self.undescribed.add(group)
+                self._note(
+                    f"group {group}: listed without a type, and neither DescribeGroups nor "
+                    "ConsumerGroupDescribe describes it (a consumer-protocol group on Kafka "
+                    "3.7?): not followed"
+                )
         for group in set(self.listed) - set(listed):
             # No longer listed: deleted (its tombstone, when the log is read, says so too).
             out += self._observe(group, GroupSnapshot(group=group, state="Dead", missing=True), now)
