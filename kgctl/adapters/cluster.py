@@ -66,9 +66,16 @@ class Capabilities:
             return "has no ConsumerGroupHeartbeat (KIP-848)"
         if self.rebalance_protocols is not None and "consumer" not in self.rebalance_protocols:
             return f"has {REBALANCE_PROTOCOLS}={','.join(self.rebalance_protocols)}"
-        if self.consumer_group_describe != "answers":
+        if self.consumer_group_describe == "off":
             # Advertised, but each group is refused: KIP-848 off (or ZooKeeper mode).
             return "advertises the consumer protocol but refuses it (UNSUPPORTED_VERSION)"
+        if self.consumer_group_describe == "absent" and self.rebalance_protocols is None:
+            # 3.7 advertises ConsumerGroupHeartbeat whether or not KIP-848 is on, and
+            # ConsumerGroupDescribe in neither case: only its settings tell.
+            return (
+                "has ConsumerGroupHeartbeat but no ConsumerGroupDescribe, and its "
+                f"{REBALANCE_PROTOCOLS} could not be read (DescribeConfigs)"
+            )
         return None
 
     @property

@@ -90,7 +90,7 @@ def test_the_broker_without_consumer_groups_is_said_once(k37: Compat) -> None:
     # through a second admin that found it out again.
     done = kgctl("watch", group(), "-b", k37.bootstrap, "--once", "-o", "json")
     assert done.returncode == 0, done.stderr
-    assert done.stderr.count("serves no consumer-protocol (KIP-848) groups") == 1, done.stderr
+    assert done.stderr.count("describes no consumer-protocol (KIP-848) groups") == 1, done.stderr
 
 
 def test_watch_waits_for_a_group_then_shows_it(k39zk: Compat) -> None:
@@ -122,7 +122,7 @@ def test_watch_waits_for_a_group_then_shows_it(k39zk: Compat) -> None:
         watch.terminate()
         out, err = watch.communicate(timeout=30)
     assert "failed: UNSUPPORTED_VERSION" not in err
-    assert err.count("serves no consumer-protocol") <= 1  # audit defect 6: warned once
+    assert err.count("describes no consumer-protocol") <= 1  # audit defect 6: warned once
     assert g in out and "Stable" in out
 
 
