@@ -46,6 +46,9 @@ MIGRATION_POLICY = "group.consumer.migration.policy"
 # answered with UNSUPPORTED_VERSION (3.8/3.9 with KIP-848 off, ZooKeeper mode);
 # answers: a real answer (GROUP_ID_NOT_FOUND for a name no group has).
 DescribeSupport = Literal["absent", "off", "answers"]
+# Where a broker setting was read: DescribeConfigs, or the "KafkaConfig values:" block a
+# local kgctl broker logged at its start (3.x's internal settings are only there).
+SettingSource = Literal["DescribeConfigs", "broker log"]
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,8 @@ class Capabilities:
     api_versions: dict[int, tuple[int, int]]
     consumer_group_describe: DescribeSupport
     rebalance_protocols: tuple[str, ...] | None  # None: DescribeConfigs not readable
-    migration_policy: str | None  # None: unreadable, or the broker has no such setting
+    migration_policy: str | None  # None: not known (see migration_policy_source)
+    migration_policy_source: SettingSource | None = None
 
     @property
     def consumer_protocol_missing(self) -> str | None:
@@ -81,21 +85,33 @@ class Capabilities:
     @property
     def online_migration_missing(self) -> str | None:
         """Why a classic group cannot move to the consumer protocol while it runs
-        (KIP-848's online migration), or None if it can."""
+        (KIP-848's online migration), or None if it can or the policy is not known
+        (`migration_policy_unknown`): never assumed from the version."""
         missing = self.consumer_protocol_missing
         if missing:
             return missing
-        if self.migration_policy is None and self.version.startswith(("3.", "2.")):
-            # An internal setting on 3.x (DescribeConfigs leaves it out) whose default
-            # there is disabled: seen on 3.9.1, a migrating group failed with
-            # GROUP_ID_NOT_FOUND after minutes.
-            return f"keeps {MIGRATION_POLICY} at its Kafka 3.x default, disabled"
         if self.migration_policy is not None and self.migration_policy not in (
             "upgrade",
             "bidirectional",
         ):
-            return f"has {MIGRATION_POLICY}={self.migration_policy}"
+            where = {"DescribeConfigs": "DescribeConfigs", "broker log": "its log"}
+            read = where.get(self.migration_policy_source or "", "its settings")
+            return f"has {MIGRATION_POLICY}={self.migration_policy} (read from {read})"
         return None
+
+    @property
+    def migration_policy_unknown(self) -> str | None:
+        """Why the online migration policy could not be read, or None when it was."""
+        if self.migration_policy is not None or self.consumer_protocol_missing:
+            return None
+        if self.version.startswith(("3.", "2.")):
+            # Seen on 3.7.2 and 3.9.1: an internal setting there, left out of
+            # DescribeConfigs' answer; its 3.x default is disabled.
+            return (
+                f"{MIGRATION_POLICY} is not readable on Kafka {self.version} (an internal "
+                "setting there; its 3.x default, disabled, refuses online migration)"
+            )
+        return f"{MIGRATION_POLICY} was not readable (DescribeConfigs of the broker)"
 
     def refusal(self, what: str, missing: str, fix: str) -> str:
         """One line: what cannot run, on which broker and version, and what to do."""
@@ -136,7 +152,10 @@ def probe(settings: ClientSettings) -> Capabilities:
         protocols, policy = _read_group_configs(admin)
     finally:
         admin.close()
-    return Capabilities(settings.bootstrap, version, versions, describe, protocols, policy)
+    return Capabilities(
+        settings.bootstrap, version, versions, describe, protocols, policy,
+        "DescribeConfigs" if policy is not None else None,
+    )  # fmt: skip
 
 
 def _probe_describe(admin: Any) -> DescribeSupport:

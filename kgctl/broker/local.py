@@ -923,6 +923,38 @@ class LocalBroker:
         return node.pid
 
 
+def local_broker_logs(bootstrap: str) -> list[Path]:
+    """The logs of the local `kgctl broker` cluster, when `bootstrap` is one of its nodes."""
+    try:
+        state = LocalBroker().load()
+    except Exception:  # no local broker, or an unreadable state file: no log to offer
+        return []
+    if state is None:
+        return []
+    ports = {str(n.port) for n in state.nodes}
+    wanted = {addr.rsplit(":", 1)[-1] for addr in bootstrap.split(",")}
+    if not wanted & ports:
+        return []
+    return [Path(n.log) for n in state.nodes if Path(n.log).exists()]
+
+
+def logged_setting(logs: list[Path], name: str) -> str | None:
+    """The value a broker logged for setting `name` when it last started (the
+    "KafkaConfig values:" block lists every setting, internal ones too, which
+    DescribeConfigs leaves out), or None when no log has it."""
+    prefix = f"{name} = "
+    found: str | None = None
+    for path in logs:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if line.strip().startswith(prefix):
+                found = line.strip()[len(prefix) :].strip()  # the latest start wins
+    return found
+
+
 def _check_options(
     brokers: int,
     security: str,

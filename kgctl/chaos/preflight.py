@@ -10,13 +10,17 @@ docs/broker.md's support matrix); with it, one line in seconds and exit 6.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kgctl.adapters.cluster import MIGRATION_POLICY, Capabilities, probe
+from kgctl.broker.local import local_broker_logs, logged_setting
 from kgctl.chaos.scenario import Scenario
 from kgctl.errors import SetupError
 from kgctl.settings import ClientSettings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,16 @@ def check(
             fix = f"run it with --group-protocol classic, or {caps.enable_hint}"
         raise SetupError(caps.refusal(what, missing, fix))
     if need.online_migration:
+        caps = _policy_from_log(caps)
+        unknown = caps.migration_policy_unknown
+        if unknown:
+            # Not refused on a guess: the broker may have it set. Said before the run,
+            # so a migration that then fails has its likely why at the top.
+            log.warning(
+                "%s: %s; if the group fails with GROUP_ID_NOT_FOUND when it changes "
+                "protocol, set %s=bidirectional on the brokers",
+                what, unknown, MIGRATION_POLICY,
+            )  # fmt: skip
         missing = caps.online_migration_missing
         if missing:
             raise SetupError(
@@ -73,3 +87,14 @@ def check(
                 f"{MIGRATION_POLICY}=bidirectional on the brokers (Kafka 4's default)"
             )
     return caps
+
+
+def _policy_from_log(caps: Capabilities) -> Capabilities:
+    """`caps` with the migration policy a local kgctl broker logged at its start, when
+    DescribeConfigs did not give it (Kafka 3.x leaves it out: an internal setting)."""
+    if caps.migration_policy is not None:
+        return caps
+    logged = logged_setting(local_broker_logs(caps.bootstrap), MIGRATION_POLICY)
+    if logged is None:
+        return caps
+    return replace(caps, migration_policy=logged.lower(), migration_policy_source="broker log")

@@ -119,9 +119,9 @@ def explain_command(
     env = make_env(output, verbose, quiet)
 
     def body() -> int:
+        from kgctl.broker.local import local_broker_logs
         from kgctl.explain.sources import (
             Gathered,
-            local_broker_logs,
             read_broker_log,
             read_cluster,
             read_recording,

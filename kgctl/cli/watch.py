@@ -237,9 +237,9 @@ def _document(
     each diagnosed: the same document as `kgctl explain --since 1h --output json`, from
     the same sources (a replay: the recording alone)."""
     from kgctl.adapters.assignors import cooperative_sticky
+    from kgctl.broker.local import local_broker_logs
     from kgctl.explain.sources import (
         Gathered,
-        local_broker_logs,
         read_broker_log,
         read_cluster,
     )

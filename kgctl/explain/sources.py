@@ -22,7 +22,6 @@ from kgctl.adapters.admin import GroupAdmin
 from kgctl.adapters.chaos import ChaosAdmin
 from kgctl.adapters.group_log import GroupLogReader, GroupLogUnavailable
 from kgctl.adapters.trace import read_trace
-from kgctl.broker.local import LocalBroker
 from kgctl.errors import KgctlError, NotFoundError, UsageError
 from kgctl.model.bounds import GroupBounds
 from kgctl.model.diagnosis import BrokerReason
@@ -67,21 +66,6 @@ def read_broker_log(path: Path, group: str, into: Gathered) -> None:
     into.broker_reasons += found
     about = sum(1 for br in found if br.group == group)  # a growth's lines name no group
     into.sources.append(f"broker log {path} ({about} lines about the group)")
-
-
-def local_broker_logs(bootstrap: str) -> list[Path]:
-    """The logs of the local `kgctl broker` cluster, when `bootstrap` is one of its nodes."""
-    try:
-        state = LocalBroker().load()
-    except Exception:  # no local broker, or an unreadable state file: no log to offer
-        return []
-    if state is None:
-        return []
-    ports = {str(n.port) for n in state.nodes}
-    wanted = {addr.rsplit(":", 1)[-1] for addr in bootstrap.split(",")}
-    if not wanted & ports:
-        return []
-    return [Path(n.log) for n in state.nodes if Path(n.log).exists()]
 
 
 def read_cluster(
