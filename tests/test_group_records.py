@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from dataclasses import replace
 
 import pytest
 
@@ -10,6 +11,7 @@ from kgctl.adapters.group_records import (
     GroupMetadata,
     MemberRecord,
     RecordError,
+    consumer_assignment,
     consumer_topics,
     java_string_hash,
     kafka_abs,
@@ -70,7 +72,8 @@ def value(version: int, meta: GroupMetadata, unknown_tag: bytes = b"") -> bytes:
         if version >= 1:
             out += struct.pack(">i", m.rebalance_timeout_ms)
         out += struct.pack(">i", m.session_timeout_ms)
-        out += blob(subscription(m.subscription or ()), flex) + blob(b"\x00\x01assign", flex)
+        given = b"\x00\x01assign" if m.assignment is None else assignment(m.assignment)
+        out += blob(subscription(m.subscription or ()), flex) + blob(given, flex)
         out += tags(flex, unknown_tag)
     return out + tags(flex, unknown_tag)
 
@@ -79,6 +82,14 @@ def subscription(topics: tuple[str, ...]) -> bytes:
     """A consumer protocol subscription (v1): version, topics, user data, owned partitions."""
     out = struct.pack(">hi", 1, len(topics)) + b"".join(string(t, False) for t in topics)
     return out + struct.pack(">i", -1) + struct.pack(">i", 0)
+
+
+def assignment(owned: dict[str, tuple[int, ...]]) -> bytes:
+    """A consumer protocol assignment (v0): version, each topic's partitions, user data."""
+    out = struct.pack(">hi", 0, len(owned))
+    for topic, ids in owned.items():
+        out += string(topic, False) + struct.pack(f">i{len(ids)}i", len(ids), *ids)
+    return out + struct.pack(">i", -1)
 
 
 def group_key(group: str) -> bytes:
@@ -189,3 +200,27 @@ def test_java_string_hash_and_the_partition_of_a_group() -> None:
     assert partition_for("anything", 1) == 0
     with pytest.raises(ValueError):
         partition_for("g", 0)
+
+
+@pytest.mark.parametrize("version", [0, 3, 4])
+def test_each_members_stored_assignment_is_read(version: int) -> None:
+    # What the leader's SyncGroup gave each member is stored with the generation: the
+    # cluster alone then knows who owned what in every generation (moves, revocations).
+    meta = replace(
+        expected(version),
+        members=(
+            replace(expected(version).members[0], assignment={"orders": (0, 1, 2)}),
+            replace(expected(version).members[1], assignment={}),
+        ),
+    )
+    got = parse_value(value(version, meta))
+    assert [m.assignment for m in got.members] == [{"orders": (0, 1, 2)}, {}]
+
+
+def test_an_assignment_that_does_not_parse_is_left_unknown() -> None:
+    assert consumer_assignment(b"") is None  # a generation not synced yet stores none
+    assert consumer_assignment(b"\x00\x01assign") is None
+    assert consumer_assignment(assignment({"pay": (3,), "orders": (1, 0)})) == {
+        "orders": (0, 1),
+        "pay": (3,),
+    }

@@ -43,6 +43,9 @@ class MemberRecord:
     rebalance_timeout_ms: int = -1
     session_timeout_ms: int = -1
     subscription: tuple[str, ...] | None = None  # topics, when the protocol is "consumer"
+    # The partitions the leader gave it for this generation, when the protocol is
+    # "consumer" (None when not: an Empty generation's members have none stored).
+    assignment: dict[str, tuple[int, ...]] | None = None
 
 
 @dataclass(frozen=True)
@@ -173,6 +176,26 @@ def consumer_topics(subscription: bytes) -> tuple[str, ...] | None:
         return None
 
 
+def consumer_assignment(assignment: bytes) -> dict[str, tuple[int, ...]] | None:
+    """The partitions of a consumer's assignment (the "consumer" protocol's: int16
+    version, then each topic with its partition ids, in every version; user data after);
+    None when it does not parse or is empty (a generation not yet synced stores none)."""
+    if not assignment:
+        return None
+    try:
+        r = _Reader(assignment)
+        r.int16()
+        out: dict[str, tuple[int, ...]] = {}
+        for _ in range(r.array_length()):
+            topic = r.string()
+            ids = tuple(sorted(r.int32() for _ in range(r.array_length())))
+            if ids:
+                out[topic] = ids
+        return dict(sorted(out.items()))
+    except RecordError:
+        return None
+
+
 def parse_key(key: bytes | None) -> str | None:
     """The group id of a group-metadata key; None for every other kind of record."""
     if not key or len(key) < 2:
@@ -206,7 +229,7 @@ def parse_value(value: bytes) -> GroupMetadata:
         rebalance_timeout = r.int32() if version >= 1 else -1
         session_timeout = r.int32()
         subscription = r.bytes_()
-        r.skip_bytes()  # assignment
+        assignment = r.bytes_()
         r.skip_tags()
         members.append(
             MemberRecord(
@@ -217,6 +240,7 @@ def parse_value(value: bytes) -> GroupMetadata:
                 rebalance_timeout_ms=rebalance_timeout,
                 session_timeout_ms=session_timeout,
                 subscription=consumer_topics(subscription) if protocol_type == "consumer" else None,
+                assignment=consumer_assignment(assignment) if protocol_type == "consumer" else None,
             )
         )
     r.skip_tags()

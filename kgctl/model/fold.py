@@ -830,6 +830,20 @@ def _stored_generation(
         written = _int(d.get("written_ms"), -1)
         at = written if written > 0 else t
         rec = evolve(rec, stable_ms=max(at, rec.start_ms))
+    raws = d.get("members")
+    stored_assignments = isinstance(raws, list) and any(
+        isinstance(r, Mapping) and "partitions" in r for r in raws
+    )
+    if stored_assignments and not traced and rec.stable_ms is not None:
+        # The record lists the generation's members with the assignment each was given,
+        # as a Stable description would: who owned what from when it was stored (so
+        # moves and revocations are known between two stored generations).
+        assert isinstance(raws, list)
+        s, described = _observe_members(s, raws, "Stable", rec.stable_ms)
+        for key, m in list(s.members.items()):
+            if m.alive and m.sources == frozenset({"observer"}) and key not in described:
+                s = _member_gone(s, key, rec.stable_ms, PHASE_LEFT, "not in a later generation")
+        rec = evolve(rec, members=tuple(sorted(described)))
     return s, rec
 
 

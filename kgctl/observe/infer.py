@@ -352,6 +352,10 @@ class Inferrer:
                 host=m.host,
                 instance_id=m.instance_id,
                 subscription=m.subscription,
+                # (the assignment the leader's SyncGroup stored with the generation)
+                partitions=None
+                if m.assignment is None
+                else {t: list(ids) for t, ids in m.assignment.items()},
             )
             for m in meta.members
         }
