@@ -229,12 +229,12 @@ def rebalance_unassigned(state: GroupState, rec: GenerationRecord, now_ms: int) 
     return unassigned_by_member(state, t0, t1)
 
 
-def rebalance_moves(state: GroupState, rec: GenerationRecord, now_ms: int) -> tuple[Move, ...]:
-    """The partitions the rebalance that made `rec` moved: from the assignment of the
-    previous generation once it was stable (so a member that died before the rebalance
-    began is still where its partitions came from; without a stable previous generation,
-    just before this rebalance began) to this generation's once stable (or, if it never
-    was, just before the next rebalance began, or `now_ms`)."""
+def rebalance_instants(state: GroupState, rec: GenerationRecord, now_ms: int) -> tuple[int, int]:
+    """Before and after the rebalance that made `rec`: the previous generation once it
+    was stable (so a member that died before the rebalance began is still where its
+    partitions came from; without a stable previous generation, just before this
+    rebalance began) and this generation once stable (or, if it never was, just before
+    the next rebalance began, or `now_ms`)."""
     i = state.generations.index(rec)
     prev = state.generations[i - 1] if i > 0 else None
     start = prev.stable_ms if prev is not None and prev.stable_ms is not None else None
@@ -244,7 +244,13 @@ def rebalance_moves(state: GroupState, rec: GenerationRecord, now_ms: int) -> tu
         end = rec.stable_ms
     else:
         end = (rec.end_ms if rec.end_ms is not None else now_ms) - 1
-    return moves(state, start, end)
+    return start, end
+
+
+def rebalance_moves(state: GroupState, rec: GenerationRecord, now_ms: int) -> tuple[Move, ...]:
+    """The partitions the rebalance that made `rec` moved, between its
+    `rebalance_instants`."""
+    return moves(state, *rebalance_instants(state, rec, now_ms))
 
 
 def generations_since(state: GroupState, generation: int) -> list[int]:

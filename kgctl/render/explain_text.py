@@ -51,13 +51,14 @@ def render_diagnosis(d: Diagnosis, superseded: bool = False) -> RenderableType:
             f"{c.member} {fmt_ms(c.unassigned_ms)} without partitions" + _missed(c) for c in d.costs
         )
         lines.append(_line("cost", cost))
-    if d.partitions_revoked or d.partitions_moved:
-        lines.append(
-            _line(
-                "moved",
-                f"{plural(d.partitions_moved, 'partition')} moved, {d.partitions_revoked} revoked",
-            )
-        )
+    unknown = d.partitions_moved is None or d.partitions_revoked is None
+    if d.partitions_revoked or d.partitions_moved or unknown:
+        moved = "?" if d.partitions_moved is None else str(d.partitions_moved)
+        revoked = "?" if d.partitions_revoked is None else str(d.partitions_revoked)
+        said = f"{moved} partition{'' if d.partitions_moved == 1 else 's'} moved, {revoked} revoked"
+        if unknown:
+            said += " (?: the sources do not say who owned what before, or how a member rebalances)"
+        lines.append(_line("moved", said))
     for a in d.advice:
         lines.append(_line("advice", f"{a.shown()}: {a.text}", "cyan"))
     for n in d.notes:

@@ -422,14 +422,17 @@ def _began(gen: dict[str, Any]) -> int:
 
 
 def _judge_counts(verdict: Verdict, window: list[dict[str, Any]], truth: Truth) -> None:
-    revoked = sum(g.get("partitions_revoked", 0) for g in window)
-    if revoked != truth.revoked:
-        verdict.problems.append("revoked")
-        verdict.details.append(f"{revoked} revoked; truth {truth.revoked}")
-    moved = sum(g.get("partitions_moved", 0) for g in window)
-    if moved != truth.moved:
-        verdict.problems.append("moved")
-        verdict.details.append(f"{moved} moved; truth {truth.moved}")
+    # A count kgctl says it cannot know (null) is honestly unknown, not wrong.
+    for key, tag, right in (
+        ("partitions_revoked", "revoked", truth.revoked),
+        ("partitions_moved", "moved", truth.moved),
+    ):
+        said = [g.get(key, 0) for g in window]
+        if any(n is None for n in said):
+            verdict.unknown.append(tag)
+        elif sum(said) != right:
+            verdict.problems.append(tag)
+            verdict.details.append(f"{sum(said)} {tag}; truth {right}")
     costs: dict[str, int] = {}
     for g in window:
         for c in g.get("cost", []):

@@ -105,21 +105,70 @@ def _lag_descriptions(events: EventIndex) -> _LagDescriptions:
     return _LagDescriptions(found, [e.ts_ms for e in found])
 
 
+def _eager_unassigned(
+    events: EventIndex, rec: GenerationRecord, key: str, since: int, t1: int
+) -> int | None:
+    """How long a silent eager member owned nothing: from its revocation, as it sent the
+    JoinGroup of this rebalance, to its new assignment (its SyncGroup answer, else the
+    group stable). None when that JoinGroup was not seen, or when it sent more than one
+    (which one it revoked at is not known). The fold keeps a partition it got back owned
+    throughout."""
+    sent: list[int] = []
+    assigned_at = t1
+    for e in events.by(key, since=since, until=t1):
+        if e.type == "JoinGroupSent":
+            sent.append(e.ts_ms)
+        elif e.type == "JoinCompleted" and e.generation == rec.generation:
+            assigned_at = e.ts_ms
+            break
+    return max(0, assigned_at - sent[0]) if len(sent) == 1 else None
+
+
 def member_costs(
-    events: EventIndex, state: GroupState, rec: GenerationRecord, now_ms: int
+    events: EventIndex,
+    state: GroupState,
+    rec: GenerationRecord,
+    now_ms: int,
+    *,
+    eager: frozenset[str] = frozenset(),
 ) -> tuple[Cost, ...]:
+    """Each member's cost. `eager`: silent members the eager protocol left with nothing
+    from their JoinGroup (else, seen by polls, the rebalance's start) to their new
+    assignment. A member known only from the broker's
+    descriptions and records, none of them made during the rebalance, has no cost: when
+    it lost and got its partitions is not known (only when they were stored)."""
     # Indexed once for all members (per member, each was a pass over every event or
     # partition: a generation of N members cost N × events).
     consumed = events.memo("consumed", _batches_by_member)
     observed = events.memo("observed", _lag_descriptions)
     out = []
-    t0, _t1 = rec.rebalance_window(now_ms)
+    t0, t1 = rec.rebalance_window(now_ms)
     owned_before: dict[str, list[TopicPartition]] = {}
     for tp, who in owners_at(state, t0 - 1).items():
         for k in who:
             owned_before.setdefault(k, []).append(tp)
     parsed: dict[int, dict[TopicPartition, int]] = {}
-    for key, ms in sorted(rebalance_unassigned(state, rec, now_ms).items()):
+    unassigned = rebalance_unassigned(state, rec, now_ms)
+    polled = bool(events.of("GroupObserved", since=t0, until=t1))
+    if not polled:
+        unassigned = {
+            k: ms
+            for k, ms in unassigned.items()
+            if k not in state.members or state.members[k].sources != frozenset({"observer"})
+        }
+    # A JoinGroup after the previous generation was stable is one of this rebalance.
+    i = state.generations.index(rec)
+    prev = state.generations[i - 1] if i > 0 else None
+    since = prev.stable_ms if prev is not None and prev.stable_ms is not None else t0
+    for key in eager:
+        eager_ms = _eager_unassigned(events, rec, key, min(since + 1, t0), t1)
+        if eager_ms is None and polled:
+            # Seen by polls only: the rebalance as they saw it begin and end (an eager
+            # member revokes as it learns of it, within a heartbeat of its start).
+            eager_ms = t1 - t0
+        if eager_ms is not None:
+            unassigned[key] = max(unassigned.get(key, 0), eager_ms)
+    for key, ms in sorted(unassigned.items()):
         # Named as the views name it (an untraced member by its client id).
         member = state.members[key].name if key in state.members else key
         grown = _lag_growth(observed, owned_before.get(key, ()), t0, t0 + ms, parsed)

@@ -20,6 +20,7 @@ from kgctl.model.diagnosis.members import MemberConfig, member_configs
 from kgctl.model.diagnosis.mixed import assigned_late, describe_protocol_change
 from kgctl.model.diagnosis.protocol_advice import advise_consumer_protocol, advise_cooperative
 from kgctl.model.diagnosis.restarts import Restart, indexed_restarts
+from kgctl.model.diagnosis.revocations import partitions_moved, partitions_revoked, revoked_note
 from kgctl.model.diagnosis.rounds import as_second_round
 from kgctl.model.diagnosis.trigger import choose_trigger, read_growth, trigger_candidates
 from kgctl.model.diagnosis.types import (
@@ -231,8 +232,20 @@ def _diagnose_one(
     protocol_change = describe_protocol_change(events, rec, prev)
     if protocol_change:
         notes.append(protocol_change)
+    # Its start is known when a member (or the broker's log) said it, exactly.
+    timed = (
+        traced
+        or (chosen.confidence == EXACT and 0 < chosen.at_ms <= start)
+        or start < rec.start_ms
+        or not rec.stable_ms
+        or not _known_only_from_stored_record(events, rec)
+    )
     moved = rebalance_moves(state, rec, now_ms)
-    revoked = _partitions_revoked(events, rec, prev)
+    took = partitions_revoked(events, state, rec, prev, now_ms)
+    revoked = took.count
+    said = revoked_note(took, {k: m.name for k, m in state.members.items()})
+    if said:
+        notes.append(said)
     advice: list[Advice] = []
     for w in waits:
         if w.why == WAIT_DEAD:
@@ -244,9 +257,11 @@ def _diagnose_one(
             advice += advise_poll_interval(events, chosen.who, members, chosen.at_ms)
     advice += advise_static_membership(chosen, found_restarts, since, until, ctx)
     advice += advise_replaced_static_member(events, chosen, prev, until)
-    advice += advise_cooperative(events, since, state, rec, prev, members, ctx, revoked, now_ms)
-    costs = member_costs(events, state, rec, now_ms)
-    advice += advise_consumer_protocol(state, waits, costs, rec, prev, moved, revoked)
+    advice += advise_cooperative(
+        events, since, state, rec, prev, members, ctx, revoked or 0, now_ms
+    )
+    costs = member_costs(events, state, rec, now_ms, eager=took.eager)
+    advice += advise_consumer_protocol(state, waits, costs, rec, prev, moved, revoked or 0)
     advice = list({(a.pattern, a.setting, a.value): a for a in advice}.values())
     return Diagnosis(
         generation=rec.generation,
@@ -258,18 +273,13 @@ def _diagnose_one(
         also=also,
         critical_path=tuple(waits),
         costs=costs,
-        partitions_moved=len(moved),
+        partitions_moved=partitions_moved(events, state, rec, moved, now_ms),
         partitions_revoked=revoked,
         advice=tuple(advice),
         notes=tuple(notes),
         group_epoch=_epochs(state, events, rec),
         protocol_change=protocol_change,
-        # Its start is known when a member (or the broker's log) said it, exactly.
-        timed=traced
-        or (chosen.confidence == EXACT and 0 < chosen.at_ms <= start)
-        or start < rec.start_ms
-        or not rec.stable_ms
-        or not _known_only_from_stored_record(events, rec),
+        timed=timed,
     )
 
 
@@ -313,19 +323,3 @@ def _known_only_from_stored_record(events: EventIndex, rec: GenerationRecord) ->
         and e.data.get("rebalance_started_ms") is None
         for e in events.of("GenerationChanged")
     )
-
-
-def _partitions_revoked(
-    events: EventIndex, rec: GenerationRecord, prev: GenerationRecord | None
-) -> int:
-    """Partitions revoked in this rebalance from members that are in the new generation."""
-    if prev is None:
-        return 0
-    since = prev.stable_ms if prev.stable_ms is not None else prev.start_ms
-    until = rec.stable_ms if rec.stable_ms is not None else (rec.sync_ms or rec.start_ms)
-    n = 0
-    for e in events.of("PartitionsRevoked", since=since, until=until):
-        if e.member in rec.members:
-            parts = e.data.get("partitions") or {}
-            n += sum(len(v) for v in parts.values() if isinstance(v, list))
-    return n

@@ -261,8 +261,12 @@ class Diagnosis:
     also: tuple[Trigger, ...] = ()
     critical_path: tuple[Wait, ...] = ()
     costs: tuple[Cost, ...] = ()
-    partitions_moved: int = 0
-    partitions_revoked: int = 0  # revoked from members that kept being members
+    # Partitions given to another member than their last owner (revocations.py); None:
+    # nobody saw who owned what before the rebalance.
+    partitions_moved: int | None = 0
+    # Revoked from members that kept being members (reported, or inferred from their
+    # protocol: see `notes`); None: a silent member's protocol or holdings are unknown.
+    partitions_revoked: int | None = 0
     advice: tuple[Advice, ...] = ()
     notes: tuple[str, ...] = ()
     # False when only the broker's stored record dates the generation (no member traced,

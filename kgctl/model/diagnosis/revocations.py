@@ -1,0 +1,253 @@
+"""What a rebalance took from the members that stayed: the partitions they revoked and
+the partitions that changed hands, for every client, not only those that report their
+callbacks.
+
+A kgctl member says what it revoked (PartitionsRevoked). A Java or librdkafka
+application says nothing; what it did follows from its rebalance protocol, which its
+assignors decide (the group's agreed assignor in DescribeGroups and the stored records,
+or the protocols its JoinGroup offered on the wire):
+
+- eager (`range`, `roundrobin`, `sticky`): a member revokes everything it owns before it
+  rejoins, and owns nothing until its new assignment arrives;
+- cooperative (`cooperative-sticky`): a member revokes only what its new assignment no
+  longer holds, and keeps consuming the rest.
+
+Counts read from an assignment nobody saw (no source had the owners before the
+rebalance) are None: unknown, not 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from kgctl.model.event_index import EventIndex
+from kgctl.model.state import GenerationRecord, GroupState, TopicPartition
+from kgctl.model.timeline import Move, owners_at, rebalance_instants
+
+RebalanceProtocol = Literal["eager", "cooperative", ""]
+EAGER: Final = "eager"
+COOPERATIVE: Final = "cooperative"
+
+# The classic assignors by the name they join with (the same in Java, librdkafka and
+# kafka-python) and the rebalance protocol each supports.
+EAGER_ASSIGNORS = frozenset({"range", "roundrobin", "sticky"})
+COOPERATIVE_ASSIGNORS = frozenset({"cooperative-sticky"})
+
+
+def protocol_of(assignors: tuple[str, ...]) -> RebalanceProtocol:
+    """The rebalance protocol of a member offering `assignors`: the one all of them
+    support (a list with one eager assignor is eager, as the Java client decides); ""
+    when one is not known (a custom assignor)."""
+    names = {a.lower() for a in assignors}
+    if not names or not names <= EAGER_ASSIGNORS | COOPERATIVE_ASSIGNORS:
+        return ""
+    return COOPERATIVE if names <= COOPERATIVE_ASSIGNORS else EAGER
+
+
+@dataclass(frozen=True)
+class MemberProtocol:
+    """A member's rebalance protocol and where it was read."""
+
+    protocol: RebalanceProtocol
+    basis: str  # in words: "its JoinGroup offered range", "the group's assignor is range"
+
+
+def member_protocol(
+    events: EventIndex, state: GroupState, member: str, until: int
+) -> MemberProtocol:
+    """`member`'s rebalance protocol: from the assignors its last JoinGroup up to `until`
+    offered (the wire trace), else from the group's agreed assignor (an eager assignor
+    agreed on is in every member's list, so every member is eager; a cooperative one may
+    sit beside an eager one in a member's list: inferred)."""
+    offered: tuple[str, ...] = ()
+    for e in events.by(member, until=until):
+        if e.type == "JoinGroupSent":
+            raw = e.data.get("protocols")
+            if isinstance(raw, list) and raw:
+                offered = tuple(str(p) for p in raw)
+    if offered:
+        found = protocol_of(offered)
+        if found:
+            return MemberProtocol(found, f"its JoinGroup offered {', '.join(offered)}")
+    m = state.members.get(member)
+    if state.group_type == "consumer" and (m is None or m.protocol != "classic"):
+        # (its server-side assignors share the classic names: `range` is not eager there)
+        return MemberProtocol(COOPERATIVE, "the consumer protocol (KIP-848)")
+    if state.protocol:
+        found = protocol_of((state.protocol,))
+        if found:
+            return MemberProtocol(found, f"the group's assignor is {state.protocol}")
+    return MemberProtocol("", "")
+
+
+def reporters(events: EventIndex) -> frozenset[str]:
+    """The members that report their own revocations and assignments (kgctl members, and
+    an app member whose eager JoinGroups chaos reads as revocations)."""
+
+    def build(ix: EventIndex) -> frozenset[str]:
+        said = {e.member for e in ix.of("PartitionsRevoked", "PartitionsAssigned") if e.member}
+        said |= {e.member for e in ix.of("MemberStarted", "JoinPrepared") if e.source == "member"}
+        return frozenset(said)
+
+    return events.memo("revocation-reporters", build)
+
+
+def _held(owners: Mapping[TopicPartition, tuple[str, ...]], member: str) -> set[TopicPartition]:
+    return {tp for tp, who in owners.items() if member in who}
+
+
+@dataclass(frozen=True)
+class Revoked:
+    """Partitions the members that stayed revoked: counted from their own callbacks,
+    inferred from the protocol for the others (`inferred`: which, and from what)."""
+
+    count: int | None  # None: a member reported nothing and what it owned is unknown
+    inferred: tuple[tuple[str, int, str], ...] = ()  # (member, count, basis)
+    eager: frozenset[str] = frozenset()  # silent members that revoked all they owned
+
+
+def partitions_revoked(
+    events: EventIndex,
+    state: GroupState,
+    rec: GenerationRecord,
+    prev: GenerationRecord | None,
+    now_ms: int,
+) -> Revoked:
+    """The partitions revoked in the rebalance that made `rec` by members in it."""
+    speaking = reporters(events)
+    silent = [k for k in rec.members if k not in speaking]
+    t0, t1 = rebalance_instants(state, rec, now_ms)
+    if prev is None and (not silent or not _owned_before(state, t0)):
+        # No generation before it: only a new group's first took nothing, unless the
+        # owners before it were seen (a watch's first description).
+        return Revoked(0 if not silent or _first(rec) else None)
+    since = (prev.stable_ms if prev.stable_ms is not None else prev.start_ms) if prev else t0
+    until = rec.stable_ms if rec.stable_ms is not None else (rec.sync_ms or rec.start_ms)
+    n = 0
+    for e in events.of("PartitionsRevoked", since=since, until=until):
+        if e.member in rec.members:
+            parts = e.data.get("partitions") or {}
+            n += sum(len(v) for v in parts.values() if isinstance(v, list))
+    if not silent:
+        if not rec.members and _stored_members(events, rec.generation):
+            return Revoked(None)  # the broker stored members the sources do not name
+        return Revoked(n)
+    before, after = owners_at(state, t0), owners_at(state, t1)
+    known_before = _owners_known(events, state, rec, t0)
+    inferred: list[tuple[str, int, str]] = []
+    eager: set[str] = set()
+    unknown = False
+    for k in silent:
+        held = _held(before, k)
+        if not held:
+            # Nothing known held: a member that joined in this rebalance had nothing to
+            # give up; one of the previous generation's, with no owners known, is unknown.
+            if prev is not None and k in prev.members and not known_before:
+                unknown = True
+            continue
+        mp = member_protocol(events, state, k, rec.stable_ms or now_ms)
+        if mp.protocol == EAGER:
+            gave = len(held)
+            eager.add(k)
+        elif mp.protocol == COOPERATIVE:
+            gave = len(held - _held(after, k))
+        else:
+            unknown = True
+            continue
+        n += gave
+        inferred.append((k, gave, mp.basis))
+    return Revoked(None if unknown else n, tuple(inferred), frozenset(eager))
+
+
+def revoked_note(revoked: Revoked, names: Mapping[str, str]) -> str:
+    """The words that say a revoked count was inferred, and from what."""
+    if not revoked.inferred:
+        return ""
+    by_basis: dict[str, list[str]] = {}
+    for k, n, basis in revoked.inferred:
+        by_basis.setdefault(basis, []).append(f"{names.get(k, k)} {n}")
+    parts = [f"{', '.join(who)} ({basis}: {_rule(basis)})" for basis, who in by_basis.items()]
+    return (
+        "revoked partitions inferred from the assignor's protocol (the members did not "
+        "report their callbacks): " + "; ".join(parts)
+    )
+
+
+def _rule(basis: str) -> str:
+    names = set(basis.replace(",", " ").split())
+    if names & EAGER_ASSIGNORS:
+        return "eager, each member revokes all it owns as it rejoins"
+    return "cooperative, a member revokes only what its new assignment drops"
+
+
+def partitions_moved(
+    events: EventIndex,
+    state: GroupState,
+    rec: GenerationRecord,
+    moves: tuple[Move, ...],
+    now_ms: int,
+) -> int | None:
+    """The partitions the rebalance gave to another member than their last owner: each
+    is counted once, when its new owner takes it (a cooperative partition revoked in the
+    first round and assigned in the second moved once, in the second). A partition that
+    never had an owner (the growth added it, the group's first assignment) did not move;
+    one that went to no one has not moved yet. None when nobody saw who owned what
+    before (only the assignment now is known)."""
+    t0, _t1 = rebalance_instants(state, rec, now_ms)
+    if not _owners_known(events, state, rec, t0):
+        return None
+    n = 0
+    for mv in moves:
+        if not mv.after:
+            continue
+        last = mv.before or _last_owners(state, (mv.topic, mv.partition), t0)
+        if last and set(last) != set(mv.after):
+            n += 1
+    return n
+
+
+def _stored_members(events: EventIndex, generation: int) -> bool:
+    """The broker's stored record of `generation` lists members."""
+    return any(
+        e.generation == generation and e.data.get("stored_in") and e.data.get("members")
+        for e in events.of("GenerationChanged")
+    )
+
+
+def _first(rec: GenerationRecord) -> bool:
+    """A new group's first generation (the broker numbers a classic group's from 1)."""
+    return rec.generation == 1 and not rec.inferred
+
+
+def _owners_known(events: EventIndex, state: GroupState, rec: GenerationRecord, t0: int) -> bool:
+    """Whether who owned what just before `rec`'s rebalance is known: someone was seen
+    owning something by then, or the group is seen from its first generation and every
+    member until then reports its assignments (had one owned something, it would say)."""
+    if _owned_before(state, t0):
+        return True
+    i = state.generations.index(rec)
+    earlier = state.generations[:i]
+    if any(not g.members and _stored_members(events, g.generation) for g in earlier):
+        return False  # members the broker stored, their holdings not known
+    speaking = reporters(events)
+    if _first(earlier[0] if earlier else rec):
+        return all(k in speaking for g in earlier for k in g.members)
+    # Seen from later on: known only if every member was seen from its start (a member
+    # that started with the recording owned nothing until it said so).
+    started = {e.member for e in events.of("MemberStarted") if e.source == "member"}
+    return all(k in started for g in (*earlier, rec) for k in g.members)
+
+
+def _owned_before(state: GroupState, t: int) -> bool:
+    return any(sp.start_ms <= t for spans in state.ownership.values() for sp in spans)
+
+
+def _last_owners(state: GroupState, tp: TopicPartition, t: int) -> tuple[str, ...]:
+    """Who last owned `tp` before `t`, when nobody did at `t`."""
+    spans = [sp for sp in state.ownership.get(tp, ()) if sp.end_ms is not None and sp.end_ms <= t]
+    if not spans:
+        return ()
+    last = max(sp.end_ms or 0 for sp in spans)
+    return tuple(sp.member for sp in spans if sp.end_ms == last)
