@@ -30,7 +30,12 @@ def _cells() -> list[object]:
         for view in VIEWS:
             known = KNOWN_WRONG.get((client, situation, view))
             reason = f"{known[0]}: {known[1]}" if known else ""
-            marks = [pytest.mark.xfail(strict=True, reason=reason)] if known else []
+            # A cell wrong only "(sometimes)" (a timing-dependent defect, the others of
+            # the cell fixed) may pass: strict, it would fail the suite at random.
+            strict = known is not None and not all(
+                t.strip().endswith("(sometimes)") for t in known[0].split(",")
+            )
+            marks = [pytest.mark.xfail(strict=strict, reason=reason)] if known else []
             cells.append(
                 pytest.param(
                     client, situation, view, id=f"{client}-{situation}-{view}", marks=marks
