@@ -6,6 +6,7 @@ moved for a Java or librdkafka group (the truth suite's `revoked` and `moved` ce
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from kgctl.adapters.assignors import cooperative_sticky
@@ -228,3 +229,25 @@ def test_a_polled_eager_group_shows_its_members_time_without_partitions() -> Non
     assert costs["c1"] == costs["c2"] == 2_000
     assert d.partitions_revoked == 6
     assert d.partitions_moved == 3  # 2 to c2; 4 and 5 to c3
+
+
+def test_a_member_the_group_removed_lost_its_partitions_rather_than_revoking_them() -> None:
+    # The same trace, but app-b's JoinGroup of generation 5 asks for a new member id:
+    # the group had removed it (its session ran out), so what it owned was lost, not
+    # revoked (a lost partition is not a revoke: the client's onPartitionsLost).
+    path = Path(__file__).parent / "data" / "wire_dead_member_growth.jsonl"
+    events, _ = parse_lines(recording_lines(path))
+
+    def removed(e: Event) -> Event:
+        if e.type != "JoinGroupTraced" or e.client_id != "app-b":
+            return e
+        if (e.data.get("response") or {}).get("generation") != 5:
+            return e
+        request = {**e.data["request"], "member_id": ""}
+        return replace(e, data={**e.data, "request": request})
+
+    events = [removed(e) for e in events]
+    now = max(e.ts_ms for e in events)
+    x = explain("wire-pay-2498", events, now, Context(cooperative=cooperative_sticky))
+    g5 = {d.generation: d for d in x.generations}[5]
+    assert g5.partitions_revoked == 2  # app-a's alone (with app-b's: 3)

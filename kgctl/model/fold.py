@@ -834,10 +834,15 @@ def _stored_generation(
     stored_assignments = isinstance(raws, list) and any(
         isinstance(r, Mapping) and "partitions" in r for r in raws
     )
-    if stored_assignments and not traced and rec.stable_ms is not None:
+    newer = (
+        s.observed_ms is not None and rec.stable_ms is not None and s.observed_ms > rec.stable_ms
+    )
+    if stored_assignments and not traced and rec.stable_ms is not None and not newer:
         # The record lists the generation's members with the assignment each was given,
         # as a Stable description would: who owned what from when it was stored (so
-        # moves and revocations are known between two stored generations).
+        # moves and revocations are known between two stored generations). A record
+        # read after a newer description (a live watch's reader behind its polls) has
+        # nothing to add: the description's owners are the newer.
         assert isinstance(raws, list)
         s, described = _observe_members(s, raws, "Stable", rec.stable_ms)
         for key, m in list(s.members.items()):

@@ -148,6 +148,10 @@ def partitions_revoked(
                 unknown = True
             continue
         mp = member_protocol(events, state, k, rec.stable_ms or now_ms)
+        if _rejoined_as_new(events, k, since, until):
+            # Removed from the group (its session or poll interval ran out), it lost its
+            # partitions rather than revoking them, and joined again without a member id.
+            continue
         if mp.protocol == EAGER:
             gave = len(held)
             eager.add(k)
@@ -159,6 +163,15 @@ def partitions_revoked(
         n += gave
         inferred.append((k, gave, mp.basis))
     return Revoked(None if unknown else n, tuple(inferred), frozenset(eager))
+
+
+def _rejoined_as_new(events: EventIndex, member: str, since: int, until: int) -> bool:
+    """`member` asked for a new member id in this rebalance (a JoinGroup of the wire's
+    without one): the group had removed it."""
+    return any(
+        e.type == "JoinGroupSent" and "member_id" in e.data and not e.data.get("member_id")
+        for e in events.by(member, since=since, until=until)
+    )
 
 
 def revoked_note(revoked: Revoked, names: Mapping[str, str]) -> str:
