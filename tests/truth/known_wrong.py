@@ -82,13 +82,25 @@ KNOWN_WRONG: dict[tuple[str, str, str], tuple[str, str]] = {
         "trigger (exact)",
         "kgctl says gen 3: member_left by max-poll-rdkafka-range-c3 (exact); truth: timed_out by max-poll-rdkafka-range-c3",
     ),
+    ("rdkafka-range", "fault-rip", "explain:cluster"): (
+        "revoked (sometimes)",
+        "kgctl says 6 revoked; truth 8 in one run of three (6 in the others): a librdkafka member revoked twice within the one generation kgctl sees (not yet known why)",
+    ),
+    ("rdkafka-range", "fault-rip", "explain:broker-log"): (
+        "revoked (sometimes)",
+        "kgctl says 6 revoked; truth 8 in one run of three (6 in the others): a librdkafka member revoked twice within the one generation kgctl sees (not yet known why)",
+    ),
     ("rdkafka-range", "fault-rip", "explain:wire"): (
-        "fault not named",
-        "kgctl says gen 3: rejoin_requested by  (inferred); truth: the injected REBALANCE_IN_PROGRESS",
+        "fault not named, revoked (sometimes)",
+        "kgctl says gen 3: rejoin_requested by  (inferred); truth: the injected REBALANCE_IN_PROGRESS; 6 revoked; truth 8 in one run of three (6 in the others)",
+    ),
+    ("rdkafka-range", "fault-rip", "watch:cluster"): (
+        "revoked (sometimes)",
+        "kgctl says 6 revoked; truth 8 in one run of three (6 in the others): a librdkafka member revoked twice within the one generation kgctl sees (not yet known why)",
     ),
     ("rdkafka-range", "fault-rip", "watch:wire"): (
-        "fault not named",
-        "kgctl says gen 3: rejoin_requested by  (inferred); truth: the injected REBALANCE_IN_PROGRESS",
+        "fault not named, revoked (sometimes)",
+        "kgctl says gen 3: rejoin_requested by  (inferred); truth: the injected REBALANCE_IN_PROGRESS; 6 revoked; truth 8 in one run of three (6 in the others)",
     ),
     ("rdkafka-cooperative", "kill", "explain:broker-log"): (
         "no wait",
