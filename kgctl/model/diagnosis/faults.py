@@ -16,6 +16,14 @@ from kgctl.model.reasons import Cause
 _REJOINING = (REJOINS_AT_ONCE | FENCES_MEMBER) - NORMAL_ANSWERS
 
 
+INJECTED = "kgctl proxy injected "  # the reason of a trigger that names a fault
+
+
+def is_injected(t: Trigger) -> bool:
+    """Whether `t` is a fault the proxy injected: its own words say why, exactly."""
+    return t.reason.startswith(INJECTED)
+
+
 def injected_faults(events: EventIndex, since: int, until: int) -> list[Trigger]:
     """The proxy's injected errors in (since, until] that make a member join again, each
     a trigger naming the fault (and no member: the member did as it was told)."""
@@ -31,7 +39,7 @@ def injected_faults(events: EventIndex, since: int, until: int) -> list[Trigger]
             Trigger(
                 cause=Cause.REJOIN_REQUESTED,
                 who="",
-                reason=f"kgctl proxy injected {error}",
+                reason=f"{INJECTED}{error}",
                 confidence=EXACT,
                 evidence=f"wire: kgctl proxy answered {who}'s {api} with an injected {error} "
                 f"(fault rule {rule}); a member answered so joins the group again",

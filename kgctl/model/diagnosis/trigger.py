@@ -17,7 +17,7 @@ from kgctl.model.diagnosis.causes import (
     wire_cause,
 )
 from kgctl.model.diagnosis.epochs import wire_group_join
-from kgctl.model.diagnosis.faults import injected_faults
+from kgctl.model.diagnosis.faults import injected_faults, is_injected
 from kgctl.model.diagnosis.members import MemberConfig
 from kgctl.model.diagnosis.types import (
     EXACT,
@@ -573,8 +573,8 @@ def read_growth(
     before it, or the controller's log adding partitions to it since the last
     generation), the partitions changed, which makes the clients rejoin; inferred, as
     librdkafka and older clients do not say so."""
-    if prev is None or t.cause is not Cause.REJOIN_REQUESTED:
-        return t
+    if prev is None or t.cause is not Cause.REJOIN_REQUESTED or is_injected(t):
+        return t  # (an injected fault is why, in the proxy's own words)
     if client_cause(t.reason) is Cause.REJOIN_REQUESTED:
         return t  # the client's own words: it was asked to (Java's enforceRebalance)
     grown = [
