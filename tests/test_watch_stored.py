@@ -9,6 +9,7 @@ from helpers import causes, member, snap, types
 from rich.console import Console
 
 from kgctl.adapters.group_records import GroupMetadata, GroupRecord, MemberRecord
+from kgctl.model.diagnosis import diagnose
 from kgctl.model.events import Event
 from kgctl.model.fold import fold_all
 from kgctl.model.state import GroupState
@@ -190,3 +191,22 @@ def test_a_topic_that_grew_is_named_when_the_group_settles() -> None:
         snap("Stable", member("a-1", "a", [0, 1, 2]), member("b-1", "b", [3, 4, 5])), 5000
     )
     assert [c[:2] for c in causes(events)] == [(6, "unknown")]
+
+
+def test_a_record_read_before_the_poll_that_shows_its_member_keeps_the_cause() -> None:
+    # The reader is faster than the polls: b's generation is read before a description
+    # shows b, b's leave before a description no longer shows it. b, new in the next
+    # description, joined generation 2 (its record says so), not generation 3.
+    inf = Inferrer(G)
+    events = inf.observe(snap("Stable", member("a-1", "a", [0, 1])), 1000)
+    events += inf.stored_ready(7, record(1, A), scanned=10, now_ms=1100)
+    events += inf.stored_record(record(2, A, B), 2100)
+    events += inf.observe(snap("Stable", member("a-1", "a", [0]), member("b-1", "b", [1])), 2200)
+    events += inf.stored_record(record(3, A), 3100)
+    events += inf.observe(snap("Stable", member("a-1", "a", [0, 1])), 3200)
+    state = fold_all(GroupState(G), events, 9000)
+    [gen2, gen3] = [d for d in diagnose(state, events, 9000) if d.generation > 1]
+    assert (gen2.trigger.cause_name, gen3.trigger.cause_name) == ("member_joined", "member_left")
+    assert "b" in gen3.trigger.evidence and "new in the broker's description" not in (
+        gen3.trigger.evidence
+    )
