@@ -17,10 +17,12 @@ import pytest
 from kgctl.adapters.group_records import GroupMetadata, GroupRecord, MemberRecord
 from kgctl.model.snapshot import GroupSnapshot, MemberSnapshot
 from kgctl.monitor.follower import Diagnosed, GroupFollower
+from kgctl.monitor.service import Monitor, Selection
+from kgctl.settings import ClientSettings
 
 G = "mon-app"
-A, B = "kgctl-a-644d", "kgctl-b-5db0"
-CLIENT = {A: "kgctl-a", B: "kgctl-b"}
+A, B, X = "kgctl-a-644d", "kgctl-b-5db0", "kgctl-x-77aa"
+CLIENT = {A: "kgctl-a", B: "kgctl-b", X: "kgctl-x"}
 SETTLE_MS = 3000  # the monitor's for --interval 1
 
 
@@ -61,8 +63,9 @@ ONLY_A = _described("Stable", _member(A, [0, 1, 2, 3]))
 B_JOINING = _described("PreparingRebalance", _member(A, None), _member(B, None))
 BOTH = _described("Stable", _member(A, [0, 1]), _member(B, [2, 3]))
 B_LEAVING = _described("PreparingRebalance", _member(A, None))
-# service.py's stand-in for a group first listed after the first poll.
-ABSENT = GroupSnapshot(group=G, state="Dead", missing=True)
+# service.py's stand-in for a group first listed after the first poll, and for one no
+# longer listed; DescribeGroups' answer for a group it does not know.
+ABSENT = GONE = GroupSnapshot(group=G, state="Dead", missing=True)
 CAUGHT_UP = "caught up"  # the log reader reached the end it had at its start
 
 
@@ -133,6 +136,17 @@ ORDERS = {
         At(250, ABSENT), At(250, ONLY_A), At(1250, BOTH), At(1500, R0), At(1685, R1),
         At(2250, ONLY_A), At(2700, R2), At(3200, R3), At(3250, ONLY_A),
     ],
+    # Not listed for one poll while b was a member (a ListGroups without it, as while
+    # its coordinator moves): no deletion, since no tombstone was read.
+    "not listed for a poll": [
+        At(100, ONLY_A), At(150, R0), At(200, R1), At(1210, B_JOINING), At(1220, R2),
+        At(1400, GONE), At(1500, BOTH), At(1720, R3), At(2500, ONLY_A),
+    ],
+    # Described Dead for a poll as b left, its record read after.
+    "described missing as b left": [
+        At(100, ONLY_A), At(150, R0), At(200, R1), At(1220, R2), At(1300, BOTH),
+        At(1700, GONE), At(1800, R3), At(2700, ONLY_A),
+    ],
     # The healthy order of the issue: a first described, each record read before the
     # description that shows it.
     "each record before its description": [
@@ -158,3 +172,43 @@ def test_each_generation_has_its_own_cause_whatever_the_order(order: str) -> Non
         # The member that made it is named, and the other one, there all along, is not.
         assert who in t.evidence and not_who not in t.evidence, (gen, t.evidence)
         assert t.who in ("", who), (gen, t.who)
+
+
+def test_a_group_described_missing_is_deleted_by_its_tombstone() -> None:
+    # Deleted: described missing, then its tombstone read; created again, x joins it.
+    f = GroupFollower(G, SETTLE_MS, stored_source=True)
+    out = f.record(R0, 100) + f.record(R1, 200) + f.observed(ONLY_A, 300)
+    out += f.observed(GONE, 5000)
+    assert f.snapshot == ONLY_A  # the records say it exists until its tombstone
+    out += f.record(GroupRecord(G, None, offset=9, timestamp_ms=5100), 5100)
+    assert f.snapshot == GONE and f.state.generation < 0
+    again = _described("Stable", _member(X, [0, 1, 2, 3]))
+    out += f.observed(again, 7000) + f.record(R0, 7050)
+    out += f.record(_record(1, [X], 7100), 7100) + f.tick(20_000)
+    assert [(d.rebalance.generation, d.rebalance.cause) for d in out] == [
+        (1, "member_joined"), (1, "member_joined"),
+    ]  # fmt: skip
+    assert "kgctl-x" in out[-1].diagnosis.trigger.evidence
+
+
+def test_the_monitor_counts_a_deletion_once_by_the_tombstone_not_a_round_unlisted() -> None:
+    # What the sources' threads put in the service's inbox, applied by `step` (nothing
+    # started, no broker): a round without the group is not a deletion while its records
+    # say it exists; its tombstone is.
+    clock = iter(range(0, 10**6, 100))
+    mon = Monitor(ClientSettings(), Selection(), interval_s=1.0, clock=lambda: next(clock))
+
+    def apply(kind: str, payload: object) -> None:
+        mon.inbox.put((kind, payload))
+        mon.step(timeout_s=0)
+
+    listed = {G: "classic"}
+    apply("records", ([R0, R1], 2))
+    apply("caught_up", None)
+    apply("described", (listed, {G: ONLY_A}, 0.01))
+    apply("described", ({}, {}, 0.01))  # not listed this round
+    apply("described", (listed, {G: ONLY_A}, 0.01))
+    assert mon.tallies[G].total == 1 and mon.tallies[G].deletions == 0
+    apply("described", ({}, {}, 0.01))
+    apply("records", ([GroupRecord(G, None, offset=9, timestamp_ms=5000)], 1))
+    assert mon.tallies[G].deletions == 1 and mon.followers[G].snapshot == GONE

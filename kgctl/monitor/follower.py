@@ -50,6 +50,7 @@ class GroupFollower:
         self.snapshot: GroupSnapshot | None = None
         self.records_seen = 0
         self.empty_generations: set[int] = set()  # stored with no members
+        self.held_missing: GroupSnapshot | None = None  # described missing, no tombstone yet
 
     @property
     def protocol(self) -> Protocol:
@@ -63,7 +64,10 @@ class GroupFollower:
         (the caller counts the deletion)."""
         if rec.metadata is None:
             done = self._complete(now_ms, flush=True)  # what completed before the deletion
+            held = self.held_missing
             self._reset()
+            if held is not None:  # described missing before: the group starts from nothing
+                done += self.observed(held, now_ms)
             return done
         if self.records_seen == 0 and self.state.generation < 0:
             # The first record of the group read: one of its first generations began in
@@ -83,8 +87,16 @@ class GroupFollower:
         """A description of the group now."""
         done: list[Diagnosed] = []
         if snap.missing and self.snapshot is not None and not self.snapshot.missing:
+            if self.stored_source and self.records_seen > 0:
+                # The records say the group exists until its tombstone is read. Missing
+                # for a round (a ListGroups without it while its coordinator moves, a
+                # Dead answer) is no deletion: its members did not leave, nor join
+                # again when it is described next.
+                self.held_missing = snap
+                return []
             done = self._complete(now_ms, flush=True)
             self._reset()  # deleted: the group starts over if it comes back
+        self.held_missing = None
         self.snapshot = snap
         return done + self._feed(self.inferrer.observe(snap, now_ms), now_ms)
 

@@ -337,8 +337,11 @@ class Monitor:
 
     def _observe(self, group: str, snap: GroupSnapshot, now: int) -> list[Diagnosed]:
         f = self._follower(group)
-        gone = snap.missing and f.snapshot is not None and not f.snapshot.missing
+        before = f.snapshot
         out = f.observed(snap, now)
+        # Deleted by this description (a follower reading the group's records waits for
+        # its tombstone, which `_records` counts).
+        gone = before is not None and not before.missing and f.snapshot is snap and snap.missing
         if gone:
             self._count_all(out)
             out = []
