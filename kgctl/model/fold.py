@@ -822,7 +822,10 @@ def _stored_generation(
         protocol=str(d.get("protocol", "") or s.protocol),
         protocol_type=str(d.get("protocol_type", "") or s.protocol_type),
     )
-    rec = evolve(rec, leader=leader or rec.leader, members=_stored_members(s, d) or rec.members)
+    members = _stored_members(s, d)
+    rec = evolve(
+        rec, leader=leader or rec.leader, members=rec.members if members is None else members
+    )
     if rec.stable_ms is None and not traced:
         # Stored when the leader's SyncGroup completed; the broker answers SyncGroup
         # (and says Stable) right after: its write time (the watch reads it later, by
@@ -852,16 +855,17 @@ def _stored_generation(
     return s, rec
 
 
-def _stored_members(s: GroupState, d: Mapping[str, Any]) -> tuple[str, ...]:
+def _stored_members(s: GroupState, d: Mapping[str, Any]) -> tuple[str, ...] | None:
     """The generation's members as its record lists them, by the keys the state knows
     them by (a member not known yet by its member id, the key it will be described
     under). The members described at the moment the record is folded are those of
     another generation when the reader and the polls do not keep pace (the record read
     before the description that shows the new member, or after the one that no longer
-    shows the member that left): the record says who this generation's members are."""
+    shows the member that left): the record says who this generation's members are
+    (none, for an Empty generation). None when the event lists no members."""
     raws = d.get("members")
     if not isinstance(raws, list):
-        return ()
+        return None
     keys = set()
     for raw in raws:
         member_id = str(raw.get("member_id", "") or "") if isinstance(raw, Mapping) else ""
