@@ -249,11 +249,14 @@ def test_without_the_offsets_topic_it_counts_from_descriptions_and_says_so(
         a = MemberProc(bootstrap, group, t, name="a")
         members.append(a)
         wait_converged([a], t, 4, timeout=60)
+        # Described only, two joins between two polls would be one change (seen once: the
+        # group first listed with a and b): b joins once the polls have seen a alone.
+        mon.wait(lambda: mon.sample("kgctl_group_members", group=group) == 1, 20, "a seen")
         b = MemberProc(bootstrap, group, t, name="b")
         members.append(b)
         wait_converged([a, b], t, 4)
-        # Described only, a join and a leave between two polls would be one change: the
-        # leave waits until the polls have seen the join.
+        # The same for a join and a leave: the leave waits until the polls have seen the
+        # join.
         assert _total(mon, group, 2) == {"member_joined": 2.0}
         b.stop()
         wait_converged([a], t, 4)
