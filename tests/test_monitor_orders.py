@@ -212,3 +212,16 @@ def test_the_monitor_counts_a_deletion_once_by_the_tombstone_not_a_round_unliste
     apply("described", ({}, {}, 0.01))
     apply("records", ([GroupRecord(G, None, offset=9, timestamp_ms=5000)], 1))
     assert mon.tallies[G].deletions == 1 and mon.followers[G].snapshot == GONE
+
+
+def test_a_group_the_first_listing_missed_has_no_new_members() -> None:
+    # Made before the monitor started (its first record read is generation 7, written
+    # before), left out of the first ListGroups, first described during a rebalance:
+    # service.py's "absent" stand-in is wrong, and a and b were there all along. What
+    # started generation 7 was not seen.
+    r7 = _record(7, [A, B], 10_200)
+    f = GroupFollower(G, SETTLE_MS, stored_source=True)
+    out = f.observed(ABSENT, 10_000) + f.observed(B_JOINING, 10_000)
+    out += f.record(r7, 10_300) + f.observed(BOTH, 11_000) + f.tick(30_000)
+    assert [(d.rebalance.generation, d.rebalance.cause) for d in out] == [(7, "unknown")]
+    assert "new in the broker's description" not in out[0].diagnosis.trigger.evidence

@@ -98,6 +98,13 @@ class GroupFollower:
             self._reset()  # deleted: the group starts over if it comes back
         self.held_missing = None
         self.snapshot = snap
+        if snap.missing and self.stored_source and self.inferrer.prev is None:
+            # Missing before it was ever described (service.py's stand-in for a group
+            # first listed after the first poll; after a tombstone): the records say
+            # when it was created and who joined it. Described next, no member is new
+            # to it: the listing may only have missed a group that was there (its first
+            # record read is then of a later generation, made before the monitor).
+            return done
         return done + self._feed(self.inferrer.observe(snap, now_ms), now_ms)
 
     def tick(self, now_ms: int, flush: bool = False) -> list[Diagnosed]:
