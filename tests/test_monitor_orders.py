@@ -205,11 +205,11 @@ def test_the_monitor_counts_a_deletion_once_by_the_tombstone_not_a_round_unliste
     listed = {G: "classic"}
     apply("records", ([R0, R1], 2))
     apply("caught_up", None)
-    apply("described", (listed, {G: ONLY_A}, 0.01))
-    apply("described", ({}, {}, 0.01))  # not listed this round
-    apply("described", (listed, {G: ONLY_A}, 0.01))
+    apply("described", (listed, {G: ONLY_A}, set(), 0.01))
+    apply("described", ({}, {}, set(), 0.01))  # not listed this round
+    apply("described", (listed, {G: ONLY_A}, set(), 0.01))
     assert mon.tallies[G].total == 1 and mon.tallies[G].deletions == 0
-    apply("described", ({}, {}, 0.01))
+    apply("described", ({}, {}, set(), 0.01))
     apply("records", ([GroupRecord(G, None, offset=9, timestamp_ms=5000)], 1))
     assert mon.tallies[G].deletions == 1 and mon.followers[G].snapshot == GONE
 
