@@ -251,3 +251,21 @@ def test_a_member_the_group_removed_lost_its_partitions_rather_than_revoking_the
     x = explain("wire-pay-2498", events, now, Context(cooperative=cooperative_sticky))
     g5 = {d.generation: d for d in x.generations}[5]
     assert g5.partitions_revoked == 2  # app-a's alone (with app-b's: 3)
+
+
+def test_a_rebalance_a_description_saw_begin_was_polled() -> None:
+    """The description that showed the rebalance begin is at its very start: with the
+    events' `since` exclusive, it was left out, the rebalance counted as not polled, and
+    the members known from descriptions lost their time without partitions (the
+    monitor's histogram stayed empty: tests/test_monitor_kafka.py)."""
+    from test_monitor_orders import B_JOINING, BOTH, ONLY_A, A, B, G, _record
+
+    from kgctl.monitor.follower import GroupFollower
+
+    f = GroupFollower(G, settle_ms=3000, stored_source=True)
+    out = f.record(_record(0, [], 0), 10) + f.record(_record(1, [A], 185), 200)
+    out += f.observed(ONLY_A, 1000) + f.observed(B_JOINING, 2000)
+    out += f.record(_record(2, [A, B], 4000), 4005) + f.observed(BOTH, 5000)
+    out += f.tick(20_000, flush=True)
+    [joined] = [d.rebalance for d in out if d.rebalance.generation == 2]
+    assert joined.unassigned_ms and max(joined.unassigned_ms) >= 1900

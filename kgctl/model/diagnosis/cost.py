@@ -149,7 +149,8 @@ def member_costs(
             owned_before.setdefault(k, []).append(tp)
     parsed: dict[int, dict[TopicPartition, int]] = {}
     unassigned = rebalance_unassigned(state, rec, now_ms)
-    polled = bool(events.of("GroupObserved", since=t0, until=t1))
+    # (`since` is exclusive: the description that showed the rebalance begin, at t0, is one.)
+    polled = bool(events.of("GroupObserved", since=t0 - 1, until=t1))
     if not polled:
         unassigned = {
             k: ms
