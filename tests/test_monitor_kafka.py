@@ -187,10 +187,15 @@ def test_monitors_in_a_shard_group_split_the_groups_and_take_over_a_dead_one(
     members: list[MemberProc] = []
     try:
         for m in monitors:
-            m.wait(
-                lambda m=m: m.sample("kgctl_monitor_shard_partitions") == 2, 60,
-                "two partitions of four",
-            )  # fmt: skip
+            try:
+                m.wait(
+                    lambda m=m: m.sample("kgctl_monitor_shard_partitions") == 2, 60,
+                    "two partitions of four",
+                )  # fmt: skip
+            except AssertionError as exc:
+                # What each said of its partitions (its notes), to read a failure by.
+                said = ["".join(x.stderr_lines)[-1500:] for x in monitors]
+                raise AssertionError(f"{exc}; the monitors said: {said}") from None
         for g in names:
             members.append(MemberProc(bootstrap, g, topic, name=g[-1]))
         for member in members:
