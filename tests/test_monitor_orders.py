@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from kgctl.adapters.admin import ListedGroup
 from kgctl.adapters.group_records import GroupMetadata, GroupRecord, MemberRecord
 from kgctl.model.snapshot import GroupSnapshot, MemberSnapshot
 from kgctl.monitor.follower import Diagnosed, GroupFollower
@@ -202,14 +203,14 @@ def test_the_monitor_counts_a_deletion_once_by_the_tombstone_not_a_round_unliste
         mon.inbox.put((kind, payload))
         mon.step(timeout_s=0)
 
-    listed = {G: "classic"}
+    listed = {G: ListedGroup("classic", "Stable")}
     apply("records", ([R0, R1], 2))
     apply("caught_up", None)
-    apply("described", (listed, {G: ONLY_A}, set(), 0.01))
-    apply("described", ({}, {}, set(), 0.01))  # not listed this round
-    apply("described", (listed, {G: ONLY_A}, set(), 0.01))
+    apply("described", (listed, {G: ONLY_A}, set(), 0.01, 0))
+    apply("described", ({}, {}, set(), 0.01, 0))  # not listed this round
+    apply("described", (listed, {G: ONLY_A}, set(), 0.01, 0))
     assert mon.tallies[G].total == 1 and mon.tallies[G].deletions == 0
-    apply("described", ({}, {}, set(), 0.01))
+    apply("described", ({}, {}, set(), 0.01, 0))
     apply("records", ([GroupRecord(G, None, offset=9, timestamp_ms=5000)], 1))
     assert mon.tallies[G].deletions == 1 and mon.followers[G].snapshot == GONE
 

@@ -21,6 +21,7 @@ kafka-python 3.0.12 quirks handled here:
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import kafka.errors as Errors
@@ -335,12 +336,18 @@ class ClusterAdmin(GroupAdmin):
 
     undescribed: frozenset[str] = frozenset()  # the last round's untyped groups no one knew
 
-    def list_all(self) -> dict[str, ListedType]:
-        """Every group's type, from one ListGroups per broker: the one it sends (ListGroups
-        v5+, Kafka 3.8+), else `unknown` (3.7 sends none; its protocol type "consumer" is
-        every classic consumer's too), which `describe_all` finds out."""
+    def list_all(self) -> dict[str, ListedGroup]:
+        """Every group's type and state, from one ListGroups per broker: the type it sends
+        (ListGroups v5+, Kafka 3.8+), else `unknown` (3.7 sends none; its protocol type
+        "consumer" is every classic consumer's too), which `describe_all` finds out; the
+        state from v4 (Kafka 2.6+), else None."""
         listed = self._call(lambda admin: admin.list_groups())
-        return {str(g["group_id"]): _listed_type(g.get("group_type")) for g in listed}
+        return {
+            str(g["group_id"]): ListedGroup(
+                _listed_type(g.get("group_type")), g.get("group_state") or None
+            )
+            for g in listed
+        }
 
     def describe_all(self, groups: dict[str, ListedType]) -> dict[str, GroupSnapshot]:
         """`groups` (name -> type) described now; a group not answered this round (its
@@ -354,6 +361,14 @@ class ClusterAdmin(GroupAdmin):
 
 # A group's type as ListGroups gives it; "unknown" when it gives none (before v5).
 ListedType = Literal["classic", "consumer", "unknown"]
+
+
+@dataclass(frozen=True)
+class ListedGroup:
+    """A group as ListGroups lists it: its type, and its state (None before v4)."""
+
+    kind: ListedType
+    state: str | None
 
 
 def _listed_type(sent: object) -> ListedType:

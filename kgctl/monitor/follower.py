@@ -51,6 +51,10 @@ class GroupFollower:
         self.records_seen = 0
         self.empty_generations: set[int] = set()  # stored with no members
         self.held_missing: GroupSnapshot | None = None  # described missing, no tombstone yet
+        # When each stored generation's record was folded, and when the newest description
+        # folded was taken: a stored generation is final once described after its record.
+        self.stored_at: dict[int, int] = {}
+        self.described_ms: int | None = None
 
     @property
     def protocol(self) -> Protocol:
@@ -81,10 +85,14 @@ class GroupFollower:
         if not rec.metadata.members:
             self.empty_generations.add(rec.metadata.generation)
         at = rec.timestamp_ms if rec.timestamp_ms > 0 else now_ms
+        self.stored_at.setdefault(rec.metadata.generation, now_ms)
         return self._feed(self.inferrer.stored_record(rec, at, initial=initial), now_ms)
 
-    def observed(self, snap: GroupSnapshot, now_ms: int) -> list[Diagnosed]:
-        """A description of the group now."""
+    def observed(
+        self, snap: GroupSnapshot, now_ms: int, taken_ms: int | None = None
+    ) -> list[Diagnosed]:
+        """A description of the group, taken at `taken_ms` (the round's start; `now_ms`
+        when not given)."""
         done: list[Diagnosed] = []
         if snap.missing and self.snapshot is not None and not self.snapshot.missing:
             if self.stored_source and self.records_seen > 0:
@@ -98,6 +106,7 @@ class GroupFollower:
             self._reset()  # deleted: the group starts over if it comes back
         self.held_missing = None
         self.snapshot = snap
+        self.described_ms = now_ms if taken_ms is None else taken_ms
         if snap.missing and self.stored_source and self.inferrer.prev is None:
             # Missing before it was ever described (service.py's stand-in for a group
             # first listed after the first poll; after a tombstone): the records say
@@ -131,9 +140,16 @@ class GroupFollower:
         rec = gens[i]
         if rec.stable_ms is None or rec.generation <= self.diagnosed_generation:
             return False
-        # Its cause may still come with the next settled description: wait for a newer
-        # generation, or a settling time after it was stable.
-        return flush or i < len(gens) - 1 or now_ms - rec.stable_ms >= self.settle_ms
+        if flush or i < len(gens) - 1:
+            return True
+        # Its record carries its members; what only a description adds (the start of the
+        # rebalance, who was waited for) was described before it, or in the first round
+        # taken after the record was read.
+        stored = self.stored_at.get(rec.generation)
+        if stored is not None and self.described_ms is not None and self.described_ms >= stored:
+            return True
+        # Described only: its cause may still come with the next settled description.
+        return now_ms - rec.stable_ms >= self.settle_ms
 
     def _complete(self, now_ms: int, flush: bool) -> list[Diagnosed]:
         gens = self.state.generations
@@ -149,6 +165,8 @@ class GroupFollower:
             if d is None or self._empty(rec.generation, i == len(gens) - 1):
                 continue  # an Empty generation: the group emptied, nobody rebalanced
             out.append(Diagnosed(self._rebalance(d, rec.stable_ms or now_ms), d))
+        for generation in [g for g in self.stored_at if g <= self.diagnosed_generation]:
+            del self.stored_at[generation]  # bounded: only what is still to be diagnosed
         return out
 
     def _empty(self, generation: int, newest: bool) -> bool:

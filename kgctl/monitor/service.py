@@ -32,13 +32,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kgctl.adapters.admin import ClusterAdmin
+from kgctl.adapters.admin import ClusterAdmin, ListedGroup
 from kgctl.adapters.group_records import OFFSETS_TOPIC, GroupRecord, partition_for
 from kgctl.adapters.offsets_log import OffsetsLogFollower, Shard
 from kgctl.errors import ExitStatus, KgctlError
 from kgctl.model.snapshot import GroupSnapshot
 from kgctl.monitor.accounting import GroupDeleted, GroupTally, tally
 from kgctl.monitor.follower import Diagnosed, GroupFollower
+from kgctl.monitor.rounds import DescribeRounds
 from kgctl.settings import ClientSettings
 
 log = logging.getLogger(__name__)
@@ -137,7 +138,10 @@ class Monitor:
         self.admin = ClusterAdmin(settings)
         self.log_reader: OffsetsLogFollower | None = None
         self.threads: list[threading.Thread] = []
-        self.listed: dict[str, str] = {}
+        self.listed: dict[str, ListedGroup] = {}
+        # Which groups each round describes (the listing's states and the log say where
+        # something may have happened); every group every round without the log.
+        self.rounds = DescribeRounds(log_read=bool(offsets_topic))
         self.fatal: KgctlError | None = None  # what ends the monitor, raised by step()
         self.undescribed: set[str] = set()  # listed untyped groups no describe knows
 
@@ -183,9 +187,11 @@ class Monitor:
         failures = 0
         while not self.stopping.is_set():
             started = time.monotonic()
+            taken = self.clock()  # what the round's descriptions are newer than
             try:
                 listed = {g: t for g, t in self.admin.list_all().items() if self.ours(g)}
-                snaps = self.admin.describe_all(listed)
+                due = self.rounds.due(listed, taken)
+                snaps = self.admin.describe_all({g: listed[g].kind for g in due})
                 undescribed = self.admin.undescribed
             except KgctlError as exc:
                 failures += 1
@@ -195,7 +201,7 @@ class Monitor:
                 continue
             failures = 0
             took = time.monotonic() - started
-            self.inbox.put(("described", (listed, snaps, undescribed, took)))
+            self.inbox.put(("described", (listed, snaps, undescribed, took, taken)))
             self.stopping.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
 
     def ours(self, group: str) -> bool:
@@ -250,8 +256,8 @@ class Monitor:
             self.health.metadata_records += len(records)
             return self._records(records, now)
         if kind == "described":
-            listed, snaps, undescribed, seconds = payload
-            return self._described(listed, snaps, undescribed, seconds, now)
+            listed, snaps, undescribed, seconds, taken = payload
+            return self._described(listed, snaps, undescribed, seconds, taken, now)
         if kind == "caught_up":
             self.health.offsets_caught_up = True
             out: list[Diagnosed] = []
@@ -278,6 +284,7 @@ class Monitor:
             if self.owned is not None and rec.partition not in self.owned:
                 continue  # read before its partition was given to another monitor
             f = self._follower(rec.group)
+            self.rounds.touched(rec.group)
             out += f.record(rec, now)
             if rec.metadata is None:
                 self._count_all(out)  # what completed before the deletion counts first
@@ -287,10 +294,11 @@ class Monitor:
 
     def _described(
         self,
-        listed: dict[str, str],
+        listed: dict[str, ListedGroup],
         snaps: dict[str, GroupSnapshot],
         undescribed: frozenset[str],
         seconds: float,
+        taken: int,
         now: int,
     ) -> list[Diagnosed]:
         if not self.health.reachable:
@@ -318,7 +326,8 @@ class Monitor:
                 # members it has joined it (not a group found already made at the start).
                 absent = GroupSnapshot(group=group, state="Dead", missing=True)
                 out += self._follower(group).observed(absent, now)
-            out += self._observe(group, snap, now)
+            out += self._observe(group, snap, now, taken)
+        self.rounds.described({g: snap.state for g, snap in snaps.items() if g in listed})
         for group in sorted(undescribed & set(listed)):
             if group not in self.undescribed:
                 # Listed without a type (Kafka 3.7) and described by neither request: a
@@ -331,14 +340,16 @@ class Monitor:
                 )
         for group in set(self.listed) - set(listed):
             # No longer listed: deleted (its tombstone, when the log is read, says so too).
-            out += self._observe(group, GroupSnapshot(group=group, state="Dead", missing=True), now)
+            self.rounds.forget(group)
+            gone = GroupSnapshot(group=group, state="Dead", missing=True)
+            out += self._observe(group, gone, now, taken)
         self.listed = listed
         return out
 
-    def _observe(self, group: str, snap: GroupSnapshot, now: int) -> list[Diagnosed]:
+    def _observe(self, group: str, snap: GroupSnapshot, now: int, taken: int) -> list[Diagnosed]:
         f = self._follower(group)
         before = f.snapshot
-        out = f.observed(snap, now)
+        out = f.observed(snap, now, taken_ms=taken)
         # Deleted by this description (a follower reading the group's records waits for
         # its tombstone, which `_records` counts).
         gone = before is not None and not before.missing and f.snapshot is snap and snap.missing
@@ -372,6 +383,7 @@ class Monitor:
             del self.followers[group]
             self.tallies.pop(group, None)
             self.listed.pop(group, None)
+            self.rounds.forget(group)
             for listener in self.forget_listeners:
                 listener(group)
         with self.lock:
@@ -394,6 +406,7 @@ class Monitor:
             return
         with self.lock:
             self.health.offsets_readable = False
+        self.rounds.stop_reading_log()
         self._note(f"{why}: following groups by their descriptions only (generations inferred)")
         for f in self.followers.values():
             f.stored_source = False

@@ -1,0 +1,83 @@
+"""Which groups a round of the monitor describes.
+
+Describing every group at every interval costs the monitor and the coordinators in
+proportion to the groups the cluster has, most of them idle. What changes a group's
+story is visible without describing it: ListGroups (v4+) gives every group's state in
+one request per broker, and `__consumer_offsets` has a record for each classic
+generation. So a round describes only the groups where something may have happened:
+
+- a group never described (new, or just given to this monitor);
+- a group listed in a state other than the one its last description showed, or in a
+  rebalance (what its members wait for is only in its description);
+- a classic group with a record read since its last description (a rebalance can start
+  and end between two listings: its record says it did);
+- every consumer-protocol group, every round (the monitor reads no KIP-848 records:
+  its descriptions are its whole story), and every group when the listing has no states
+  or the log is not read;
+- every group once per sweep, for what neither source shows.
+
+Pure: the poll thread asks `due` with the listing and the time; the state thread tells
+`touched` when a record is read (the one lock guards what both threads use).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+
+from kgctl.adapters.admin import ListedGroup
+
+# States where nothing moves until a member does: the listing is enough to see it start.
+QUIET_STATES = frozenset({"Stable", "Empty"})
+SWEEP_MS = 30_000
+
+
+class DescribeRounds:
+    """What each round describes, from what was listed, described and read."""
+
+    def __init__(self, *, log_read: bool, sweep_ms: int = SWEEP_MS) -> None:
+        self.log_read, self.sweep_ms = log_read, sweep_ms
+        self.described_state: dict[str, str] = {}  # group -> state at its last description
+        self.swept_ms: int | None = None
+        self._touched: set[str] = set()
+        self._lock = threading.Lock()
+
+    def touched(self, group: str) -> None:
+        """A record of `group` was read: describe it next round."""
+        with self._lock:
+            self._touched.add(group)
+
+    def stop_reading_log(self) -> None:
+        """The log cannot be read (an ACL): every group is described every round."""
+        self.log_read = False
+
+    def due(self, listed: Mapping[str, ListedGroup], now_ms: int) -> list[str]:
+        """The groups to describe now, of those `listed`."""
+        with self._lock:
+            touched, self._touched = self._touched, set()
+        if self.swept_ms is None or now_ms - self.swept_ms >= self.sweep_ms or not self.log_read:
+            self.swept_ms = now_ms
+            return sorted(listed)
+        out = []
+        for group, listing in listed.items():
+            last = self.described_state.get(group)
+            if (
+                last is None
+                or listing.state is None
+                or listing.kind != "classic"
+                or listing.state not in QUIET_STATES
+                or listing.state != last
+                or group in touched
+            ):
+                out.append(group)
+        return sorted(out)
+
+    def described(self, states: Mapping[str, str]) -> None:
+        """What a round's descriptions said (group -> state); groups no longer listed are
+        forgotten by `forget`."""
+        self.described_state.update(states)
+
+    def forget(self, group: str) -> None:
+        self.described_state.pop(group, None)
+        with self._lock:
+            self._touched.discard(group)

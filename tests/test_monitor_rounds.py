@@ -1,0 +1,95 @@
+"""What each of the monitor's rounds describes, and when a stored generation is counted:
+the listing's states and the log's records say which groups may have changed, so an idle
+cluster is not described group by group each interval, and a rebalance is counted at the
+first description after its record instead of a fixed settling time. Pure, no broker."""
+
+from __future__ import annotations
+
+from kgctl.adapters.admin import ListedGroup
+from kgctl.monitor.follower import GroupFollower
+from kgctl.monitor.rounds import DescribeRounds
+from test_monitor_orders import ONLY_A, R0, R1, SETTLE_MS, G
+
+STABLE = ListedGroup("classic", "Stable")
+EMPTY = ListedGroup("classic", "Empty")
+
+
+def _swept(rounds: DescribeRounds, listed: dict[str, ListedGroup]) -> None:
+    assert rounds.due(listed, 0) == sorted(listed)  # the first round describes every group
+    rounds.described({g: l.state or "" for g, l in listed.items()})
+
+
+def test_an_idle_group_is_described_again_only_at_the_sweep() -> None:
+    rounds = DescribeRounds(log_read=True, sweep_ms=30_000)
+    listed = {"idle": EMPTY, "steady": STABLE}
+    _swept(rounds, listed)
+    assert rounds.due(listed, 1000) == []
+    assert rounds.due(listed, 29_000) == []
+    assert rounds.due(listed, 30_000) == ["idle", "steady"]
+
+
+def test_a_group_listed_in_another_state_or_rebalancing_is_described() -> None:
+    rounds = DescribeRounds(log_read=True)
+    _swept(rounds, {"a": STABLE, "b": STABLE, "c": EMPTY})
+    listed = {
+        "a": ListedGroup("classic", "PreparingRebalance"),
+        "b": STABLE,
+        "c": STABLE,  # Empty when last described: members came
+        "new": EMPTY,  # never described
+    }
+    assert rounds.due(listed, 1000) == ["a", "c", "new"]
+    rounds.described({"a": "PreparingRebalance", "c": "Stable", "new": "Empty"})
+    # Still rebalancing: what its members wait for is only in its description.
+    assert rounds.due(listed, 2000) == ["a"]
+
+
+def test_a_group_with_a_record_read_is_described_next_round_once() -> None:
+    # A rebalance that began and ended between two listings: Stable both times, but
+    # its record was read.
+    rounds = DescribeRounds(log_read=True)
+    _swept(rounds, {"a": STABLE, "b": STABLE})
+    rounds.touched("b")
+    assert rounds.due({"a": STABLE, "b": STABLE}, 1000) == ["b"]
+    rounds.described({"b": "Stable"})
+    assert rounds.due({"a": STABLE, "b": STABLE}, 2000) == []
+
+
+def test_what_the_log_does_not_carry_is_described_every_round() -> None:
+    consumer = ListedGroup("consumer", "Stable")  # no KIP-848 records are read
+    untyped = ListedGroup("unknown", "Stable")  # Kafka 3.7: classic or consumer?
+    stateless = ListedGroup("classic", None)  # ListGroups before v4
+    listed = {"k": consumer, "u": untyped, "s": stateless, "c": STABLE}
+    rounds = DescribeRounds(log_read=True)
+    _swept(rounds, listed)
+    assert rounds.due(listed, 1000) == ["k", "s", "u"]
+    # Without the log (no read access), every group every round, as a poller would.
+    rounds.stop_reading_log()
+    assert rounds.due(listed, 2000) == ["c", "k", "s", "u"]
+
+
+def test_a_group_forgotten_is_described_as_new() -> None:
+    rounds = DescribeRounds(log_read=True)
+    _swept(rounds, {"a": STABLE})
+    rounds.forget("a")  # deleted, or its partition given to another monitor
+    assert rounds.due({"a": STABLE}, 1000) == ["a"]
+
+
+def test_a_stored_generation_counts_at_the_first_description_after_its_record() -> None:
+    f = GroupFollower(G, SETTLE_MS, stored_source=True)
+    assert f.observed(ONLY_A, 100, taken_ms=100) == []
+    assert f.record(R0, 150) + f.record(R1, 200) == []
+    assert f.tick(900) == []  # described before the record: its record is not all yet
+    # The round started before the record was read does not count it either.
+    assert f.observed(ONLY_A, 1050, taken_ms=190) == []
+    done = f.observed(ONLY_A, 1200, taken_ms=1100)
+    assert [(d.rebalance.generation, d.rebalance.cause) for d in done] == [(1, "member_joined")]
+    assert 1200 - 200 < SETTLE_MS  # counted before the settling time a description needs
+
+
+def test_a_generation_known_only_from_descriptions_waits_its_settling_time() -> None:
+    f = GroupFollower(G, SETTLE_MS, stored_source=False)
+    f.observed(ONLY_A.__class__(group=G, state="Empty"), 0, taken_ms=0)
+    assert f.observed(ONLY_A, 1000, taken_ms=1000) == []
+    assert f.observed(ONLY_A, 2000, taken_ms=2000) == []
+    done = f.tick(1000 + SETTLE_MS)
+    assert [d.rebalance.generation for d in done] == [f.state.generations[-1].generation]
