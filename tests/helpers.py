@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -480,3 +481,19 @@ def verifiable_consumer(
         preexec_fn=die_with_parent,  # noqa: PLW1509 - the tests spawn from their own thread
     )  # fmt: skip
     return proc, props
+
+
+def group_with_offsets(bootstrap: str, topic: str, offset: int, prefix: str = "users-group") -> str:
+    """A group someone else owns: empty, with a committed offset on `topic`-0."""
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    group = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        consumer.commit({tp: OffsetAndMetadata(offset, "", -1)})
+    finally:
+        consumer.close()
+    return group

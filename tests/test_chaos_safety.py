@@ -9,12 +9,12 @@ import json
 import shutil
 import subprocess
 import sys
-import uuid
 import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import group_with_offsets
 
 from kgctl.chaos.runner import ChaosRun, RunOptions, is_loopback
 from kgctl.chaos.scenarios import builtin
@@ -24,7 +24,6 @@ from kgctl.settings import ClientSettings
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-    from kafka.structs import OffsetAndMetadata
 
 # One member, one step: enough to join, consume and commit in a group.
 TINY = """\
@@ -50,19 +49,6 @@ def chaos(bootstrap: str, *args: str, timeout: float = 180) -> subprocess.Comple
          "--timeout", "15"],
         capture_output=True, text=True, timeout=timeout,
     )  # fmt: skip
-
-
-def group_with_offsets(bootstrap: str, topic: str, offset: int) -> str:
-    """A group someone else owns: empty, with a committed offset on `topic`-0."""
-    group = f"users-group-{uuid.uuid4().hex[:8]}"
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
-    try:
-        tp = TopicPartition(topic, 0)
-        consumer.assign([tp])
-        consumer.commit({tp: OffsetAndMetadata(offset, "", -1)})
-    finally:
-        consumer.close()
-    return group
 
 
 def committed(admin: Any, group: str) -> dict[tuple[str, int], int]:

@@ -16,8 +16,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from helpers import group_with_offsets
 
 DATA = Path(__file__).parent / "data"
 COLS, ROWS = 100, 30
@@ -197,3 +199,34 @@ def test_chaos_live_view_shows_the_run_then_its_summary(
     assert "1. add m3: started m3" in after
     finished = [json.loads(line) for line in record.read_text().splitlines()][-1]
     assert finished["type"] == "ScenarioFinished" and finished["data"]["verdict"] == "passed"
+
+
+@pytest.mark.kafka
+def test_monitor_live_table_opens_the_chosen_group_in_watch_and_comes_back(
+    bootstrap: str, terminals: Callable[..., Terminal], topic: Any
+) -> None:
+    t = topic(1)
+    first = group_with_offsets(bootstrap, t, 3, prefix="live-monitor-a")
+    second = group_with_offsets(bootstrap, t, 5, prefix="live-monitor-b")
+    term = terminals(
+        "monitor", "-b", bootstrap, "--groups", "^live-monitor-", "--interval", "0.5",
+        "--timeout", "15",
+    )  # fmt: skip
+    table = term.wait_frame(
+        "both groups listed", lambda f: first in f and second in f and "polls" in f
+    )
+    assert "up/down choose a group  enter: kgctl watch it  q quit" in table, table
+    order = [line.split()[0] for line in table.split("\r\n") if line.startswith("live-monitor-")]
+    term.type(b"\x1b[B")  # down: the first group listed is chosen
+    term.type(b"\r")
+    shown = term.wait_frame(f"kgctl watch of {order[0]}", lambda f: f"group {order[0]}" in f)
+    assert "q quit  p pause/resume" in shown, shown  # the watch's own screen and keys
+    seen = len(term.frames())
+    term.type(b"q")  # the watch's q: back to the table, the monitor still running
+    deadline = time.monotonic() + 30
+    while not any("enter: kgctl watch it" in f for f in term.frames()[seen:]):
+        assert time.monotonic() < deadline, ANSI.sub("", term.text()[-2000:])
+        assert term.proc.poll() is None, ANSI.sub("", term.text()[-2000:])
+        time.sleep(0.05)
+    term.type(b"q")
+    assert term.proc.wait(timeout=20) == 0, ANSI.sub("", term.text()[-2000:])

@@ -5,10 +5,11 @@ first description after its record instead of a fixed settling time. Pure, no br
 
 from __future__ import annotations
 
+from test_monitor_orders import ONLY_A, R0, R1, SETTLE_MS, G
+
 from kgctl.adapters.admin import ListedGroup
 from kgctl.monitor.follower import GroupFollower
 from kgctl.monitor.rounds import DescribeRounds
-from test_monitor_orders import ONLY_A, R0, R1, SETTLE_MS, G
 
 STABLE = ListedGroup("classic", "Stable")
 EMPTY = ListedGroup("classic", "Empty")
@@ -16,7 +17,7 @@ EMPTY = ListedGroup("classic", "Empty")
 
 def _swept(rounds: DescribeRounds, listed: dict[str, ListedGroup]) -> None:
     assert rounds.due(listed, 0) == sorted(listed)  # the first round describes every group
-    rounds.described({g: l.state or "" for g, l in listed.items()})
+    rounds.described({g: listing.state or "" for g, listing in listed.items()})
 
 
 def test_an_idle_group_is_described_again_only_at_the_sweep() -> None:

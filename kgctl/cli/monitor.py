@@ -9,6 +9,7 @@ import re
 import signal
 import sys
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -178,11 +179,30 @@ def monitor_command(
         )  # fmt: skip
         if listen is not None:
             _serve(env, monitor, listen, member_labels)
-        return _run(env, monitor, live)
+        return _run(
+            env, monitor, live, _watch_options(bootstrap, command_config, x, timeout, offsets_topic)
+        )
 
     status = run(env, body)
     if status:
         raise typer.Exit(status)
+
+
+def _watch_options(
+    bootstrap: str | None,
+    command_config: Path | None,
+    x: list[str] | None,
+    timeout: float,
+    offsets_topic: bool,
+) -> list[str]:
+    """The monitor's own connection options and sources, for `kgctl watch` of one of its
+    groups."""
+    options = ["-b", bootstrap] if bootstrap else []
+    options += [] if offsets_topic else ["--no-offsets-topic"]
+    options += ["--command-config", str(command_config)] if command_config else []
+    for kv in x or []:
+        options += ["-X", kv]
+    return [*options, "--timeout", str(timeout)]
 
 
 def _serve(env: Env, monitor: Monitor, listen: tuple[str, int], member_labels: bool) -> None:
@@ -206,7 +226,7 @@ def _serve(env: Env, monitor: Monitor, listen: tuple[str, int], member_labels: b
     env.say(f"metrics at http://{host}:{server.server_port}/metrics")
 
 
-def _run(env: Env, monitor: Monitor, live: bool) -> int:
+def _run(env: Env, monitor: Monitor, live: bool, watch: list[str]) -> int:
     from kgctl.render.monitor_table import rebalance_line
 
     stopping = threading.Event()
@@ -230,7 +250,7 @@ def _run(env: Env, monitor: Monitor, live: bool) -> int:
     monitor.start()
     try:
         if live:
-            _live(env, monitor, stopping)
+            _live(env, monitor, stopping, watch)
         else:
             while not stopping.is_set():
                 monitor.step(0.5)
@@ -250,17 +270,68 @@ def _notes(env: Env, monitor: Monitor, shown: int) -> int:
     return len(health.notes)
 
 
-def _live(env: Env, monitor: Monitor, stopping: threading.Event) -> None:
+def _live(env: Env, monitor: Monitor, stopping: threading.Event, watch: list[str]) -> None:
+    """The table until q, Ctrl-C or SIGTERM; enter opens the chosen group in `kgctl watch`
+    (with the options `watch`), and its q comes back here."""
+    from kgctl.render.keys import single_keys
+
+    chosen: str | None = None
+    while not stopping.is_set():
+        with single_keys() as keys:
+            chosen, opened = _table(env, monitor, stopping, keys, chosen)
+        if opened is None:
+            return
+        _watch_group(monitor, stopping, [sys.executable, "-m", "kgctl", "watch", opened, *watch])
+
+
+def _table(
+    env: Env, monitor: Monitor, stopping: threading.Event, keys: bool, chosen: str | None
+) -> tuple[str | None, str | None]:
+    """Draw the table until a group is opened (it is returned second) or the view ends."""
     from rich.live import Live
 
     from kgctl.monitor.service import wall_ms
-    from kgctl.render.monitor_table import monitor_table
+    from kgctl.render.keys import read_key
+    from kgctl.render.monitor_table import monitor_table, move_cursor, table_order
 
     console = env.out
     with Live(console=console, auto_refresh=False, screen=False, transient=False) as screen:
         while not stopping.is_set():
-            monitor.step(0.5)
+            monitor.step(0.1)
             rows, health = monitor.view()
+            now = wall_ms()
+            key = read_key(keys, 0.3)
+            if key in ("q", "Q"):
+                break
+            if key in ("up", "down"):
+                chosen = move_cursor(table_order(rows, now), chosen, key)
+            if key == "enter" and chosen in rows:
+                return chosen, chosen
             screen.update(
-                monitor_table(rows, health, wall_ms(), height=console.size.height), refresh=True
+                monitor_table(
+                    rows, health, now, height=console.size.height, selected=chosen, keys=keys
+                ),
+                refresh=True,
             )
+    return chosen, None
+
+
+def _watch_group(monitor: Monitor, stopping: threading.Event, argv: list[str]) -> None:
+    """`kgctl watch` of one group in this terminal, the monitor counting meanwhile (its
+    metrics stay current); Ctrl-C is the watch's, not the monitor's, while it runs."""
+    import subprocess
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        child = subprocess.Popen(argv)
+        try:
+            while child.poll() is None:
+                if stopping.is_set():
+                    child.terminate()
+                monitor.step(0.5)
+        finally:
+            if child.poll() is None:
+                child.kill()
+            child.wait()
+    finally:
+        signal.signal(signal.SIGINT, previous)

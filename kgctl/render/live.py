@@ -6,15 +6,8 @@ screen (events keep being folded and recorded), `q` or Ctrl-C quits.
 
 from __future__ import annotations
 
-import contextlib
 import gc
-import os
-import select
-import sys
-import termios
 import time
-import tty
-from collections.abc import Iterator
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -23,26 +16,12 @@ from rich.text import Text
 from kgctl.observe.watch import Watch
 from kgctl.render.explain_text import render_diagnosis
 from kgctl.render.group_view import FrameMemo, render_group
+from kgctl.render.keys import read_key, single_keys
 
 # Frames are drawn on a fixed grid of this many a second (a key draws one at once): a
 # frame that takes long does not push the ones after it back, and the view never asks
 # for more frames than the eye needs (at 1,000 members a frame is tens of milliseconds).
 REFRESH_PER_S = 5
-
-
-@contextlib.contextmanager
-def _cbreak() -> Iterator[bool]:
-    """Single-key input without echo, when stdin is a terminal; yields whether it is."""
-    if not sys.stdin.isatty():
-        yield False
-        return
-    fd = sys.stdin.fileno()
-    saved = termios.tcgetattr(fd)
-    try:
-        tty.setcbreak(fd)
-        yield True
-    finally:
-        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
 
 
 class _Collections:
@@ -83,22 +62,6 @@ class _Collections:
         gc.set_threshold(*self.saved)
 
 
-def _key(enabled: bool, wait_s: float) -> str:
-    if not enabled:
-        time.sleep(wait_s)
-        return ""
-    ready, _, _ = select.select([sys.stdin], [], [], wait_s)
-    if not ready:
-        return ""
-    key = os.read(sys.stdin.fileno(), 1).decode(errors="ignore")
-    if key == "\x1b":  # an arrow key arrives as ESC [ A/B in one burst
-        rest, _, _ = select.select([sys.stdin], [], [], 0.01)
-        if rest:
-            seq = os.read(sys.stdin.fileno(), 2).decode(errors="ignore")
-            return {"[A": "up", "[B": "down"}.get(seq, "")
-    return key
-
-
 def run_live(watch: Watch, console: Console | None = None, commits: bool = True) -> None:
     """Show the watch until q or Ctrl-C (a proxy's successful commits in its event log
     only with `commits`)."""
@@ -135,7 +98,7 @@ def run_live(watch: Watch, console: Console | None = None, commits: bool = True)
 
     with (
         _Collections() as collections,
-        _cbreak() as keys,
+        single_keys() as keys,
         Live(frame(), console=console, screen=True, auto_refresh=False, transient=True) as live,
     ):
         due = time.monotonic() + period
@@ -144,7 +107,7 @@ def run_live(watch: Watch, console: Console | None = None, commits: bool = True)
             collections.tick()
             if watch.fatal is not None:
                 raise watch.fatal
-            key = _key(keys, max(0.0, due - time.monotonic()))
+            key = read_key(keys, max(0.0, due - time.monotonic()))
             if not key:
                 # The next frame on the grid; one that is late starts the grid again.
                 due = max(due + period, time.monotonic())
