@@ -69,7 +69,10 @@ class MonitorProc:
                     + "".join(self.stderr_lines)[-2000:]
                 )
             time.sleep(0.2)
-        raise AssertionError(f"kgctl monitor: timed out waiting for {what}")
+        raise AssertionError(
+            f"kgctl monitor: timed out waiting for {what}; its stderr: "
+            + "".join(self.stderr_lines)[-2000:]
+        )
 
     def scrape(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         """Every sample of the endpoint now: (name, sorted labels) -> value."""

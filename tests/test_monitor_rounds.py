@@ -5,11 +5,17 @@ first description after its record instead of a fixed settling time. Pure, no br
 
 from __future__ import annotations
 
-from test_monitor_orders import ONLY_A, R0, R1, SETTLE_MS, G
+from collections.abc import Callable
+
+from test_monitor_orders import BOTH, ONLY_A, R0, R1, R2, SETTLE_MS, G
 
 from kgctl.adapters.admin import ListedGroup
+from kgctl.adapters.group_records import GroupRecord
+from kgctl.model.snapshot import GroupSnapshot
 from kgctl.monitor.follower import GroupFollower
 from kgctl.monitor.rounds import DescribeRounds
+from kgctl.monitor.service import Monitor, Selection
+from kgctl.settings import ClientSettings
 
 STABLE = ListedGroup("classic", "Stable")
 EMPTY = ListedGroup("classic", "Empty")
@@ -94,3 +100,37 @@ def test_a_generation_known_only_from_descriptions_waits_its_settling_time() -> 
     assert f.observed(ONLY_A, 2000, taken_ms=2000) == []
     done = f.tick(1000 + SETTLE_MS)
     assert [d.rebalance.generation for d in done] == [f.state.generations[-1].generation]
+
+
+def _monitor() -> tuple[Monitor, Callable[[str, object], None]]:
+    clock = iter(range(0, 10**7, 100))
+    mon = Monitor(ClientSettings(), Selection(), interval_s=1.0, clock=lambda: next(clock))
+
+    def apply(kind: str, payload: object) -> None:
+        mon.inbox.put((kind, payload))
+        mon.step(timeout_s=0)
+
+    return mon, apply
+
+
+def test_the_rows_follow_each_group_made_again_only_when_it_changed() -> None:
+    mon, apply = _monitor()
+    other = GroupSnapshot(group="other", state="Empty", protocol_type="consumer")
+    apply("records", ([R0, R1], 2))
+    apply("caught_up", None)
+    apply("described", ({G: STABLE, "other": EMPTY}, {G: ONLY_A, "other": other}, set(), 0.01, 0))
+    rows, _ = mon.view()
+    assert (rows[G].members, rows[G].tally.total, rows["other"].state) == (1, 1, "Empty")
+    untouched = rows["other"]
+    # A round for records read between two listings: the group described, the others
+    # neither made again nor taken for deleted because no listing came with it.
+    apply("records", ([R2], 1))
+    apply("described", (None, {G: BOTH}, set(), 0.01, 10**6))
+    rows, _ = mon.view()
+    assert rows[G].members == 2 and rows[G].tally.total == 2
+    assert rows["other"] is untouched
+    # Deleted (its tombstone): its row goes.
+    apply("records", ([GroupRecord("other", None, offset=9, timestamp_ms=5000)], 1))
+    apply("described", ({G: STABLE}, {G: BOTH}, set(), 0.01, 2 * 10**6))
+    rows, _ = mon.view()
+    assert "other" not in rows and rows[G].tally.total == 2

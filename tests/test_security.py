@@ -366,3 +366,47 @@ def test_no_command_output_or_file_holds_the_password(secured: Secured) -> None:
         if needle.encode() in path.read_bytes():
             leaks.append(str(path))
     assert not leaks, f"the password is in {leaks}"
+
+
+def test_monitor_without_access_to_the_offsets_topic_counts_from_descriptions(
+    secured: Secured,
+) -> None:
+    """A principal that may describe its group but not __consumer_offsets: the monitor
+    says so once, follows the group by its descriptions, and counts its rebalance."""
+    from monitor_procs import MonitorProc
+
+    mon = MonitorProc(
+        secured.bootstrap, "--command-config", str(secured.guest_config),
+        "--groups", "^guest-ok$",
+    )  # fmt: skip
+    member = None
+    exported = ""
+    try:
+        mon.wait(lambda: mon.sample("kgctl_monitor_polls_total"), 60, "a first poll")
+        note = mon.wait(
+            lambda: [line for line in mon.stderr_lines if "descriptions only" in line],
+            60, "the note that __consumer_offsets is not read",
+        )  # fmt: skip
+        assert "__consumer_offsets" in note[0] and "authoriz" in note[0], note
+        # A member of the group the guest may describe (the admin's credentials).
+        member = subprocess.Popen(
+            [sys.executable, "-m", "kgctl", "join", "-g", "guest-ok", "sec-t",
+             "-b", secured.bootstrap, "--command-config", str(secured.client_config)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=secured.env,
+            cwd=secured.home,
+        )  # fmt: skip
+        counted = mon.wait(lambda: mon.rebalances_of("guest-ok"), 60, "guest-ok's rebalance")
+        assert counted == {"member_joined": 1.0}, counted
+        assert mon.rebalances[-1]["trigger"]["confidence"] != "exact"  # inferred, said so
+        exported = str(mon.scrape())
+        assert mon.sample("kgctl_monitor_offsets_topic_readable") == 0
+        said = [line for line in mon.stderr_lines if "descriptions only" in line]
+        assert len(said) == 1, mon.stderr_lines
+        assert not any("Traceback" in line for line in mon.stderr_lines)
+    finally:
+        if member is not None:
+            member.terminate()
+            member.wait(timeout=30)
+        assert mon.stop() == 0
+    said_all = "".join(mon.stderr_lines) + json.dumps(mon.rebalances) + exported
+    assert GUEST_PASSWORD not in said_all and secured.password not in said_all

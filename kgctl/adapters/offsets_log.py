@@ -24,6 +24,7 @@ from typing import Any
 from kafka import TopicPartition
 
 from kgctl.adapters import clients
+from kgctl.adapters.admin import ClusterAdmin
 from kgctl.adapters.group_log import GroupLogUnavailable, _why
 from kgctl.adapters.group_records import (
     GROUP_METADATA_KEY,
@@ -122,12 +123,22 @@ class OffsetsLogFollower(threading.Thread):
         """The topic's partitions, waiting while it does not exist yet (a cluster where
         no group has asked for a coordinator has none); None when stopped first. A topic
         the principal may not describe is GroupLogUnavailable."""
+        checked = False
         while not self.stopping.is_set():
             parts = consumer.partitions_for_topic(OFFSETS_TOPIC)
             if parts:
                 return set(parts)
-            if OFFSETS_TOPIC in consumer._client.cluster.unauthorized_topics:
-                raise GroupLogUnavailable(f"not authorized to describe {OFFSETS_TOPIC}")
+            if not checked:
+                # Not in the metadata of every topic: not there yet, or hidden from this
+                # principal (an ACL); only a request for the topic itself tells which.
+                checked = True
+                admin = ClusterAdmin(self.settings)
+                try:
+                    error = admin.topic_error(OFFSETS_TOPIC)
+                finally:
+                    admin.close()
+                if error == "TOPIC_AUTHORIZATION_FAILED":
+                    raise GroupLogUnavailable(f"not authorized to describe {OFFSETS_TOPIC}")
             consumer._client.cluster.request_update()
             self.stopping.wait(WAIT_FOR_TOPIC_S)
         return None

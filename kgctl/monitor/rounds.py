@@ -16,7 +16,13 @@ generation. So a round describes only the groups where something may have happen
   or the log is not read;
 - every group once per sweep, for what neither source shows.
 
-Pure: the poll thread asks `due` with the listing and the time; the state thread tells
+A record read also wakes the poll thread for a round of its own, between two listings,
+that describes only the groups with records (`take_touched`): a stored generation is
+counted at the first description after its record (kgctl/monitor/follower.py), so its
+lag is the log's and one describe, not an interval. Before the log's history is read
+(`caught_up`), records wait for the next listing: the first rounds describe every group.
+
+No I/O: the poll thread asks `due` with the listing and the time; the state thread tells
 `touched` when a record is read (the one lock guards what both threads use).
 """
 
@@ -41,11 +47,23 @@ class DescribeRounds:
         self.swept_ms: int | None = None
         self._touched: set[str] = set()
         self._lock = threading.Lock()
+        self.wake = threading.Event()  # set when records wait for a round of their own
+        self.caught_up = False
 
     def touched(self, group: str) -> None:
-        """A record of `group` was read: describe it next round."""
+        """A record of `group` was read: describe it soon (at once once caught up)."""
         with self._lock:
             self._touched.add(group)
+        if self.caught_up:
+            self.wake.set()
+
+    def take_touched(self) -> list[str]:
+        """The groups with records read since they were last asked for, for a round of
+        their own."""
+        self.wake.clear()
+        with self._lock:
+            touched, self._touched = self._touched, set()
+        return sorted(touched)
 
     def stop_reading_log(self) -> None:
         """The log cannot be read (an ACL): every group is described every round."""
