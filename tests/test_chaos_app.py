@@ -60,15 +60,40 @@ def test_placeholders_fill_the_command_and_unknown_ones_are_refused_with_their_l
     )
 
 
-def test_a_command_without_client_command_and_an_app_on_the_consumer_protocol_are_refused() -> None:
-    text = APP.replace("  client: command\n", "").replace(
-        "    - name: a\n", "    - name: a\n      protocol: consumer\n      client: command\n"
+def test_a_command_without_client_command_is_refused_an_app_on_the_consumer_protocol_not() -> None:
+    consumer = APP.replace("    - name: a\n", "    - name: a\n      protocol: consumer\n")
+    assert parse_scenario(consumer, "app.yaml").fleet.members[0].protocol == "consumer"
+    text = consumer.replace("  client: command\n", "").replace(
+        "      protocol: consumer\n", "      protocol: consumer\n      client: command\n"
     )
     with pytest.raises(ScenarioError) as info:
         parse_scenario(text, "app.yaml")
     errors = info.value.errors
     assert any("fleet: command is for client: command members" in e for e in errors)
-    assert any("fleet.members[0]: a command member is judged from the classic" in e for e in errors)
+    assert not any("protocol" in e for e in errors), errors
+
+
+def test_a_consumer_protocol_app_s_topic_ids_are_named_by_the_run_s_topics() -> None:
+    """Two topics: the one-subscribed-topic rule cannot name the ids; the run's own map
+    does (it describes the topics it made)."""
+    from kgctl.chaos.app import AppWire
+
+    names = {"id-orders": "orders", "id-audit": "audit"}
+    hb = Event(
+        "ConsumerGroupHeartbeatTraced", 100, 0.0, 1, group="g", member="kgctl-a",
+        client_id="kgctl-a", member_id="a-1", source="wire",
+        data={"error": "NONE", "latency_ms": 2,
+              "request": {"member_epoch": 0, "subscription": ["orders", "audit"], "owned": {}},
+              "response": {"member_epoch": 1, "heartbeat_interval_ms": 500,
+                           "assignment": {"id-orders": [0, 1], "id-audit": [0]}}},
+    )  # fmt: skip
+    wire = AppWire(lambda cid: "a" if cid == "kgctl-a" else None, names)
+    [answered] = [e for e in wire.events(hb) if e.type == "GroupHeartbeatAnswered"]
+    assert answered.member == "a"
+    assert answered.data["assignment"] == {"audit": [0], "orders": [0, 1]}
+    unnamed = AppWire(lambda cid: "a")
+    [raw] = [e for e in unnamed.events(hb) if e.type == "GroupHeartbeatAnswered"]
+    assert raw.data["assignment"] == {"id-audit": [0], "id-orders": [0, 1]}  # ids, not a guess
 
 
 def test_app_replaces_every_command_member_s_program_or_makes_every_member_one() -> None:

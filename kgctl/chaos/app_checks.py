@@ -55,7 +55,7 @@ def wire_events(run: Any, event: Event) -> list[Event]:
             m = run.resources.fleet.members.get(name)
             return name if m is not None and m.launch.client == "command" else None
 
-        namer = _NAMERS[run] = AppWire(member_of)
+        namer = _NAMERS[run] = AppWire(member_of, run.resources.topic_names)
     return namer.events(event)
 
 
