@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import io
 import xml.etree.ElementTree as ET
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from kgctl.chaos import app_checks
 from kgctl.chaos.app import expand, parse_app, placeholders, wire_member_events
 from kgctl.chaos.journal import Journal, StepReport, ViolationRecord
 from kgctl.chaos.junit import junit_xml
 from kgctl.chaos.scenario import ScenarioError, parse_scenario, with_app
 from kgctl.errors import UsageError
 from kgctl.model.events import Event
+from kgctl.model.state import GroupState
 
 APP = """\
 fleet:
@@ -56,15 +60,40 @@ def test_placeholders_fill_the_command_and_unknown_ones_are_refused_with_their_l
     )
 
 
-def test_a_command_without_client_command_and_an_app_on_the_consumer_protocol_are_refused() -> None:
-    text = APP.replace("  client: command\n", "").replace(
-        "    - name: a\n", "    - name: a\n      protocol: consumer\n      client: command\n"
+def test_a_command_without_client_command_is_refused_an_app_on_the_consumer_protocol_not() -> None:
+    consumer = APP.replace("    - name: a\n", "    - name: a\n      protocol: consumer\n")
+    assert parse_scenario(consumer, "app.yaml").fleet.members[0].protocol == "consumer"
+    text = consumer.replace("  client: command\n", "").replace(
+        "      protocol: consumer\n", "      protocol: consumer\n      client: command\n"
     )
     with pytest.raises(ScenarioError) as info:
         parse_scenario(text, "app.yaml")
     errors = info.value.errors
     assert any("fleet: command is for client: command members" in e for e in errors)
-    assert any("fleet.members[0]: a command member is judged from the classic" in e for e in errors)
+    assert not any("protocol" in e for e in errors), errors
+
+
+def test_a_consumer_protocol_app_s_topic_ids_are_named_by_the_run_s_topics() -> None:
+    """Two topics: the one-subscribed-topic rule cannot name the ids; the run's own map
+    does (it describes the topics it made)."""
+    from kgctl.chaos.app import AppWire
+
+    names = {"id-orders": "orders", "id-audit": "audit"}
+    hb = Event(
+        "ConsumerGroupHeartbeatTraced", 100, 0.0, 1, group="g", member="kgctl-a",
+        client_id="kgctl-a", member_id="a-1", source="wire",
+        data={"error": "NONE", "latency_ms": 2,
+              "request": {"member_epoch": 0, "subscription": ["orders", "audit"], "owned": {}},
+              "response": {"member_epoch": 1, "heartbeat_interval_ms": 500,
+                           "assignment": {"id-orders": [0, 1], "id-audit": [0]}}},
+    )  # fmt: skip
+    wire = AppWire(lambda cid: "a" if cid == "kgctl-a" else None, names)
+    [answered] = [e for e in wire.events(hb) if e.type == "GroupHeartbeatAnswered"]
+    assert answered.member == "a"
+    assert answered.data["assignment"] == {"audit": [0], "orders": [0, 1]}
+    unnamed = AppWire(lambda cid: "a")
+    [raw] = [e for e in unnamed.events(hb) if e.type == "GroupHeartbeatAnswered"]
+    assert raw.data["assignment"] == {"id-audit": [0], "id-orders": [0, 1]}  # ids, not a guess
 
 
 def test_app_replaces_every_command_member_s_program_or_makes_every_member_one() -> None:
@@ -167,3 +196,76 @@ def test_a_java_member_listing_cooperative_second_is_eager() -> None:
         traced("JoinGroupTraced", 2, request=java, response={"protocol": "cooperative-sticky"})
     )
     assert "PartitionsRevoked" not in [e.type for e in chosen]
+
+
+def wire(type_: str, member: str, ts: int, **data: Any) -> Event:
+    return Event(type_, ts, 0.0, ts, group="g", member=member, source="wire", data=data)
+
+
+def fetch(member: str, ts: int, first: int, last: int) -> Event:
+    batches = {"t": {"0": {"hw": 20, "batches": [[first, last]]}}}
+    return wire("FetchTraced", member, ts, partitions=batches)
+
+
+def committed(member: str, ts: int, offset: int) -> Event:
+    request = {"offsets": {"t": {"0": offset}}}
+    return wire("OffsetCommitTraced", member, ts, error="NONE", request=request)
+
+
+def judged(events: list[Event], produced: int) -> Journal:
+    """A run of two app members, a and b, judged by app_checks.judge from `events`."""
+    journal = Journal("s", "r", "g", "b", started_ms=0)
+    apps = [
+        SimpleNamespace(name=n, launch=SimpleNamespace(client="command"), proc=None, started_ms=0)
+        for n in ("a", "b")
+    ]
+    run = SimpleNamespace(
+        journal=journal,
+        judge=SimpleNamespace(violation=lambda *a, **k: None, step_at=lambda ts: "setup"),
+        events=SimpleNamespace(history=events),
+        resources=SimpleNamespace(
+            fleet=SimpleNamespace(history=apps), producer=SimpleNamespace(failed=0)
+        ),
+        state=GroupState("g"),
+    )
+    app_checks.judge(run, [("t", 0, o) for o in range(produced)])
+    return journal
+
+
+def summary_text(journal: Journal) -> str:
+    from rich.console import Console
+
+    from kgctl.render.chaos_view import summary
+
+    console = Console(record=True, width=400, color_system=None, file=io.StringIO())
+    console.print(summary(journal))
+    return console.export_text()
+
+
+def test_a_wire_judged_run_says_what_the_wire_fetched_not_that_nothing_was_consumed() -> None:
+    """No records_consumed lines: what the programs processed is unknown; the Fetch
+    answers say what reached them (b re-read 5..9 after a's kill: counted once)."""
+    events = [
+        fetch("a", 10, 0, 9), committed("a", 11, 5),
+        fetch("b", 20, 5, 17), committed("b", 21, 18),
+    ]  # fmt: skip
+    journal = judged(events, produced=20)
+    text = summary_text(journal)
+    assert "0 consumed" not in text
+    assert (
+        "records: 20 produced, 18 fetched per the wire (distinct offsets in Fetch answers), "
+        "2 never committed; consumed, missing and duplicates unknown (no records_consumed lines)"
+    ) in text
+    assert journal.setup["judge"] == app_checks.JUDGE_WIRE
+    assert journal.records["fetched"] == 18 and journal.records["given"] == 23
+    assert "consumed" not in journal.records  # unknown, not 0
+
+
+def test_a_run_judged_by_the_apps_lines_says_its_consumed_count_comes_from_them() -> None:
+    journal = Journal("s", "r", "g", "b", started_ms=0)
+    journal.setup["judge"] = app_checks.JUDGE_RECORDS
+    journal.records = {"produced": 20, "consumed": 22, "missing": 0, "duplicates": 2}
+    assert (
+        "records: 20 produced, 22 consumed per the members' VerifiableConsumer lines, "
+        "0 missing, 2 duplicates"
+    ) in summary_text(journal)

@@ -134,6 +134,36 @@ def test_a_consumer_that_commits_before_processing_loses_records_when_killed_mid
     assert skipped  # below the group's commit on the wire, yet never processed
 
 
+def test_a_consumer_protocol_app_on_two_topics_is_judged_by_topic_name(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    """ConsumerGroupHeartbeat answers name topics by id; the run names them by the ids
+    of the topics it made, so two topics' partitions are told apart."""
+    record = tmp_path / "run.jsonl"
+    status, journal, err = chaos(
+        bootstrap, APP / "consumer-protocol.yaml", "--record", str(record),
+        "--app", app("--verifiable", "--processing-ms", "5"),
+    )  # fmt: skip
+    assert status == ExitStatus.OK, (err, journal.get("violations"))
+    held = ("at-least-once", "exclusive-ownership", "complete-ownership",
+            "consumed-outside-assignment", "commit-not-ahead", "commits-monotonic")  # fmt: skip
+    assert {rule: journal["invariants"][rule] for rule in held} == dict.fromkeys(held, "held")
+    assert journal["records"]["missing"] == 0 and journal["records"]["produced"] > 50
+    killed, joined = journal["steps"]
+    assert killed["status"] == joined["status"] == "ok"
+    topics = set(journal["topics"].values())
+    events = recorded(record)
+    # The wire's consumer-protocol steps of the apps, by the topics' real names.
+    answered = [e for e in events if e.type == "GroupHeartbeatAnswered" and e.source == "wire"]
+    targets = [e.data["assignment"] for e in answered if e.data.get("assignment")]
+    assert targets and {t for a in targets for t in a} == topics
+    owned = [e for e in events if e.type == "PartitionsAssigned" and e.source == "wire"]
+    assert owned and {t for e in owned for t in e.data["partitions"]} == topics
+    # m2's partitions found their new owner, named as partitions of the run's topics.
+    moved = [mv["partition"] for mv in killed["moved"] if mv["from"] == ["m2"]]
+    assert moved and all(p.rsplit("-", 1)[0] in topics for p in moved), killed["moved"]
+
+
 def test_ctrl_c_leaves_no_app_process_behind(bootstrap: str, tmp_path: Path) -> None:
     record = tmp_path / "run.jsonl"
     proc = subprocess.Popen(

@@ -134,6 +134,82 @@ def test_an_excused_member_consumes_its_stale_partitions_without_a_violation(run
     assert run.journal.invariants["consumed-outside-assignment"] == "held"
 
 
+def batch(member: str, ts: int, partition: int, first: int, last: int) -> Event:
+    b = {"topic": "t", "partition": partition, "first": first, "last": last}
+    return mev("RecordsConsumed", ts, member, 2, batches=[b])
+
+
+def commit(member: str, ts: int, partition: int, offset: int, duration_ms: float = 3) -> Event:
+    offsets = {"t": {str(partition): offset}}
+    return mev("OffsetsCommitted", ts, member, 2, offsets=offsets, duration_ms=duration_ms)
+
+
+def m2_frozen_then_replaced_by_m1() -> list[Event]:
+    """m2 owns t-2 and commits 19; frozen at 6000, its session ends and m1 takes t-2 in
+    generation 3 (from 12000)."""
+    return [
+        *two_member_eager_history(),  # m2 owns t-2 and t-3 from 5450
+        batch("m2", 5500, 2, 0, 18),
+        commit("m2", 5510, 2, 19),
+        batch("m2", 5990, 2, 19, 19),
+        mev("JoinGroupSent", 11900, "m1", 2),
+        mev("JoinGroupReceived", 11950, "m1", 3, leader="m1-id"),
+        mev("PartitionsAssigned", 12000, "m1", 3, partitions={"t": [0, 1, 2, 3]}),
+        mev("JoinCompleted", 12000, "m1", 3),
+    ]
+
+
+def commit_rules(run: Run) -> list[tuple[str, str]]:
+    run.judge.final_checks(run.events.state, None)
+    return [(v.rule, v.message) for v in run.journal.violations]
+
+
+def test_a_frozen_members_commit_answered_after_its_thaw_counts_when_it_was_sent(
+    run: Run,
+) -> None:
+    """m2 sent its commit of 20 at 5995 and was frozen before the answer came (the broker
+    took it then: m1 started t-2 from 20); thawed at 14000, it stamps its commit then,
+    long after m1 moved on: a CI run of the pause scenario was failed so, twice."""
+    run.judge.excused["m2"] = [(6000, 14000)]
+    run.feed(
+        *m2_frozen_then_replaced_by_m1(),
+        commit("m1", 12100, 2, 20),  # its position: the committed offset it started from
+        batch("m1", 12200, 2, 20, 93),
+        commit("m1", 12210, 2, 94),
+        commit("m2", 14005, 2, 20, duration_ms=8010),  # sent at 5995, before the freeze
+    )
+    assert commit_rules(run) == []
+    assert run.journal.invariants["commit-not-ahead"] == "held"
+    assert run.journal.invariants["commits-monotonic"] == "held"
+
+
+def test_a_commit_ahead_of_what_its_member_consumed_still_fails(run: Run) -> None:
+    run.judge.excused["m2"] = [(6000, 14000)]
+    run.feed(
+        *m2_frozen_then_replaced_by_m1(),
+        commit("m1", 12100, 2, 30),  # nobody committed or consumed 20..29
+        commit("m2", 14005, 2, 20, duration_ms=8010),
+    )
+    assert commit_rules(run) == [
+        ("commit-not-ahead", "m1 committed t-2 at 30, ahead of its position 20")
+    ]
+
+
+def test_a_commit_sent_after_a_higher_one_landed_still_goes_backwards(run: Run) -> None:
+    run.judge.excused["m2"] = [(6000, 14000)]
+    run.feed(
+        *m2_frozen_then_replaced_by_m1(),
+        commit("m2", 5995, 2, 20),  # answered before the freeze
+        commit("m1", 12100, 2, 20),
+        batch("m1", 12200, 2, 20, 93),
+        commit("m1", 12210, 2, 94),
+        commit("m2", 14100, 2, 20, duration_ms=50),  # sent after its thaw, and accepted
+    )
+    [(rule, message)] = commit_rules(run)
+    assert (rule, message) == ("commits-monotonic", "m2 committed t-2 at 20, behind 94")
+    assert run.journal.violations[0].step == "setup"
+
+
 def test_only_a_member_failing_unexpectedly_is_a_violation(run: Run) -> None:
     run.judge.expected_fenced.add("m1")
     run.feed(

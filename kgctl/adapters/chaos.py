@@ -132,6 +132,20 @@ class ChaosAdmin:
             if not t.get("error_code")
         }
 
+    def topic_ids(self, topics: list[str]) -> dict[str, str]:
+        """{topic id: name} of `topics` (Metadata v10+ names each topic's id; a topic
+        without one is left out)."""
+        try:
+            described = self._admin.describe_topics(topics)
+        except Exception as exc:
+            raise self._error(exc, "describe topics") from None
+        out: dict[str, str] = {}
+        for t in described:
+            tid, name = t.get("topic_id"), t.get("name", t.get("topic"))
+            if tid is not None and not t.get("error_code") and int(getattr(tid, "int", 1)):
+                out[str(tid)] = str(name)
+        return out
+
     def _wait_partitions(self, want: dict[str, int], timeout_s: float = 15.0) -> None:
         deadline = time.monotonic() + timeout_s
         while True:

@@ -26,7 +26,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
@@ -282,6 +282,10 @@ def spawn_app(launch: Any, command: list[str], preexec: Callable[[], None]) -> A
     env["KGCTL_SESSION_TIMEOUT_MS"] = str(launch.session_timeout_ms)
     env["KGCTL_HEARTBEAT_INTERVAL_MS"] = str(launch.heartbeat_interval_ms)
     env["KGCTL_MAX_POLL_INTERVAL_MS"] = str(launch.max_poll_interval_ms)
+    # group.protocol: on `consumer`, the session and heartbeat interval are the broker's.
+    env["KGCTL_GROUP_PROTOCOL"] = launch.protocol
+    if launch.remote_assignor:
+        env["KGCTL_REMOTE_ASSIGNOR"] = launch.remote_assignor
     config = {
         "name": launch.name,
         "group": launch.group,
@@ -313,10 +317,14 @@ class AppWire:
     of the new generation came first would seem to share partitions with one still
     holding the old generation's."""
 
-    def __init__(self, members: Callable[[str], str | None]) -> None:
+    def __init__(
+        self, members: Callable[[str], str | None], topic_names: Mapping[str, str] | None = None
+    ) -> None:
         self.members = members
         self.owned: dict[str, dict[str, list[int]]] = {}
-        self.wire = WireSteps()  # what each consumer-protocol app member last said
+        # What each consumer-protocol app member last said; its answers' topic ids named
+        # by `topic_names` (the run's topics, {id: name}).
+        self.wire = WireSteps(topic_names=topic_names if topic_names is not None else {})
 
     def events(self, event: Event) -> list[Event]:
         """`event`, and the member steps it means when its client is an app member

@@ -81,7 +81,8 @@ def duplicate_count(batches: Iterable[tuple[str, int, int, int]]) -> int:
     return total
 
 
-# (ts_ms, member, partition, offset committed, what that member had consumed up to)
+# (ms the commit was sent, member, partition, offset committed, what that member had
+# consumed up to)
 Commit = tuple[int, str, TopicPartition, int, int]
 
 
@@ -89,9 +90,10 @@ def commit_violations(log: Iterable[Commit]) -> list[tuple[str, str, int, str, s
     """Committed offsets never go backwards and never pass the committer's position
     (what it consumed, or the committed offset it started from).
 
-    Judged in the members' own time order, not arrival order: members' event streams
-    interleave, so a new owner's commit can arrive before the previous owner's commit
-    it started from. Returns (rule, message, ts_ms, member, partition) tuples.
+    Judged in the members' own time order (each commit when it was sent), not arrival
+    order: members' event streams interleave, so a new owner's commit can arrive before
+    the previous owner's commit it started from.
+    Returns (rule, message, ts_ms, member, partition) tuples.
     """
     out: list[tuple[str, str, int, str, str]] = []
     committed: dict[TopicPartition, int] = {}

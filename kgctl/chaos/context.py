@@ -41,6 +41,7 @@ class RunContext:
         options: RunOptions,
     ) -> None:
         self._plan, self._judge, self._events, self._journal = plan, judge, events, journal
+        self._resources = resources
         self.scenario: Scenario = plan.scenario
         self.group = plan.group
         self.topic_base = plan.topic_base
@@ -71,6 +72,8 @@ class RunContext:
     def add_topic(self, logical: str, real: str, partitions: int) -> None:
         self._plan.add_topic(logical, real, partitions)
         self._journal.topics[logical] = real
+        if self._plan.traces_topic_ids():
+            self._resources.learn_topic_ids([real])
 
     def launch_for(
         self, spec: MemberSpec, name: str | None = None, instance_id: str | None = None

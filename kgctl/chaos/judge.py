@@ -157,12 +157,16 @@ class Judge:
     def _committed(self, ev: Event) -> None:
         # Judged at the end in the members' own time order (check_commits): members'
         # streams interleave, so a new owner's commit can arrive before the previous
-        # owner's commit it started from.
+        # owner's commit it started from. A commit is placed when it was sent, not
+        # answered: the broker applied it on arrival, and a member frozen (SIGSTOP)
+        # with its request out reads the answer after its thaw, long after its
+        # partition's next owner started from that offset and moved on.
+        sent_ms = ev.ts_ms - round(float(ev.data.get("duration_ms") or 0))
         for topic, parts in (ev.data.get("offsets") or {}).items():
             for p, offset in parts.items():
                 tp = (topic, int(p))
                 own = self.consumed_up_to.get((ev.member, tp), 0)
-                self.commit_log.append((ev.ts_ms, ev.member, tp, int(offset), own))
+                self.commit_log.append((sent_ms, ev.member, tp, int(offset), own))
         self.journal.held("commits-monotonic")
         self.journal.held("commit-not-ahead")
 

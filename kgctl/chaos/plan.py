@@ -142,6 +142,11 @@ class FleetPlan:
             "--session-timeout MS within them"
         )
 
+    def traces_topic_ids(self) -> bool:
+        """Whether the wire names this fleet's assignments by topic id: it has
+        consumer-protocol app members (ConsumerGroupHeartbeat names topics by id)."""
+        return any(s.client == "command" and s.protocol != "classic" for s in self.specs.values())
+
     # -- timings ------------------------------------------------------------------------
     def consumer_timings(self) -> tuple[int, int] | None:
         """The broker's (session, heartbeat interval) of consumer-protocol members, when

@@ -66,6 +66,8 @@ class RunResources:
         # that existed before it (refused, or acted on with --allow-destructive).
         self.created_topics = False
         self.owns_group = False
+        # {topic id: name} of the run's topics, for consumer-protocol app members' answers.
+        self.topic_names: dict[str, str] = {}
 
     def check_safety(self, plan: FleetPlan) -> None:
         """Refuse an irreversible action on a cluster that is not local, unless allowed;
@@ -118,6 +120,14 @@ class RunResources:
         admin.create_topics(
             {plan.topics[t]: n for t, n in plan.partitions.items()}, self.replication
         )
+        if plan.traces_topic_ids():
+            self.learn_topic_ids([plan.topics[t] for t in plan.partitions])
+
+    def learn_topic_ids(self, topics: list[str]) -> None:
+        """Remember the ids of topics the run made: consumer-protocol answers on the wire
+        name topics by id (kgctl/model/wire.py names them by this map)."""
+        if self.admin is not None:
+            self.topic_names.update(self.admin.topic_ids(topics))
 
     def start_producer(self, run_id: str) -> NumberedProducer:
         self.producer = NumberedProducer(self.settings, run_id)

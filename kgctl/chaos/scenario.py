@@ -537,12 +537,6 @@ def with_app(sc: Scenario, command: list[str] | None) -> Scenario:
             f"{sc.origin}: members {', '.join(bare)} are client: command without a command; "
             "add command: [program, args...] to the scenario or pass --app 'CMD'"
         )
-    bad = [m.name for m in members if m.client == "command" and m.protocol != "classic"]
-    if bad:
-        raise UsageError(
-            f"--app: members {', '.join(bad)} are on the consumer protocol; a command member is "
-            "judged from the classic protocol's answers: run the scenario with classic members"
-        )
     return replace(sc, fleet=replace(sc.fleet, members=members))
 
 
@@ -792,19 +786,9 @@ def _check_command(
     path: str,
     spec: MemberSpec,
 ) -> None:
-    """A command is for `client: command` only; the wire judge reads classic groups (its
-    assignments name topics). A command member without a command gets `--app`'s
-    (`with_app`; the run refuses one with neither)."""
-    if spec.client == "command":
-        if spec.protocol != "classic" and ("protocol" in keys or "client" in keys):
-            where = keys["protocol"][1] if "protocol" in keys else keys["client"][1]
-            c.error(
-                where,
-                path,
-                "a command member is judged from the classic protocol's answers on the wire "
-                "(the consumer protocol's name topic ids): use protocol: classic",
-            )
-    elif "command" in keys and spec.command:
+    """A command is for `client: command` only. A command member without a command gets
+    `--app`'s (`with_app`; the run refuses one with neither)."""
+    if spec.client != "command" and "command" in keys and spec.command:
         c.error(keys["command"][0], path, "command is for client: command members; add it")
 
 

@@ -12,9 +12,10 @@ events are left as they are (counted once).
 A consumer-protocol (KIP-848) member says on the wire what it owns (`owned`, sent when
 it changed) and is answered its epoch and its target (`assignment`, sent when it
 changed): what it gave up between two of its own reports it revoked (or lost, after a
-fencing answer), and it is stable once it owns its target. The wire names topics by id;
-a group whose members subscribe to one topic has that topic's name for every id, else
-the id stands for the topic.
+fencing answer), and it is stable once it owns its target. The wire names topics by id:
+an id whose name is known (`WireSteps.topic_names`: a chaos run's own topics) has it; a
+group whose members subscribe to one topic has that topic's name for every id; else the
+id stands for the topic.
 
 Pure: events in, events out (`WireSteps` keeps what each member last said).
 """
@@ -76,6 +77,9 @@ class WireSteps:
 
     members: dict[tuple[str, str], _Consumer] = field(default_factory=dict)
     topics: dict[str, set[str]] = field(default_factory=dict)  # group -> subscribed names
+    # {topic id: name} known from elsewhere (a chaos run's own topics); shared, it may
+    # grow while the trace is read.
+    topic_names: Mapping[str, str] = field(default_factory=dict)
 
     def steps(self, ev: Event) -> list[Event]:
         """The member steps `ev` stands for (none for a member's own event)."""
@@ -86,15 +90,16 @@ class WireSteps:
         return list(_as_member(ev))
 
     def _name(self, group: str, raw: Any) -> Partitions | None:
-        """A traced {topic id: [partitions]} by topic name where the group's
-        subscriptions name one topic only (else by id)."""
+        """A traced {topic id: [partitions]} by topic name: its id's known name, else the
+        one topic the group's subscriptions name (else the id)."""
         if not isinstance(raw, Mapping):
             return None
         names = self.topics.get(group, set())
         only = next(iter(names)) if len(names) == 1 else None
         out: dict[str, set[int]] = {}
         for topic, ids in raw.items():
-            out.setdefault(only or str(topic), set()).update(int(p) for p in ids or [])
+            name = self.topic_names.get(str(topic)) or only or str(topic)
+            out.setdefault(name, set()).update(int(p) for p in ids or [])
         return {t: sorted(ps) for t, ps in sorted(out.items()) if ps}
 
     def _consumer_steps(self, ev: Event) -> Iterator[Event]:

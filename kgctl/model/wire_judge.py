@@ -71,6 +71,19 @@ class WireJudgement:
     committed: dict[TopicPartition, int] = field(default_factory=dict)  # the group's, at the end
     high_watermarks: dict[TopicPartition, int] = field(default_factory=dict)
     not_committed: dict[TopicPartition, int] = field(default_factory=dict)  # produced, above it
+    # Every batch range Fetch answers carried to any member, per partition.
+    fetched_ranges: dict[TopicPartition, list[tuple[int, int]]] = field(default_factory=dict)
+
+    def fetched_records(self) -> int:
+        """Distinct offsets that Fetch answers carried to the members (re-reads once)."""
+        total = 0
+        for ranges in self.fetched_ranges.values():
+            end = -1  # past the last offset counted, in this partition's sorted ranges
+            for first, last in sorted(ranges):
+                if last > end:
+                    total += last - max(first, end + 1) + 1
+                    end = last
+        return total
 
 
 def _where(tp: TopicPartition) -> str:
@@ -94,6 +107,7 @@ class _Judge:
                     self.out.high_watermarks[tp] = max(self.out.high_watermarks.get(tp, 0), hw)
                 for first, last in entry.get("batches") or []:
                     m.given += int(last) - int(first) + 1
+                    self.out.fetched_ranges.setdefault(tp, []).append((int(first), int(last)))
                     m.fetched_to[tp] = max(m.fetched_to.get(tp, 0), int(last) + 1)
 
     def committed(self, ev: Event) -> None:

@@ -19,6 +19,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from kgctl.chaos.app_checks import JUDGE_RECORDS, JUDGE_WIRE
 from kgctl.chaos.journal import Journal
 from kgctl.chaos.showdown import ShowdownRow
 from kgctl.model.events import Event
@@ -339,12 +340,7 @@ def summary(journal: Journal) -> RenderableType:
     if journal.setup.get("fetch") is False:
         parts.append(Text(NO_FETCH, style="yellow"))
     if r:
-        parts.append(
-            Text(
-                f"records: {r.get('produced', 0)} produced, {r.get('consumed', 0)} consumed, "
-                f"{r.get('missing', 0)} missing, {r.get('duplicates', 0)} duplicates"
-            )
-        )
+        parts.append(Text(records_text(journal)))
     parts.append(invariants_text(journal))
     for v in journal.violations:
         who = f" {', '.join(v.members)}" if v.members else ""
@@ -360,6 +356,25 @@ def summary(journal: Journal) -> RenderableType:
         verdict.append(f" — {journal.error}")
     parts.append(verdict)
     return Wrapped(Group(*parts))
+
+
+def records_text(journal: Journal) -> str:
+    """The run's records line, saying where its counts come from."""
+    r = journal.records
+    judge = journal.setup.get("judge")
+    if judge == JUDGE_WIRE:
+        # Nothing the programs processed was reported: what reached them is all known.
+        return (
+            f"records: {r.get('produced', 0)} produced, {r.get('fetched', 0)} fetched per the "
+            "wire (distinct offsets in Fetch answers), "
+            f"{r.get('not_committed', 0)} never committed; consumed, missing and duplicates "
+            "unknown (no records_consumed lines)"
+        )
+    source = " per the members' VerifiableConsumer lines" if judge == JUDGE_RECORDS else ""
+    return (
+        f"records: {r.get('produced', 0)} produced, {r.get('consumed', 0)} consumed{source}, "
+        f"{r.get('missing', 0)} missing, {r.get('duplicates', 0)} duplicates"
+    )
 
 
 class ChaosDisplay:

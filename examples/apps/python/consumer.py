@@ -12,7 +12,9 @@ member killed mid-batch loses the rest of that batch (kgctl must say at-least-on
 VIOLATED).
 
 The client id (KGCTL_CLIENT_ID) and, for a static member, the instance id
-(KGCTL_INSTANCE_ID) are the ones kgctl gives: they name this process on the wire.
+(KGCTL_INSTANCE_ID) are the ones kgctl gives: they name this process on the wire. A
+member the scenario puts on the consumer protocol (KGCTL_GROUP_PROTOCOL=consumer) sets
+group.protocol=consumer.
 """
 
 from __future__ import annotations
@@ -57,6 +59,13 @@ def main() -> int:
         "max.poll.interval.ms": int(os.environ.get("KGCTL_MAX_POLL_INTERVAL_MS", 30000)),
         "topic.metadata.refresh.interval.ms": 1000,
     }
+    if os.environ.get("KGCTL_GROUP_PROTOCOL") == "consumer":
+        # KIP-848: the broker owns the session and the heartbeat interval (librdkafka
+        # refuses them client-side), and assigns with its own assignor.
+        config["group.protocol"] = "consumer"
+        del config["session.timeout.ms"], config["heartbeat.interval.ms"]
+        if os.environ.get("KGCTL_REMOTE_ASSIGNOR"):
+            config["group.remote.assignor"] = os.environ["KGCTL_REMOTE_ASSIGNOR"]
     if os.environ.get("KGCTL_INSTANCE_ID"):
         config["group.instance.id"] = os.environ["KGCTL_INSTANCE_ID"]
     stopping = False
