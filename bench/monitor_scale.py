@@ -224,6 +224,7 @@ class MonitorProc:
 @dataclass
 class ModeResult:
     mode: str
+    interval_s: float
     window_s: float = 0.0
     cpu_core_fraction: float = 0.0
     broker_cpu_core_fraction: float | None = None
@@ -235,6 +236,8 @@ class ModeResult:
     wrong_cause: int = 0
     mean_poll_s: float | None = None
     error: str = ""
+    # The first few rebalances missed or given a wrong cause, to read what happened.
+    examples: list[dict[str, Any]] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         lags = sorted(self.lags_ms)
@@ -243,7 +246,7 @@ class ModeResult:
             return lags[min(len(lags) - 1, int(p * len(lags)))] if lags else None
 
         return {
-            "mode": self.mode, "window_s": round(self.window_s, 1),
+            "mode": self.mode, "interval_s": self.interval_s, "window_s": round(self.window_s, 1),
             "cpu_core_fraction": round(self.cpu_core_fraction, 4),
             "broker_cpu_core_fraction": None if self.broker_cpu_core_fraction is None
             else round(self.broker_cpu_core_fraction, 4),
@@ -252,12 +255,13 @@ class ModeResult:
             "wrong_cause": self.wrong_cause,
             "lag_median_ms": int(statistics.median(lags)) if lags else None,
             "lag_p99_ms": pct(0.99), "lag_max_ms": lags[-1] if lags else None,
-            "mean_poll_s": self.mean_poll_s, "error": self.error,
+            "mean_poll_s": self.mean_poll_s, "error": self.error, "examples": self.examples,
         }  # fmt: skip
 
 
 def run_mode(
     mode: str,
+    interval_s: float,
     bootstrap: str,
     fleet: Fleet,
     groups: list[str],
@@ -267,8 +271,8 @@ def run_mode(
     broker_pid: int | None,
     say: Callable[[str], None],
 ) -> ModeResult:
-    res = ModeResult(mode)
-    mon = MonitorProc(bootstrap, 1.0, poll_only=mode == "poll")
+    res = ModeResult(mode, interval_s)
+    mon = MonitorProc(bootstrap, interval_s, poll_only=mode == "poll")
     try:
         deadline = time.monotonic() + 300
         ready = "kgctl_monitor_polls_total" if mode == "poll" else "kgctl_monitor_offsets_caught_up"
@@ -277,7 +281,7 @@ def run_mode(
                 res.error = "the monitor never caught up"
                 return res
             time.sleep(0.5)
-        say(f"bench: {mode}: monitor ready, warming up {warmup_s:.0f}s")
+        say(f"bench: {mode}@{interval_s:g}s: monitor ready, warming up {warmup_s:.0f}s")
         time.sleep(warmup_s)
         start_cpu, start_t = cpu_s(mon.proc.pid), time.monotonic()
         start_broker = cpu_s(broker_pid) if broker_pid else None
@@ -305,8 +309,9 @@ def run_mode(
         if start_broker is not None and broker_pid:
             res.broker_cpu_core_fraction = (cpu_s(broker_pid) - start_broker) / window
         res.rss_mb, res.peak_rss_mb = memory_mb(mon.proc.pid)
-        polls, took = mon.metric("kgctl_monitor_polls_total"), mon.metric(
-            "kgctl_monitor_poll_duration_seconds_sum"
+        polls, took = (
+            mon.metric("kgctl_monitor_polls_total"),
+            mon.metric("kgctl_monitor_poll_duration_seconds_sum"),
         )
         res.mean_poll_s = round(took / polls, 3) if polls and took is not None else None
         time.sleep(LINE_TIMEOUT_S)
@@ -327,6 +332,7 @@ def _score(res: ModeResult, actions: list[Action], fleet: Fleet, mon: MonitorPro
         lines = [x for x in mon.lines_of(a.group, a.at_ms) if x[0] > used.get(a.group, 0)]
         if end is None or not lines or lines[0][0] - end > LINE_TIMEOUT_S * 1000:
             res.missed += 1
+            _example(res, a, end, lines)
             continue
         t, doc = lines[0]
         used[a.group] = t
@@ -334,6 +340,21 @@ def _score(res: ModeResult, actions: list[Action], fleet: Fleet, mon: MonitorPro
         want = "member_joined" if a.kind == "join" else "member_left"
         if doc["trigger"]["cause"] != want:
             res.wrong_cause += 1
+            _example(res, a, end, lines)
+
+
+def _example(
+    res: ModeResult, a: Action, end: int | None, lines: list[tuple[int, dict[str, Any]]]
+) -> None:
+    if len(res.examples) < 5:
+        res.examples.append({
+            "group": a.group, "action": a.kind, "at_ms": a.at_ms, "ended_ms": end,
+            "lines": [
+                {"read_ms": t, "generation": d.get("generation"),
+                 "cause": d["trigger"]["cause"], "evidence": d["trigger"].get("evidence")}
+                for t, d in lines[:3]
+            ],
+        })  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -343,7 +364,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rate", type=float, default=2.0, help="rebalances provoked a second")
     p.add_argument("--seconds", type=float, default=120.0, help="the measured window per mode")
     p.add_argument("--warmup", type=float, default=20.0)
-    p.add_argument("--modes", default="log,poll")
+    p.add_argument(
+        "--modes",
+        default="log:1,poll:1,log:10",
+        help="MODE:INTERVAL,...: log (as shipped) or poll (--no-offsets-topic), --interval",
+    )
     p.add_argument("--bootstrap")
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
@@ -381,10 +406,11 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(1)
         say(f"bench: {fleet.settled()} of {len(groups)} active groups assigned")
         out["modes"] = []
-        for mode in args.modes.split(","):
+        for spec in args.modes.split(","):
+            mode, _, interval = spec.partition(":")
             r = run_mode(
-                mode, bootstrap, fleet, groups, args.seconds, args.rate, args.warmup,
-                broker_pid, say,
+                mode, float(interval or 1), bootstrap, fleet, groups, args.seconds, args.rate,
+                args.warmup, broker_pid, say,
             )  # fmt: skip
             say(f"bench: {mode}: {json.dumps(r.summary())}")
             out["modes"].append(r.summary())

@@ -23,20 +23,24 @@ EMPTY = ListedGroup("classic", "Empty")
 
 def _swept(rounds: DescribeRounds, listed: dict[str, ListedGroup]) -> None:
     assert rounds.due(listed, 0) == sorted(listed)  # the first round describes every group
-    rounds.described({g: listing.state or "" for g, listing in listed.items()})
+    rounds.described({g: listing.state or "" for g, listing in listed.items()}, 0)
 
 
-def test_an_idle_group_is_described_again_only_at_the_sweep() -> None:
-    rounds = DescribeRounds(log_read=True, sweep_ms=30_000)
-    listed = {"idle": EMPTY, "steady": STABLE}
+def test_an_idle_group_is_described_again_once_a_sweep_a_share_each_round() -> None:
+    rounds = DescribeRounds(log_read=True, interval_ms=1000, sweep_ms=30_000)
+    listed = {f"idle-{i:02d}": EMPTY for i in range(60)} | {"steady": STABLE}
     _swept(rounds, listed)
     assert rounds.due(listed, 1000) == []
     assert rounds.due(listed, 29_000) == []
-    assert rounds.due(listed, 30_000) == ["idle", "steady"]
+    # 61 groups, a round a second, a sweep of 30 s: 3 a round, those described longest ago.
+    first = rounds.due(listed, 30_000)
+    assert first == ["idle-00", "idle-01", "idle-02"]
+    rounds.described(dict.fromkeys(first, "Empty"), 30_000)
+    assert rounds.due(listed, 31_000) == ["idle-03", "idle-04", "idle-05"]
 
 
 def test_a_group_listed_in_another_state_or_rebalancing_is_described() -> None:
-    rounds = DescribeRounds(log_read=True)
+    rounds = DescribeRounds(log_read=True, interval_ms=1000)
     _swept(rounds, {"a": STABLE, "b": STABLE, "c": EMPTY})
     listed = {
         "a": ListedGroup("classic", "PreparingRebalance"),
@@ -45,7 +49,7 @@ def test_a_group_listed_in_another_state_or_rebalancing_is_described() -> None:
         "new": EMPTY,  # never described
     }
     assert rounds.due(listed, 1000) == ["a", "c", "new"]
-    rounds.described({"a": "PreparingRebalance", "c": "Stable", "new": "Empty"})
+    rounds.described({"a": "PreparingRebalance", "c": "Stable", "new": "Empty"}, 1000)
     # Still rebalancing: what its members wait for is only in its description.
     assert rounds.due(listed, 2000) == ["a"]
 
@@ -53,11 +57,11 @@ def test_a_group_listed_in_another_state_or_rebalancing_is_described() -> None:
 def test_a_group_with_a_record_read_is_described_next_round_once() -> None:
     # A rebalance that began and ended between two listings: Stable both times, but
     # its record was read.
-    rounds = DescribeRounds(log_read=True)
+    rounds = DescribeRounds(log_read=True, interval_ms=1000)
     _swept(rounds, {"a": STABLE, "b": STABLE})
     rounds.touched("b")
     assert rounds.due({"a": STABLE, "b": STABLE}, 1000) == ["b"]
-    rounds.described({"b": "Stable"})
+    rounds.described({"b": "Stable"}, 1000)
     assert rounds.due({"a": STABLE, "b": STABLE}, 2000) == []
 
 
@@ -66,7 +70,7 @@ def test_what_the_log_does_not_carry_is_described_every_round() -> None:
     untyped = ListedGroup("unknown", "Stable")  # Kafka 3.7: classic or consumer?
     stateless = ListedGroup("classic", None)  # ListGroups before v4
     listed = {"k": consumer, "u": untyped, "s": stateless, "c": STABLE}
-    rounds = DescribeRounds(log_read=True)
+    rounds = DescribeRounds(log_read=True, interval_ms=1000)
     _swept(rounds, listed)
     assert rounds.due(listed, 1000) == ["k", "s", "u"]
     # Without the log (no read access), every group every round, as a poller would.
@@ -75,7 +79,7 @@ def test_what_the_log_does_not_carry_is_described_every_round() -> None:
 
 
 def test_a_group_forgotten_is_described_as_new() -> None:
-    rounds = DescribeRounds(log_read=True)
+    rounds = DescribeRounds(log_read=True, interval_ms=1000)
     _swept(rounds, {"a": STABLE})
     rounds.forget("a")  # deleted, or its partition given to another monitor
     assert rounds.due({"a": STABLE}, 1000) == ["a"]

@@ -14,7 +14,8 @@ generation. So a round describes only the groups where something may have happen
 - every consumer-protocol group, every round (the monitor reads no KIP-848 records:
   its descriptions are its whole story), and every group when the listing has no states
   or the log is not read;
-- every group once per sweep, for what neither source shows.
+- every group once per sweep (30 s), for what neither source shows, a share of them
+  each round.
 
 A record read also wakes the poll thread for a round of its own, between two listings,
 that describes only the groups with records (`take_touched`): a stored generation is
@@ -28,6 +29,7 @@ No I/O: the poll thread asks `due` with the listing and the time; the state thre
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Mapping
 
@@ -41,10 +43,10 @@ SWEEP_MS = 30_000
 class DescribeRounds:
     """What each round describes, from what was listed, described and read."""
 
-    def __init__(self, *, log_read: bool, sweep_ms: int = SWEEP_MS) -> None:
-        self.log_read, self.sweep_ms = log_read, sweep_ms
+    def __init__(self, *, log_read: bool, interval_ms: int, sweep_ms: int = SWEEP_MS) -> None:
+        self.log_read, self.interval_ms, self.sweep_ms = log_read, interval_ms, sweep_ms
         self.described_state: dict[str, str] = {}  # group -> state at its last description
-        self.swept_ms: int | None = None
+        self.described_ms: dict[str, int] = {}  # group -> when it was last described
         self._touched: set[str] = set()
         self._lock = threading.Lock()
         self.wake = threading.Event()  # set when records wait for a round of their own
@@ -73,10 +75,10 @@ class DescribeRounds:
         """The groups to describe now, of those `listed`."""
         with self._lock:
             touched, self._touched = self._touched, set()
-        if self.swept_ms is None or now_ms - self.swept_ms >= self.sweep_ms or not self.log_read:
-            self.swept_ms = now_ms
+        if not self.log_read:
             return sorted(listed)
         out = []
+        stale = []
         for group, listing in listed.items():
             last = self.described_state.get(group)
             if (
@@ -88,14 +90,24 @@ class DescribeRounds:
                 or group in touched
             ):
                 out.append(group)
-        return sorted(out)
+            elif now_ms - self.described_ms.get(group, now_ms) >= self.sweep_ms:
+                stale.append(group)
+        # The sweep, spread over the rounds: the groups described longest ago, as many a
+        # round as describes each once a sweep (all at once, 10,000 groups held the poll
+        # thread, and the records' rounds behind it, for seconds).
+        share = max(1, math.ceil(len(listed) * self.interval_ms / self.sweep_ms))
+        stale.sort(key=lambda g: (self.described_ms[g], g))
+        return sorted(out + stale[:share])
 
-    def described(self, states: Mapping[str, str]) -> None:
-        """What a round's descriptions said (group -> state); groups no longer listed are
-        forgotten by `forget`."""
+    def described(self, states: Mapping[str, str], taken_ms: int) -> None:
+        """What a round's descriptions, taken at `taken_ms`, said (group -> state); groups
+        no longer listed are forgotten by `forget`."""
         self.described_state.update(states)
+        for group in states:
+            self.described_ms[group] = taken_ms
 
     def forget(self, group: str) -> None:
         self.described_state.pop(group, None)
+        self.described_ms.pop(group, None)
         with self._lock:
             self._touched.discard(group)

@@ -145,7 +145,9 @@ class Monitor:
         self.listed: dict[str, ListedGroup] = {}
         # Which groups each round describes (the listing's states and the log say where
         # something may have happened); every group every round without the log.
-        self.rounds = DescribeRounds(log_read=bool(offsets_topic))
+        self.rounds = DescribeRounds(
+            log_read=bool(offsets_topic), interval_ms=int(interval_s * 1000)
+        )
         self.fatal: KgctlError | None = None  # what ends the monitor, raised by step()
         self.undescribed: set[str] = set()  # listed untyped groups no describe knows
 
@@ -355,7 +357,9 @@ class Monitor:
                 absent = GroupSnapshot(group=group, state="Dead", missing=True)
                 out += self._follower(group).observed(absent, now)
             out += self._observe(group, snap, now, taken)
-        self.rounds.described({g: snap.state for g, snap in snaps.items() if g in self.followers})
+        self.rounds.described(
+            {g: snap.state for g, snap in snaps.items() if g in self.followers}, taken
+        )
         if listed is None:
             return out  # a round for records read, between two listings
         for group in sorted(undescribed & set(listed)):
