@@ -115,6 +115,20 @@ def test_a_dead_members_wait_from_the_wire_is_its_session(silent_ms: int, wait_m
     assert (wait.phase, wait.why, wait.ms) == ("detect", "dead", wait_ms)
 
 
+# -- when a rebalance began ------------------------------------------------------------------
+
+
+def test_the_brokers_preparing_line_dates_a_rebalance_whose_reason_is_inferred() -> None:
+    # librdkafka's rejoin with the same members: the broker logs `Updating metadata for
+    # member` (why it rejoined is inferred), and when it began preparing, exactly. The
+    # stored record is written only once the generation is stable (h2 by hand, A2).
+    a, b = _id("a"), _id("b")
+    events = [_stored(3, 3000, [a, b], 10000), _stored(4, 12212, [a, b], 10000)]
+    lines = (BrokerReason(10749, "g", f"Updating metadata for member {a} during Stable", 3),)
+    d = _diagnoses(events, lines)[4]
+    assert (d.start_ms, d.timed) == (10749, True)
+
+
 # -- a growth ---------------------------------------------------------------------------------
 
 

@@ -261,6 +261,21 @@ def test_plain_clients_behind_the_proxy_are_explained_from_the_wire() -> None:
     assert fix and fix[0]["value"] == "4000" and "seen between heartbeats" in fix[0]["text"]
 
 
+def test_a_rebalance_begins_when_the_broker_began_it_not_when_the_wire_learnt_of_it() -> None:
+    """librdkafka members behind `kgctl proxy`, kp3 SIGKILLed (session 10 s, heartbeats
+    every 3 s; h2's by-hand run, /work/wt/h2-by-hand.md A1). The broker removed kp3 and
+    began the rebalance at 07:38:36.255; the survivors' heartbeats learnt of it 1.6 s
+    later. explain said "began 07:38:37.884 took 61ms" next to the broker line it quoted."""
+    recording, log = DATA / "rdkafka_wire_kill.jsonl.gz", DATA / "rdkafka_wire_kill.server.log"
+    args = ["explain", "g-kill-proxy", "--recording", str(recording), "--broker-log", str(log)]
+    doc = json.loads(runner.invoke(app, [*args, "--offline", "-o", "json"]).stdout)
+    kill = doc["generations"][0]
+    assert kill["generation"] == 4 and kill["trigger"]["who"] == "kp3"
+    # 07:38:36.255 and 07:38:37.928 (the broker's Preparing and Stabilized lines), UTC.
+    assert kill["start_ms"] == 1796197116255
+    assert kill["stable_ms"] - kill["start_ms"] > 1500
+
+
 def test_a_json_line_that_is_not_an_object_is_not_an_event() -> None:
     # Random bytes hold such lines now and then (a run of digits): a usage error, not a crash.
     events, skipped = parse_lines(["5", '"text"', "[1, 2]"])
