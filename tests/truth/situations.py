@@ -31,7 +31,9 @@ KAFKA_DEFAULT_SESSION_MS = 45000  # librdkafka's (and Java's) default session.ti
 BROKER_CONSUMER_SESSION_MS = 10000
 BROKER_CONSUMER_HEARTBEAT_MS = 500
 MAX_POLL_MS = 4000
-SYNC_HOLD_MS = 3000  # how long the proxy holds each SyncGroup of one round (sync-held)
+# How long the proxy holds each SyncGroup of one round (sync-held): under the members'
+# 3 s session (a hold as long as the session got members removed: another situation).
+SYNC_HOLD_MS = 1500
 
 # What each client kind is: librdkafka with the classic protocol's eager `range`, with
 # `cooperative-sticky`, and with the consumer protocol (KIP-848), which refuses the
@@ -67,6 +69,9 @@ class Expected:
     # request was held): it must not be read as the trigger, nor blamed on a member.
     side_fault: str | None = None
     held_ms: int | None = None  # the proxy held the round's SyncGroups this long
+    # The fault fenced a member on the wire only: the broker kept it, and may answer its
+    # rejoin at the same group epoch (no rebalance: a right answer is then "none").
+    wire_only_fence: bool = False
 
 
 @dataclass
@@ -239,7 +244,9 @@ def heartbeat_fenced_epoch(run: Run, ctx: Context) -> Expected:
     ctx.proxy.wait_for(lambda e: e["type"] == "FaultRuleRemoved" and victim in e["data"]["rule"])
     run.await_callback(victim, action)
     run.settle(3, timeout_s=60)
-    return Expected("rejoin_requested", None, action, fault="FENCED_MEMBER_EPOCH")
+    return Expected(
+        "rejoin_requested", None, action, fault="FENCED_MEMBER_EPOCH", wire_only_fence=True
+    )
 
 
 def _kill(run: Run, victim: str) -> int:
@@ -335,12 +342,13 @@ def truth_of(run: Run, expected: Expected) -> Truth:
 # -- the judge --------------------------------------------------------------------------------
 
 RIGHT_EXACT, RIGHT_INFERRED, UNKNOWN, WRONG = "exact", "inferred", "unknown", "wrong"
+RIGHT_NONE = "none"  # no rebalance said, and none happened
 INJECTED = "kgctl proxy injected"  # how kgctl names a trigger it reads as an injected fault
 
 
 @dataclass
 class Verdict:
-    status: str  # exact | inferred | unknown | wrong (the trigger's; wrong if anything is)
+    status: str  # exact | inferred | unknown | none | wrong (the trigger's; wrong if anything is)
     problems: list[str] = field(default_factory=list)  # stable tags: what is wrong
     details: list[str] = field(default_factory=list)  # what kgctl said, against the truth
     unknown: list[str] = field(default_factory=list)  # what the view honestly left out
@@ -348,7 +356,12 @@ class Verdict:
     def cell(self) -> str:
         if self.problems:
             return "✗ " + ", ".join(self.problems)
-        text = {"exact": "✓ exact", "inferred": "✓ inferred", "unknown": "? unknown"}[self.status]
+        text = {
+            "exact": "✓ exact",
+            "inferred": "✓ inferred",
+            "unknown": "? unknown",
+            "none": "✓ no rebalance",
+        }[self.status]
         return text + (f" ({', '.join(self.unknown)} unknown)" if self.unknown else "")
 
 
@@ -370,6 +383,12 @@ def judge(truth: Truth, answer: dict[str, Any], view: str) -> Verdict:
         <= truth.settled_ms
     ]
     window.sort(key=lambda g: g["generation"])
+    if not window and exp.wire_only_fence:
+        # The broker never fenced the member: its rejoin came back at the same group epoch
+        # with what it had (its callbacks: nothing moved). Saying nothing of the member's
+        # loss is a gap, not a false claim.
+        said = " ".join(str(n) for n in answer.get("notes", []))
+        return Verdict(RIGHT_NONE, [], [], [] if exp.fault in said else ["fence"])
     if not window:
         # A consumer-protocol group keeps no generations in __consumer_offsets: from the
         # cluster alone kgctl can only say it cannot tell. The wire holds every step.
@@ -407,7 +426,9 @@ def _judge_trigger(verdict: Verdict, gen: dict[str, Any], exp: Expected, view: s
     if exp.side_fault is not None and INJECTED in words:
         # A fault that made a member retry, or held a request, starts no rebalance.
         verdict.problems.append("fault as trigger")
-        verdict.details.append(f"{said}; truth: {exp.cause} by {exp.who}, the fault started nothing")
+        verdict.details.append(
+            f"{said}; truth: {exp.cause} by {exp.who}, the fault started nothing"
+        )
         return
     if trig["cause"] == "unknown":
         verdict.status = UNKNOWN
@@ -454,16 +475,16 @@ def _judge_wait(verdict: Verdict, gen: dict[str, Any], exp: Expected, view: str)
 
 
 def _judge_held(verdict: Verdict, waits: list[dict[str, Any]], held_ms: int, view: str) -> None:
-    """The proxy held the round's SyncGroups: a wait of about that long is right when it
-    names the injected delay, wrong when it gives the held member another reason (its
-    assignor, its processing); none at all is an honest "cannot tell"."""
-    held = [w for w in waits if abs(int(w["ms"]) - held_ms) <= 1000 or w["phase"] == "sync"]
+    """The proxy held the round's SyncGroups: a sync-phase wait is right when it names the
+    injected delay and about its length, wrong when it gives another reason (the leader's
+    assignor); none at all is an honest "cannot tell"."""
+    held = [w for w in waits if w["phase"] == "sync"]  # (a join-phase wait is another thing)
     if not held:
         if not view.endswith(":cluster"):
             verdict.unknown.append("wait")
         return
     for w in held:
-        if "delay" in w["detail"] or "held" in w["detail"] or INJECTED in w["detail"]:
+        if "delay" in w["detail"] and abs(int(w["ms"]) - held_ms) <= 500:
             continue
         verdict.problems.append("wait reason")
         verdict.details.append(
