@@ -115,6 +115,69 @@ def test_a_dead_members_wait_from_the_wire_is_its_session(silent_ms: int, wait_m
     assert (wait.phase, wait.why, wait.ms) == ("detect", "dead", wait_ms)
 
 
+# -- when a rebalance began ------------------------------------------------------------------
+
+
+def test_the_brokers_preparing_line_dates_a_rebalance_whose_reason_is_inferred() -> None:
+    # librdkafka's rejoin with the same members: the broker logs `Updating metadata for
+    # member` (why it rejoined is inferred), and when it began preparing, exactly. The
+    # stored record is written only once the generation is stable (h2 by hand, A2).
+    a, b = _id("a"), _id("b")
+    events = [_stored(3, 3000, [a, b], 10000), _stored(4, 12212, [a, b], 10000)]
+    lines = (BrokerReason(10749, "g", f"Updating metadata for member {a} during Stable", 3),)
+    d = _diagnoses(events, lines)[4]
+    assert (d.start_ms, d.timed) == (10749, True)
+
+
+def test_a_member_that_rejoined_late_without_being_told_is_not_said_to_learn_at_a_heartbeat() -> (
+    None
+):
+    # librdkafka after a growth (h2 by hand, A3): gp2 sent its JoinGroup 0.4 s after the
+    # leader's, on its own metadata refresh; no heartbeat of it was answered
+    # REBALANCE_IN_PROGRESS first. explain said "it learnt of the rebalance at a heartbeat".
+    rec = GenerationRecord(generation=5, start_ms=1000, sync_ms=1420, members=("a", "b"))
+    sent = [
+        Event("JoinGroupSent", t, float(t), 1, "g", member=m, source="wire", generation=4)
+        for m, t in (("a", 1000), ("b", 1400))
+    ]
+    members = {m: MemberConfig(key=m) for m in ("a", "b")}
+    trigger = Trigger(cause=Cause.REJOIN_REQUESTED, who="a", reason="", at_ms=1000)
+    [wait] = critical_path(EventIndex(sent), rec, None, GroupState("g"), members, trigger)
+    assert (wait.member, wait.why, wait.confidence) == ("b", "late_join", INFERRED)
+    assert "heartbeat first" in wait.detail and "learnt of the rebalance at" not in wait.detail
+
+
+# -- what kgctl proxy held ----------------------------------------------------------------------
+
+
+def _held(member: str, delay_ms: int) -> Event:
+    return Event(
+        "FaultInjected", 5010, 5010.0, 1, "g", member=member, source="wire", generation=3,
+        data={"api": "SyncGroup", "effect": "delay", "delay_ms": delay_ms, "rule": "r1",
+              "text": "SyncGroup:delay=1500:count=3:group=g"},
+    )  # fmt: skip
+
+
+def test_a_sync_the_proxy_held_is_a_wait_for_the_injected_delay() -> None:
+    # The truth suite's sync-held: every SyncGroup of the round held 1.5 s. The leader's
+    # held the followers' answers; it, not an assignor or a late member, is what the
+    # sync phase waited for (no slow_assignment, no member to fix).
+    rec = GenerationRecord(generation=3, start_ms=4000, sync_ms=5000, stable_ms=6520, leader="a")
+    events = EventIndex([_held("b", 1500), _held("a", 1500), _held("c", 1500)])
+    trigger = Trigger(cause=Cause.MEMBER_JOINED, who="c", reason="", at_ms=4000)
+    [wait] = critical_path(events, rec, None, GroupState(group="g"), {}, trigger)
+    assert (wait.phase, wait.why, wait.member, wait.ms) == ("sync", "held", "a", 1500)
+    assert "kgctl proxy held its SyncGroup" in wait.detail and "leader" in wait.detail
+
+
+def test_a_followers_held_sync_is_its_own_wait() -> None:
+    rec = GenerationRecord(generation=3, start_ms=4000, sync_ms=5000, stable_ms=5100, leader="a")
+    trigger = Trigger(cause=Cause.MEMBER_JOINED, who="c", reason="", at_ms=4000)
+    waits = critical_path(EventIndex([_held("b", 800)]), rec, None, GroupState("g"), {}, trigger)
+    assert [(w.member, w.why, w.ms) for w in waits] == [("b", "held", 800)]
+    assert waits[0].detail.endswith("its own")
+
+
 # -- a growth ---------------------------------------------------------------------------------
 
 

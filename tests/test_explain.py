@@ -4,6 +4,7 @@ order, and the command on recordings (no broker)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from kgctl.cli.app import app
 from kgctl.cli.explain import parse_duration
 from kgctl.errors import ExitStatus
 from kgctl.model.diagnosis import FAILED, PREPARING, Context, diagnose
+from kgctl.model.events import Event
 from kgctl.model.explanation import explain
 from kgctl.observe.broker_log import parse_broker_log
 from kgctl.report.summary import parse_lines
@@ -259,6 +261,50 @@ def test_plain_clients_behind_the_proxy_are_explained_from_the_wire() -> None:
     # Its heartbeat interval was not traced: measured on the wire (about 1 s), x 3.
     fix = [a for a in growth["advice"] if a["setting"] == "session.timeout.ms"]
     assert fix and fix[0]["value"] == "4000" and "seen between heartbeats" in fix[0]["text"]
+
+
+def test_a_rebalance_begins_when_the_broker_began_it_not_when_the_wire_learnt_of_it() -> None:
+    """librdkafka members behind `kgctl proxy`, kp3 SIGKILLed (session 10 s, heartbeats
+    every 3 s; h2's by-hand run, /work/wt/h2-by-hand.md A1). The broker removed kp3 and
+    began the rebalance at 07:38:36.255; the survivors' heartbeats learnt of it 1.6 s
+    later. explain said "began 07:38:37.884 took 61ms" next to the broker line it quoted."""
+    recording, log = DATA / "rdkafka_wire_kill.jsonl.gz", DATA / "rdkafka_wire_kill.server.log"
+    args = ["explain", "g-kill-proxy", "--recording", str(recording), "--broker-log", str(log)]
+    doc = json.loads(runner.invoke(app, [*args, "--offline", "-o", "json"]).stdout)
+    kill = doc["generations"][0]
+    assert kill["generation"] == 4 and kill["trigger"]["who"] == "kp3"
+    # 07:38:36.255 and 07:38:37.928 (the broker's Preparing and Stabilized lines), UTC.
+    assert kill["start_ms"] == 1796197116255
+    assert kill["stable_ms"] - kill["start_ms"] > 1500
+
+
+def _injected(ts: int, error: str) -> Event:
+    return Event(
+        "FaultInjected", ts, float(ts), 1, "g", member="c3", source="wire",
+        data={"api": "ConsumerGroupHeartbeat", "effect": "error", "error": error,
+              "rule": "r1", "text": f"ConsumerGroupHeartbeat:error={error}:count=1"},
+    )  # fmt: skip
+
+
+def test_an_injected_fence_no_rebalance_followed_is_said() -> None:
+    # The truth suite's fault-fenced: the proxy answered a consumer-protocol member's
+    # heartbeat FENCED_MEMBER_EPOCH itself; the broker, which never heard of it, answered
+    # the member's rejoin at the same group epoch: no rebalance, and kgctl said nothing.
+    doc = explain("g", [_injected(10_000, "FENCED_MEMBER_EPOCH")], 20_000)
+    [note] = [n for n in doc.notes if "FENCED_MEMBER_EPOCH" in n]
+    assert "c3's ConsumerGroupHeartbeat" in note and "no rebalance began within 5s" in note
+
+
+def test_an_injected_error_a_rebalance_followed_is_no_note() -> None:
+    events, _ = parse_lines((DATA / "wire_dead_member_growth.jsonl").read_text().splitlines())
+    group = next(e.group for e in events if e.group)
+    events = [e for e in events if e.group == group]
+    now = max(e.ts_ms for e in events)
+    began = explain(group, events, now).generations[0].start_ms
+    fault = replace(_injected(began - 50, "REBALANCE_IN_PROGRESS"), group=group)
+    doc = explain(group, [*events, fault], now)
+    assert doc.generations[0].trigger.reason == "kgctl proxy injected REBALANCE_IN_PROGRESS"
+    assert not [n for n in doc.notes if "injected" in n]
 
 
 def test_a_json_line_that_is_not_an_object_is_not_an_event() -> None:

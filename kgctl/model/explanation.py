@@ -17,6 +17,8 @@ from kgctl.model.diagnosis import (
     replacements,
     restarts,
 )
+from kgctl.model.diagnosis.faults import unfollowed_faults
+from kgctl.model.event_index import index
 from kgctl.model.events import Event
 from kgctl.model.fold import fold
 from kgctl.model.state import REBALANCING_STATES, GroupState
@@ -122,6 +124,7 @@ def explain(
     for ev in ordered:
         state = fold(state, ev, ev.ts_ms)
     diags = diagnose(state, ordered, now_ms, ctx)
+    notes = [*notes, *unfollowed_faults(index(ordered), diags)]
     total = len(diags)
     chosen = [d for d in diags if since_ms is None or (d.stable_ms or d.start_ms) >= since_ms]
     if last is not None:

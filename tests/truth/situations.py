@@ -31,6 +31,9 @@ KAFKA_DEFAULT_SESSION_MS = 45000  # librdkafka's (and Java's) default session.ti
 BROKER_CONSUMER_SESSION_MS = 10000
 BROKER_CONSUMER_HEARTBEAT_MS = 500
 MAX_POLL_MS = 4000
+# How long the proxy holds each SyncGroup of one round (sync-held): under the members'
+# 3 s session (a hold as long as the session got members removed: another situation).
+SYNC_HOLD_MS = 1500
 
 # What each client kind is: librdkafka with the classic protocol's eager `range`, with
 # `cooperative-sticky`, and with the consumer protocol (KIP-848), which refuses the
@@ -62,6 +65,13 @@ class Expected:
     action_ms: int
     wait: tuple[str, str, int, int] | None = None  # kind, member, at least ms, at most ms
     fault: str | None = None  # the error the proxy injected, when it caused the rebalance
+    # A fault the proxy injected that caused no rebalance of its own (a member retried, a
+    # request was held): it must not be read as the trigger, nor blamed on a member.
+    side_fault: str | None = None
+    held_ms: int | None = None  # the proxy held the round's SyncGroups this long
+    # The fault fenced a member on the wire only: the broker kept it, and may answer its
+    # rejoin at the same group epoch (no rebalance: a right answer is then "none").
+    wire_only_fence: bool = False
 
 
 @dataclass
@@ -192,6 +202,53 @@ def heartbeat_rebalance_in_progress(run: Run, ctx: Context) -> Expected:
     return Expected("rejoin_requested", None, action, fault="REBALANCE_IN_PROGRESS")
 
 
+def sync_held(run: Run, ctx: Context) -> Expected:
+    # A member joins, and the proxy holds every SyncGroup of the round it starts (the
+    # leader's too: the followers' answers wait for its assignment): the sync phase takes
+    # the delay, the trigger is still the join.
+    _members(run, 2)
+    _snapshot_before(run)
+    joiner = run.name(3)
+    action = run.act(f"fault SyncGroup delay {SYNC_HOLD_MS} ms x3; join", joiner).ts_ms
+    ctx.proxy.add_rule(f"SyncGroup:delay={SYNC_HOLD_MS}:count=3:group={run.group}")
+    run.start(3)
+    ctx.proxy.wait_for(lambda e: e["type"] == "FaultRuleRemoved" and run.group in e["data"]["rule"])
+    run.settle(3)
+    return Expected("member_joined", joiner, action, side_fault="delay", held_ms=SYNC_HOLD_MS)
+
+
+def join_not_coordinator(run: Run, ctx: Context) -> Expected:
+    # The joiner's first JoinGroup is answered NOT_COORDINATOR by the proxy (never
+    # forwarded): the client looks the coordinator up again and retries. The fault starts
+    # nothing; the join it delayed does.
+    _members(run, 2)
+    _snapshot_before(run)
+    joiner = run.name(3)
+    action = run.act("fault JoinGroup NOT_COORDINATOR x1; join", joiner).ts_ms
+    ctx.proxy.add_rule(f"JoinGroup:error=NOT_COORDINATOR:count=1:client={joiner}")
+    run.start(3)
+    ctx.proxy.wait_for(lambda e: e["type"] == "FaultRuleRemoved" and joiner in e["data"]["rule"])
+    run.settle(3)
+    return Expected("member_joined", joiner, action, side_fault="NOT_COORDINATOR")
+
+
+def heartbeat_fenced_epoch(run: Run, ctx: Context) -> Expected:
+    # A consumer-protocol member's next ConsumerGroupHeartbeat is answered
+    # FENCED_MEMBER_EPOCH by the proxy (the broker never fenced it): the member gives up
+    # its partitions (on_lost) and joins again at epoch 0.
+    _members(run, 3)
+    victim = run.name(3)
+    _snapshot_before(run)
+    action = run.act("fault ConsumerGroupHeartbeat FENCED_MEMBER_EPOCH x1", victim).ts_ms
+    ctx.proxy.add_rule(f"ConsumerGroupHeartbeat:error=FENCED_MEMBER_EPOCH:count=1:client={victim}")
+    ctx.proxy.wait_for(lambda e: e["type"] == "FaultRuleRemoved" and victim in e["data"]["rule"])
+    run.await_callback(victim, action)
+    run.settle(3, timeout_s=60)
+    return Expected(
+        "rejoin_requested", None, action, fault="FENCED_MEMBER_EPOCH", wire_only_fence=True
+    )
+
+
 def _kill(run: Run, victim: str) -> int:
     _snapshot_before(run)
     action = run.act("SIGKILL", victim).ts_ms
@@ -217,15 +274,21 @@ SITUATIONS: dict[str, Callable[[Run, Context], Expected]] = {
     "growth": partition_growth,
     "max-poll": max_poll_exceeded,
     "fault-rip": heartbeat_rebalance_in_progress,
+    "sync-held": sync_held,
+    "join-not-coord": join_not_coordinator,
+    "fault-fenced": heartbeat_fenced_epoch,
 }
+CLASSIC_ONLY = ("kill-45s", "fault-rip", "sync-held", "join-not-coord")
+CONSUMER_ONLY = ("fault-fenced",)
 
 
 def applies(client: str, situation: str) -> bool:
     """Which situations a client kind can be in: a consumer-protocol member has no
-    session of its own to set (kill-45s) and no classic Heartbeat to fault."""
+    session of its own to set (kill-45s) and no classic Heartbeat, JoinGroup or SyncGroup
+    to fault; a classic one no ConsumerGroupHeartbeat."""
     if not classic(client):
-        return situation not in ("kill-45s", "fault-rip")
-    return True
+        return situation not in CLASSIC_ONLY
+    return situation not in CONSUMER_ONLY
 
 
 # -- the truth, from the clients' own words --------------------------------------------------
@@ -279,11 +342,13 @@ def truth_of(run: Run, expected: Expected) -> Truth:
 # -- the judge --------------------------------------------------------------------------------
 
 RIGHT_EXACT, RIGHT_INFERRED, UNKNOWN, WRONG = "exact", "inferred", "unknown", "wrong"
+RIGHT_NONE = "none"  # no rebalance said, and none happened
+INJECTED = "kgctl proxy injected"  # how kgctl names a trigger it reads as an injected fault
 
 
 @dataclass
 class Verdict:
-    status: str  # exact | inferred | unknown | wrong (the trigger's; wrong if anything is)
+    status: str  # exact | inferred | unknown | none | wrong (the trigger's; wrong if anything is)
     problems: list[str] = field(default_factory=list)  # stable tags: what is wrong
     details: list[str] = field(default_factory=list)  # what kgctl said, against the truth
     unknown: list[str] = field(default_factory=list)  # what the view honestly left out
@@ -291,7 +356,12 @@ class Verdict:
     def cell(self) -> str:
         if self.problems:
             return "✗ " + ", ".join(self.problems)
-        text = {"exact": "✓ exact", "inferred": "✓ inferred", "unknown": "? unknown"}[self.status]
+        text = {
+            "exact": "✓ exact",
+            "inferred": "✓ inferred",
+            "unknown": "? unknown",
+            "none": "✓ no rebalance",
+        }[self.status]
         return text + (f" ({', '.join(self.unknown)} unknown)" if self.unknown else "")
 
 
@@ -313,6 +383,12 @@ def judge(truth: Truth, answer: dict[str, Any], view: str) -> Verdict:
         <= truth.settled_ms
     ]
     window.sort(key=lambda g: g["generation"])
+    if not window and exp.wire_only_fence:
+        # The broker never fenced the member: its rejoin came back at the same group epoch
+        # with what it had (its callbacks: nothing moved). Saying nothing of the member's
+        # loss is a gap, not a false claim.
+        said = " ".join(str(n) for n in answer.get("notes", []))
+        return Verdict(RIGHT_NONE, [], [], [] if exp.fault in said else ["fence"])
     if not window:
         # A consumer-protocol group keeps no generations in __consumer_offsets: from the
         # cluster alone kgctl can only say it cannot tell. The wire holds every step.
@@ -347,6 +423,13 @@ def _judge_trigger(verdict: Verdict, gen: dict[str, Any], exp: Expected, view: s
             )
             verdict.details.append(f"{said}; truth: the injected {exp.fault}")
         return
+    if exp.side_fault is not None and INJECTED in words:
+        # A fault that made a member retry, or held a request, starts no rebalance.
+        verdict.problems.append("fault as trigger")
+        verdict.details.append(
+            f"{said}; truth: {exp.cause} by {exp.who}, the fault started nothing"
+        )
+        return
     if trig["cause"] == "unknown":
         verdict.status = UNKNOWN
         return
@@ -372,6 +455,8 @@ def _judge_wait(verdict: Verdict, gen: dict[str, Any], exp: Expected, view: str)
         if w["why"] == "dead" and (exp.wait is None or not _names(w["member"], exp.wait[1])):
             verdict.problems.append("wait")
             verdict.details.append(f"waited for {w['member']} dead ({w['ms']} ms); nobody died")
+    if exp.held_ms is not None:
+        _judge_held(verdict, waits, exp.held_ms, view)
     if exp.wait is None:
         return
     kind, member, low, high = exp.wait
@@ -387,6 +472,26 @@ def _judge_wait(verdict: Verdict, gen: dict[str, Any], exp: Expected, view: str)
     if not low <= ms <= high:
         verdict.problems.append("wait length")
         verdict.details.append(f"waited {ms} ms for {member}; truth: {low}..{high} ms")
+
+
+def _judge_held(verdict: Verdict, waits: list[dict[str, Any]], held_ms: int, view: str) -> None:
+    """The proxy held the round's SyncGroups: a sync-phase wait is right when it names the
+    injected delay and about its length, wrong when it gives another reason (the leader's
+    assignor); none at all is an honest "cannot tell"."""
+    held = [w for w in waits if w["phase"] == "sync"]  # (a join-phase wait is another thing)
+    if not held:
+        if not view.endswith(":cluster"):
+            verdict.unknown.append("wait")
+        return
+    for w in held:
+        if "delay" in w["detail"] and abs(int(w["ms"]) - held_ms) <= 500:
+            continue
+        verdict.problems.append("wait reason")
+        verdict.details.append(
+            f"{w['phase']} waited {w['ms']} ms for {w['member']}: {w['why']} ({w['detail']}); "
+            f"truth: kgctl proxy held the SyncGroups {held_ms} ms"
+        )
+        return
 
 
 def _judge_second_round(

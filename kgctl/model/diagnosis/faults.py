@@ -4,10 +4,13 @@ is the trigger of the rebalance that follows it, not the member that obeyed it."
 
 from __future__ import annotations
 
-from kgctl.model.diagnosis.types import EXACT, Trigger
+from collections.abc import Sequence
+
+from kgctl.model.diagnosis.types import EXACT, Diagnosis, Trigger
 from kgctl.model.event_index import EventIndex
 from kgctl.model.kafka_errors import FENCES_MEMBER, NORMAL_ANSWERS, REJOINS_AT_ONCE
 from kgctl.model.reasons import Cause
+from kgctl.model.timeline import utc_clock as clock
 
 # An answer with one of these sends a member back to JoinGroup (a classic member told
 # REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID) or to a join with epoch
@@ -46,4 +49,30 @@ def injected_faults(events: EventIndex, since: int, until: int) -> list[Trigger]
                 at_ms=e.ts_ms,
             )
         )
+    return out
+
+
+# How long after an injected error a rebalance it caused would have begun: the member
+# answered so joins again at once (a told classic member at its next poll).
+FOLLOW_MS = 5000
+
+
+def unfollowed_faults(events: EventIndex, diagnoses: Sequence[Diagnosis]) -> list[str]:
+    """A note for each injected error no rebalance followed: the proxy answered it
+    itself, so the broker never heard of it (a consumer-protocol member "fenced" so comes
+    back at the same group epoch with its partitions)."""
+    out: list[str] = []
+    for t in injected_faults(events, -1, 1 << 62):
+        near = any(
+            t.at_ms - 100 <= d.start_ms <= t.at_ms + FOLLOW_MS
+            or d.start_ms <= t.at_ms <= (d.stable_ms or d.start_ms)
+            for d in diagnoses
+        )
+        if not near:
+            said = t.evidence.removeprefix("wire: ").split("; ", 1)[0]
+            out.append(
+                f"at {clock(t.at_ms)} {said}, and no rebalance began within "
+                f"{FOLLOW_MS // 1000}s: the proxy answered it itself, the broker never "
+                "heard of the request"
+            )
     return out

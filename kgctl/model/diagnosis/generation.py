@@ -27,9 +27,11 @@ from kgctl.model.diagnosis.types import (
     EXACT,
     INFERRED,
     POLL_BREACH,
+    PREPARING,
     WAIT_DEAD,
     WAIT_PROCESSING,
     Advice,
+    BrokerReason,
     Context,
     Diagnosis,
     Trigger,
@@ -204,6 +206,12 @@ def _diagnose_one(
         start = min(start, chosen.at_ms)
     traced = any(k in members for k in rec.members)
     mine = [b for b in mine if b.group == state.group]
+    prepared = prepared_at(mine, rec, since)
+    if prepared is not None and prepared < start:
+        # The broker's own line says when it began this generation's rebalance, whatever
+        # the reason is read as; the wire's first sign (a survivor told at its heartbeat)
+        # and the stored record come later.
+        start = prepared
     timed_rec = replace(rec, start_ms=start)
     if (
         rec.sync_ms is None
@@ -281,6 +289,18 @@ def _diagnose_one(
         protocol_change=protocol_change,
         timed=timed,
     )
+
+
+def prepared_at(lines: Sequence[BrokerReason], rec: GenerationRecord, since: int) -> int | None:
+    """When the broker's log says it began preparing `rec`'s rebalance: its `Preparing to
+    rebalance` line naming the generation before, after the previous one was stable."""
+    found = [
+        b.ts_ms
+        for b in lines
+        if b.kind == PREPARING and b.generation == rec.generation - 1 and since < b.ts_ms
+        and b.ts_ms <= (rec.stable_ms or rec.start_ms)
+    ]  # fmt: skip
+    return min(found, default=None)
 
 
 def _epochs(state: GroupState, events: EventIndex, rec: GenerationRecord) -> bool:

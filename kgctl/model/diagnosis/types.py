@@ -160,12 +160,13 @@ class Trigger:
 WaitPhase = Literal["join", "detect", "sync"]
 
 # Why a phase waited for a member.
-WaitReason = Literal["dead", "processing", "restarting", "slow_assignment", "late_join"]
+WaitReason = Literal["dead", "processing", "restarting", "slow_assignment", "late_join", "held"]
 WAIT_DEAD: Final = "dead"  # no heartbeat since T; removed at its session timeout
 WAIT_PROCESSING: Final = "processing"  # still processing a batch; rejoined at its next poll
 WAIT_RESTARTING: Final = "restarting"  # a static member restarting within its session timeout
 WAIT_SLOW_ASSIGNMENT: Final = "slow_assignment"  # the leader took long to send the assignment
 WAIT_LATE_JOIN: Final = "late_join"  # rejoined late for another reason (reaction time)
+WAIT_HELD: Final = "held"  # kgctl proxy held its request (a delay fault rule)
 
 
 @dataclass(frozen=True, kw_only=True)

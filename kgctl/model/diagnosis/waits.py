@@ -22,6 +22,7 @@ from kgctl.model.diagnosis.types import (
     START_SLACK_MS,
     STORED,
     WAIT_DEAD,
+    WAIT_HELD,
     WAIT_LATE_JOIN,
     WAIT_PROCESSING,
     WAIT_RESTARTING,
@@ -59,7 +60,11 @@ def critical_path(
     if not any(k in members for k in rec.members):
         out += _logged_waits(events, rec, state, broker)
     detect = _detect_wait(events, rec.start_ms, state, members, trigger, broker)
-    return detect + out + _sync_waits(events, rec, members)
+    held = _held_syncs(events, rec)
+    slow = [
+        w for w in _sync_waits(events, rec, members) if w.member not in {h.member for h in held}
+    ]
+    return detect + out + held + slow
 
 
 def _join_waits(
@@ -332,6 +337,36 @@ def _sync_waits(
     ]
 
 
+def _held_syncs(events: EventIndex, rec: GenerationRecord) -> list[Wait]:
+    """The sync phase held by `kgctl proxy`: a delay fault rule on a SyncGroup of this
+    generation (its FaultInjected). The leader's held holds every member's answer (they
+    wait for its assignment); a follower's, only its own."""
+    sync = rec.sync_ms or rec.start_ms
+    out: list[Wait] = []
+    for e in events.of("FaultInjected", since=sync - 1, until=rec.stable_ms or sync):
+        d = e.data
+        if e.source != "wire" or d.get("effect") != "delay" or d.get("api") != "SyncGroup":
+            continue
+        if e.generation not in (-1, rec.generation) or not d.get("delay_ms"):
+            continue
+        who = e.member or e.client_id or e.member_id or "a member"
+        leader = bool(rec.leader) and who == rec.leader
+        whose = "the leader's: every member waited for its assignment" if leader else "its own"
+        out.append(
+            Wait(
+                phase="sync",
+                member=who,
+                ms=int(d["delay_ms"]),
+                why=WAIT_HELD,
+                detail=f"kgctl proxy held its SyncGroup {int(d['delay_ms'])} ms (an injected "
+                f"delay, fault rule {d.get('text') or d.get('rule')}); the answer held was {whose}",
+                confidence=EXACT,
+            )
+        )
+    by_leader = [w for w in out if w.detail.endswith("its assignment")]
+    return by_leader or out  # (the leader's held the followers' too: theirs add nothing)
+
+
 def _told_at(events: EventIndex, member: str, t0: int, t1: int) -> int | None:
     """When `member`'s heartbeat was first answered REBALANCE_IN_PROGRESS in [t0, t1]."""
     for e in events.by(member, since=t0 - 1, until=t1):
@@ -417,4 +452,11 @@ def _why_late(
             f"learnt of the rebalance only at its heartbeat at {_clock(told[0].ts_ms)}{every}",
             EXACT,
         )
-    return WAIT_LATE_JOIN, "rejoined late (it learnt of the rebalance at a heartbeat)", EXACT
+    # No heartbeat of it was answered REBALANCE_IN_PROGRESS first: it was not told, it
+    # rejoined on its own (librdkafka does on its next metadata refresh after a growth).
+    return (
+        WAIT_LATE_JOIN,
+        "rejoined late, not told of the rebalance by a heartbeat first: why it joined "
+        "when it did, the sources do not say",
+        INFERRED,
+    )
