@@ -76,10 +76,11 @@ def truth_outcomes(
         out.group = group
         with lock:
             topics.append(topic)
-        conf = dict(CLIENTS[client])
+        kind = CLIENTS[client]
+        conf = dict(kind.conf)
         if classic(client):
             conf.update(CLASSIC_TIMING)
-        run = Run(client, situation, group, topic, 6, proxy.bootstrap, conf)
+        run = Run(client, situation, group, topic, 6, proxy.bootstrap, kind.program, conf)
         try:
             _create(admin, topic, 6)
             expected = SITUATIONS[situation](run, ctx)
