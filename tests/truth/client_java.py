@@ -68,10 +68,20 @@ fd, props_path = tempfile.mkstemp(prefix=f"truth-{name}-", suffix=".properties")
 with os.fdopen(fd, "w") as fh:
     fh.writelines(f"{k}={v}\n" for k, v in properties.items())
 libs = resolve_kafka_tools()
+# The class-data archive the suite makes once per session (conftest.py): half a JVM's
+# start-up CPU, with dozens of JVMs starting on two cores. Without it, this member
+# writes it as it exits.
+archive = os.environ.get("KGCTL_TRUTH_JAVA_CDS", "")
+sharing = []
+if archive:
+    exists = Path(archive).exists()
+    sharing = [
+        f"-XX:SharedArchiveFile={archive}" if exists else f"-XX:ArchiveClassesAtExit={archive}"
+    ]
 command = [
     java_executable(),
     # A small heap and the quick JIT tier: the suite runs dozens of these on two cores.
-    *("-Xms32m", "-Xmx192m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"),
+    *("-Xms32m", "-Xmx192m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", *sharing),
     "-cp",
     f"{libs}/*",
     "org.apache.kafka.tools.VerifiableConsumer",

@@ -54,7 +54,11 @@ conf: dict[str, Any] = {
     "metadata_max_age_ms": 1000,
     **{k.replace(".", "_"): setting(v) for k, v in extra.items()},
 }
-consumer = KafkaConsumer(**conf)
+try:
+    consumer = KafkaConsumer(**conf)
+except Exception as exc:  # no broker answered in time: say so, the harness shows it
+    report("error", error=f"KafkaConsumer: {exc!r}")
+    raise SystemExit(1) from exc
 
 
 def parts(tps: Any) -> list[int]:

@@ -76,8 +76,13 @@ class Member:
                 return list(e["owns"])
         return []
 
-    def errors(self) -> list[str]:
-        return [str(e["error"]) for e in list(self.events) if e["event"] == "error"]
+    def summary(self) -> str:
+        """What it owns, its last word and its errors (for a run that never settled)."""
+        events = list(self.events)
+        last = events[-1]["event"] if events else "nothing"
+        state = "alive" if self.alive else f"exited {self.proc.returncode}"
+        errors = [str(e["error"]) for e in events if e["event"] == "error"][-3:]
+        return f"{self.name} ({state}) owns {self.owns()}, last said {last}, errors {errors}"
 
     def last_callback_ms(self) -> int:
         stamps = [e["ts_ms"] for e in list(self.events) if "owns" in e]
@@ -172,10 +177,7 @@ class Run:
             time.sleep(0.2)
         raise AssertionError(
             f"{self.situation}/{self.client}: never settled on {expect} members: "
-            + str({m.name: m.owns() for m in self.live()})
-            + "".join(
-                f"; {m.name} said {m.errors()[-3:]}" for m in self.members.values() if m.errors()
-            )
+            + "; ".join(m.summary() for m in self.members.values())
         )
 
     def await_callback(self, name: str, since_ms: int, timeout_s: float = 30) -> None:
@@ -246,6 +248,10 @@ def ask_text(group: str, bootstrap: str, *extra: str) -> str:
     return done.stdout
 
 
+# The proxy's events a situation waits for (Proxy.wait_for).
+KEPT_PROXY_EVENTS = ("ProxyStarted", "FaultRuleAdded", "FaultRuleRemoved", "SyncGroupTraced")
+
+
 class Proxy:
     """One `kgctl proxy` all the runs' members connect through, publishing its wire trace
     to a topic; fault rules are added on its stdin, each scoped to one group."""
@@ -274,8 +280,15 @@ class Proxy:
         self._lock = threading.Lock()
 
     def _read(self) -> None:
+        # The proxy prints every traced exchange of every member: dozens of clients'
+        # heartbeats and fetches. A reader that parses and keeps them all falls behind,
+        # the proxy's stdout fills and its loop stalls on the write: every member's
+        # requests wait with it (runs then failed with "Unable to bootstrap" and lost
+        # sessions). Only the events the situations wait for are kept.
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
+            if not any(f'"type":"{t}"' in line for t in KEPT_PROXY_EVENTS):
+                continue
             try:
                 self.events.append(json.loads(line))
             except json.JSONDecodeError:
