@@ -66,6 +66,8 @@ def truth_outcomes(
     topics: list[str] = []
     lock = threading.Lock()
     texts = os.environ.get("KGCTL_TRUTH_TEXT")
+    if any(CLIENTS[c].program == "client_java.py" for c, _ in RUNS):
+        _java_archive(tmp_path_factory.mktemp("truth-java") / "classes.jsa", admin, proxy)
 
     def one(key: tuple[str, str], delay: float) -> None:
         client, situation = key
@@ -76,10 +78,11 @@ def truth_outcomes(
         out.group = group
         with lock:
             topics.append(topic)
-        conf = dict(CLIENTS[client])
+        kind = CLIENTS[client]
+        conf = dict(kind.conf)
         if classic(client):
             conf.update(CLASSIC_TIMING)
-        run = Run(client, situation, group, topic, 6, proxy.bootstrap, conf)
+        run = Run(client, situation, group, topic, 6, proxy.bootstrap, kind.program, conf)
         try:
             _create(admin, topic, 6)
             expected = SITUATIONS[situation](run, ctx)
@@ -116,6 +119,25 @@ def truth_outcomes(
     finally:
         proxy.stop()
         admin.delete_topics([*topics, trace_topic])
+
+
+def _java_archive(path: Path, admin: Any, proxy: Proxy) -> None:
+    """One Java member's classes archived for the others (KGCTL_TRUTH_JAVA_CDS): a member
+    that joins a group of its own and closes writes it as it exits."""
+    os.environ["KGCTL_TRUTH_JAVA_CDS"] = str(path)
+    topic = unique("truth-java-warm")
+    _create(admin, topic, 1)
+    run = Run(
+        "java", "warm", unique("truth-java-warm"), topic, 1, proxy.bootstrap, "client_java.py", {}
+    )
+    try:
+        run.start(1)
+        run.settle(1, quiet_ms=0, timeout_s=60)
+    finally:
+        run.end()
+        admin.delete_topics([topic])
+    if not path.exists():  # the members run without it: slower, not wrong
+        del os.environ["KGCTL_TRUTH_JAVA_CDS"]
 
 
 def _keep_texts(

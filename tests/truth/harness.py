@@ -1,9 +1,10 @@
-"""The truth suite's harness: real librdkafka consumers as OS processes, what the harness
-did and when, and kgctl asked through its real command line.
+"""The truth suite's harness: real consumers (librdkafka, Java, kafka-python) as OS
+processes, what the harness did and when, and kgctl asked through its real command line.
 
 A *run* is one situation for one client kind, in a group of its own: it starts the
 members, lets the group settle, acts (a kill, a stop, a growth, ...), lets it settle
-again, and keeps each member's own callbacks (tests/truth/client_rdkafka.py). The
+again, and keeps each member's own callbacks (tests/truth/client_*.py, one program per
+client library, each printing the same JSON lines). The
 ground truth (`Truth`) is read from those callbacks and the harness's actions only;
 kgctl's answers are read from `kgctl explain -o json` and `kgctl watch --once -o json`.
 """
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-CLIENT = Path(__file__).with_name("client_rdkafka.py")
+HERE = Path(__file__).parent
 KGCTL = [sys.executable, "-m", "kgctl"]
 
 
@@ -32,13 +33,16 @@ def now_ms() -> int:
 
 
 class Member:
-    """One librdkafka consumer process and what it reported about itself."""
+    """One client process (its program one of the suite's client_*.py) and what it
+    reported about itself."""
 
-    def __init__(self, name: str, group: str, topic: str, bootstrap: str, conf: dict[str, str]):
+    def __init__(
+        self, program: str, name: str, group: str, topic: str, bootstrap: str, conf: dict[str, str]
+    ):
         self.name = name
         self.events: list[dict[str, Any]] = []
         self.proc = subprocess.Popen(
-            [sys.executable, str(CLIENT), name, group, topic, bootstrap]
+            [sys.executable, str(HERE / program), name, group, topic, bootstrap]
             + [f"{k}={v}" for k, v in conf.items()],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -71,6 +75,14 @@ class Member:
             if "owns" in e:
                 return list(e["owns"])
         return []
+
+    def summary(self) -> str:
+        """What it owns, its last word and its errors (for a run that never settled)."""
+        events = list(self.events)
+        last = events[-1]["event"] if events else "nothing"
+        state = "alive" if self.alive else f"exited {self.proc.returncode}"
+        errors = [str(e["error"]) for e in events if e["event"] == "error"][-3:]
+        return f"{self.name} ({state}) owns {self.owns()}, last said {last}, errors {errors}"
 
     def last_callback_ms(self) -> int:
         stamps = [e["ts_ms"] for e in list(self.events) if "owns" in e]
@@ -113,6 +125,7 @@ class Run:
     topic: str
     partitions: int
     connect: str  # where the members connect (the proxy)
+    program: str  # the members' client program (tests/truth/client_*.py)
     conf: dict[str, str]
     members: dict[str, Member] = field(default_factory=dict)
     actions: list[Action] = field(default_factory=list)
@@ -126,7 +139,9 @@ class Run:
 
     def start(self, n: int, **conf: str) -> Member:
         name = self.name(n)
-        member = Member(name, self.group, self.topic, self.connect, {**self.conf, **conf})
+        member = Member(
+            self.program, name, self.group, self.topic, self.connect, {**self.conf, **conf}
+        )
         self.members[name] = member
         self.act("started", name)
         return member
@@ -162,7 +177,7 @@ class Run:
             time.sleep(0.2)
         raise AssertionError(
             f"{self.situation}/{self.client}: never settled on {expect} members: "
-            + str({m.name: m.owns() for m in self.live()})
+            + "; ".join(m.summary() for m in self.members.values())
         )
 
     def await_callback(self, name: str, since_ms: int, timeout_s: float = 30) -> None:
@@ -233,6 +248,10 @@ def ask_text(group: str, bootstrap: str, *extra: str) -> str:
     return done.stdout
 
 
+# The proxy's events a situation waits for (Proxy.wait_for).
+KEPT_PROXY_EVENTS = ("ProxyStarted", "FaultRuleAdded", "FaultRuleRemoved", "SyncGroupTraced")
+
+
 class Proxy:
     """One `kgctl proxy` all the runs' members connect through, publishing its wire trace
     to a topic; fault rules are added on its stdin, each scoped to one group."""
@@ -261,8 +280,15 @@ class Proxy:
         self._lock = threading.Lock()
 
     def _read(self) -> None:
+        # The proxy prints every traced exchange of every member: dozens of clients'
+        # heartbeats and fetches. A reader that parses and keeps them all falls behind,
+        # the proxy's stdout fills and its loop stalls on the write: every member's
+        # requests wait with it (runs then failed with "Unable to bootstrap" and lost
+        # sessions). Only the events the situations wait for are kept.
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
+            if not any(f'"type":"{t}"' in line for t in KEPT_PROXY_EVENTS):
+                continue
             try:
                 self.events.append(json.loads(line))
             except json.JSONDecodeError:

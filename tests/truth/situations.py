@@ -35,25 +35,62 @@ MAX_POLL_MS = 4000
 # 3 s session (a hold as long as the session got members removed: another situation).
 SYNC_HOLD_MS = 1500
 
+
+@dataclass(frozen=True)
+class ClientKind:
+    """A kind of client the suite runs: its program (beside this module), the settings
+    every member gets, and the situations it can be in."""
+
+    program: str
+    conf: dict[str, str]
+    situations: tuple[str, ...]
+
+
+# Every situation but those a consumer-protocol member cannot be in: it has no session
+# of its own to set (kill-45s) and no classic Heartbeat, JoinGroup or SyncGroup to fault
+# (fault-rip, sync-held, join-not-coord); a classic one has no ConsumerGroupHeartbeat to
+# fence (fault-fenced).
+_EVERY = (
+    "kill", "kill-45s", "stop", "scale-out", "growth", "max-poll", "fault-rip", "sync-held",
+    "join-not-coord",
+)  # fmt: skip
+_CONSUMER = ("kill", "stop", "scale-out", "growth", "max-poll", "fault-fenced")
+# Java's VerifiableConsumer takes no commands (it cannot stall: no max-poll); its
+# situations are those of the issue, small enough for CI.
+_JAVA = ("kill", "stop", "scale-out", "growth")
+
 # What each client kind is: librdkafka with the classic protocol's eager `range`, with
 # `cooperative-sticky`, and with the consumer protocol (KIP-848), which refuses the
-# session, heartbeat and assignor settings (the broker owns them).
-CLIENTS: dict[str, dict[str, str]] = {
-    "rdkafka-range": {"partition.assignment.strategy": "range"},
-    "rdkafka-cooperative": {"partition.assignment.strategy": "cooperative-sticky"},
-    "rdkafka-consumer": {"group.protocol": "consumer"},
+# session, heartbeat and assignor settings (the broker owns them); Apache Kafka's Java
+# consumer (VerifiableConsumer) on the same three; kafka-python's KafkaConsumer, eager
+# `range` on the classic protocol.
+CLIENTS: dict[str, ClientKind] = {
+    "rdkafka-range": ClientKind(
+        "client_rdkafka.py", {"partition.assignment.strategy": "range"}, _EVERY
+    ),
+    "rdkafka-cooperative": ClientKind(
+        "client_rdkafka.py", {"partition.assignment.strategy": "cooperative-sticky"}, _EVERY
+    ),
+    "rdkafka-consumer": ClientKind("client_rdkafka.py", {"group.protocol": "consumer"}, _CONSUMER),
+    "java-range": ClientKind("client_java.py", {"partition.assignment.strategy": "range"}, _JAVA),
+    "java-cooperative": ClientKind(
+        "client_java.py", {"partition.assignment.strategy": "cooperative-sticky"}, _JAVA
+    ),
+    "java-consumer": ClientKind("client_java.py", {"group.protocol": "consumer"}, _JAVA),
+    "kafka-python-range": ClientKind(
+        "client_kafka_python.py", {"partition.assignment.strategy": "range"}, _JAVA
+    ),
 }
 CLASSIC_TIMING = {"session.timeout.ms": str(SESSION_MS), "heartbeat.interval.ms": str(HEARTBEAT_MS)}
 
 
 def classic(client: str) -> bool:
-    return CLIENTS[client].get("group.protocol") != "consumer"
+    return CLIENTS[client].conf.get("group.protocol") != "consumer"
 
 
 def incremental(client: str) -> bool:
-    return "cooperative" in CLIENTS[client].get("partition.assignment.strategy", "") or (
-        not classic(client)
-    )
+    strategy = CLIENTS[client].conf.get("partition.assignment.strategy", "")
+    return "cooperative" in strategy or not classic(client)
 
 
 @dataclass
@@ -278,17 +315,11 @@ SITUATIONS: dict[str, Callable[[Run, Context], Expected]] = {
     "join-not-coord": join_not_coordinator,
     "fault-fenced": heartbeat_fenced_epoch,
 }
-CLASSIC_ONLY = ("kill-45s", "fault-rip", "sync-held", "join-not-coord")
-CONSUMER_ONLY = ("fault-fenced",)
 
 
 def applies(client: str, situation: str) -> bool:
-    """Which situations a client kind can be in: a consumer-protocol member has no
-    session of its own to set (kill-45s) and no classic Heartbeat, JoinGroup or SyncGroup
-    to fault; a classic one no ConsumerGroupHeartbeat."""
-    if not classic(client):
-        return situation not in CLASSIC_ONLY
-    return situation not in CONSUMER_ONLY
+    """Which situations a client kind can be in (its `ClientKind.situations`)."""
+    return situation in CLIENTS[client].situations
 
 
 # -- the truth, from the clients' own words --------------------------------------------------
