@@ -1,4 +1,4 @@
-"""The truth suite's harness: real consumers (librdkafka, Java, kafka-python) as OS
+"""The truth suite's harness: real consumers (librdkafka, Java) as OS
 processes, what the harness did and when, and kgctl asked through its real command line.
 
 A *run* is one situation for one client kind, in a group of its own: it starts the

@@ -62,8 +62,7 @@ _JAVA = ("kill", "stop", "scale-out", "growth")
 # What each client kind is: librdkafka with the classic protocol's eager `range`, with
 # `cooperative-sticky`, and with the consumer protocol (KIP-848), which refuses the
 # session, heartbeat and assignor settings (the broker owns them); Apache Kafka's Java
-# consumer (VerifiableConsumer) on the same three; kafka-python's KafkaConsumer, eager
-# `range` on the classic protocol.
+# consumer (VerifiableConsumer) on the same three.
 CLIENTS: dict[str, ClientKind] = {
     "rdkafka-range": ClientKind(
         "client_rdkafka.py", {"partition.assignment.strategy": "range"}, _EVERY
@@ -77,9 +76,6 @@ CLIENTS: dict[str, ClientKind] = {
         "client_java.py", {"partition.assignment.strategy": "cooperative-sticky"}, _JAVA
     ),
     "java-consumer": ClientKind("client_java.py", {"group.protocol": "consumer"}, _JAVA),
-    "kafka-python-range": ClientKind(
-        "client_kafka_python.py", {"partition.assignment.strategy": "range"}, _JAVA
-    ),
 }
 CLASSIC_TIMING = {"session.timeout.ms": str(SESSION_MS), "heartbeat.interval.ms": str(HEARTBEAT_MS)}
 
