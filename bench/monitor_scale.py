@@ -234,7 +234,6 @@ class ModeResult:
     lags_ms: list[int] = field(default_factory=list)
     missed: int = 0
     wrong_cause: int = 0
-    mean_poll_s: float | None = None
     error: str = ""
     # The first few rebalances missed or given a wrong cause, to read what happened.
     examples: list[dict[str, Any]] = field(default_factory=list)
@@ -255,7 +254,7 @@ class ModeResult:
             "wrong_cause": self.wrong_cause,
             "lag_median_ms": int(statistics.median(lags)) if lags else None,
             "lag_p99_ms": pct(0.99), "lag_max_ms": lags[-1] if lags else None,
-            "mean_poll_s": self.mean_poll_s, "error": self.error, "examples": self.examples,
+            "error": self.error, "examples": self.examples,
         }  # fmt: skip
 
 
@@ -309,18 +308,27 @@ def run_mode(
         if start_broker is not None and broker_pid:
             res.broker_cpu_core_fraction = (cpu_s(broker_pid) - start_broker) / window
         res.rss_mb, res.peak_rss_mb = memory_mb(mon.proc.pid)
-        polls, took = (
-            mon.metric("kgctl_monitor_polls_total"),
-            mon.metric("kgctl_monitor_poll_duration_seconds_sum"),
-        )
-        res.mean_poll_s = round(took / polls, 3) if polls and took is not None else None
-        time.sleep(LINE_TIMEOUT_S)
+        _wait_lines(actions, mon, LINE_TIMEOUT_S)
         for _, group, name in joiners:  # the ones still in: out, outside the window
             fleet.tell("remove", group, name)
         _score(res, actions, fleet, mon)
         return res
     finally:
         mon.stop()
+
+
+def _wait_lines(actions: list[Action], mon: MonitorProc, timeout_s: float) -> None:
+    """Until each group has as many lines after its first action as it had actions (or
+    the timeout: what has none by then is missed)."""
+    wanted: dict[str, tuple[int, int]] = {}
+    for a in actions:
+        first, n = wanted.get(a.group, (a.at_ms, 0))
+        wanted[a.group] = (first, n + 1)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if all(len(mon.lines_of(g, first)) >= n for g, (first, n) in wanted.items()):
+            return
+        time.sleep(0.2)
 
 
 def _score(res: ModeResult, actions: list[Action], fleet: Fleet, mon: MonitorProc) -> None:

@@ -84,3 +84,21 @@ def test_bench_smoke_produces_sane_numbers(bootstrap: str, tmp_path: Path) -> No
     startup = res["startup"]
     assert startup["kgctl"]["ok"] == 1 and startup["kp"]["ok"] == 1
     assert startup["kgctl"]["cpu_s_median"] > 0 and startup["kp"]["cpu_s_median"] > 0
+
+
+@pytest.mark.kafka
+def test_monitor_scale_bench_smoke_counts_every_rebalance(bootstrap: str, tmp_path: Path) -> None:
+    # bench/monitor_scale.py at a toy size on the session broker: it runs, each provoked
+    # rebalance is counted with its cause, and its figures are there (not their values).
+    out = tmp_path / "monitor.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.monitor_scale", "--bootstrap", bootstrap,
+         "--idle", "20", "--active", "2", "--rate", "1", "--seconds", "6", "--warmup", "1",
+         "--modes", "log:1", "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    (mode,) = json.loads(out.read_text())["modes"]
+    assert mode["error"] == "" and mode["rebalances"] >= 5, mode
+    assert mode["counted"] == mode["rebalances"] and mode["wrong_cause"] == 0, mode
+    assert mode["cpu_core_fraction"] > 0 and mode["rss_mb"] > 0 and mode["lag_p99_ms"] >= 0
