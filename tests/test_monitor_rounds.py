@@ -138,3 +138,55 @@ def test_the_rows_follow_each_group_made_again_only_when_it_changed() -> None:
     apply("described", ({G: STABLE}, {G: BOTH}, set(), 0.01, 2 * 10**6))
     rows, _ = mon.view()
     assert "other" not in rows and rows[G].tally.total == 2
+
+
+class _Cluster:
+    """The poll thread's admin: one classic group, every call counted."""
+
+    undescribed: frozenset[str] = frozenset()
+
+    def __init__(self) -> None:
+        self.listings = 0
+        self.described: list[list[str]] = []
+
+    def list_all(self) -> dict[str, ListedGroup]:
+        self.listings += 1
+        return {G: STABLE}
+
+    def describe_all(self, groups: dict[str, str]) -> dict[str, GroupSnapshot]:
+        self.described.append(sorted(groups))
+        return {g: ONLY_A for g in groups}
+
+    def close(self) -> None:
+        pass
+
+
+def test_between_listings_the_poll_thread_waits_and_describes_only_records_groups() -> None:
+    import threading
+    import time
+
+    mon = Monitor(ClientSettings(), Selection(), interval_s=30.0)
+    cluster = _Cluster()
+    mon.admin = cluster  # type: ignore[assignment]
+    mon.rounds.caught_up = True
+    asked = []
+    take = mon.rounds.take_touched
+    mon.rounds.take_touched = lambda: asked.append(1) or take()  # type: ignore[method-assign]
+    poller = threading.Thread(target=mon._poll_loop, daemon=True)
+    poller.start()
+    try:
+        deadline = time.monotonic() + 5
+        while not cluster.described and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert cluster.described == [[G]]  # the first listing's round
+        mon.rounds.wake.set()  # woken with nothing to describe: it waits again
+        time.sleep(0.6)
+        assert len(asked) <= 2 and cluster.described == [[G]], (len(asked), cluster.described)
+        mon.rounds.touched(G)  # a record read: a round of its own, without a listing
+        while len(cluster.described) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert cluster.described == [[G], [G]] and cluster.listings == 1
+    finally:
+        mon.stopping.set()
+        mon.rounds.wake.set()
+        poller.join(timeout=5)

@@ -73,6 +73,7 @@ class DescribeRounds:
 
     def due(self, listed: Mapping[str, ListedGroup], now_ms: int) -> list[str]:
         """The groups to describe now, of those `listed`."""
+        self.wake.clear()  # the records waiting are this round's
         with self._lock:
             touched, self._touched = self._touched, set()
         if not self.log_read:

@@ -211,7 +211,14 @@ class Monitor:
                     # not listed yet has records: a classic one.
                     listed = None
                     due = [g for g in self.rounds.take_touched() if self.ours(g)]
-                snaps = self.admin.describe_all({g: kinds.get(g, "classic") for g in due})
+                # Nothing to describe between two listings: the records' groups were
+                # taken by a listing's round meanwhile (or the monitor is stopping).
+                idle = not full and not due
+                snaps = (
+                    {}
+                    if idle
+                    else self.admin.describe_all({g: kinds.get(g, "classic") for g in due})
+                )
                 undescribed = self.admin.undescribed if full else frozenset()
             except KgctlError as exc:
                 failures += 1
@@ -224,7 +231,8 @@ class Monitor:
             if full:
                 listed_at = started
             took = time.monotonic() - started
-            self.inbox.put(("described", (listed, snaps, undescribed, took, taken)))
+            if not idle:
+                self.inbox.put(("described", (listed, snaps, undescribed, took, taken)))
             # Until the next listing, or records to describe (a short pause first, so
             # that the records of one rebalance's members come in one round).
             self.rounds.wake.wait(max(0.0, listed_at + self.interval_s - time.monotonic()))
