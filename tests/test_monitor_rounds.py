@@ -190,3 +190,25 @@ def test_between_listings_the_poll_thread_waits_and_describes_only_records_group
         mon.stopping.set()
         mon.rounds.wake.set()
         poller.join(timeout=5)
+
+
+def test_a_described_generation_is_counted_by_a_later_step_with_nothing_new() -> None:
+    # Described only (no log): the generation waits its settling time, and the steps
+    # after it, which bring nothing, still count it.
+    now = [0]
+    mon = Monitor(
+        ClientSettings(), Selection(), interval_s=1.0, offsets_topic=False, clock=lambda: now[0]
+    )
+
+    def apply(kind: str, payload: object) -> None:
+        mon.inbox.put((kind, payload))
+        mon.step(timeout_s=0)
+
+    empty = GroupSnapshot(group=G, state="Empty", protocol_type="consumer")
+    apply("described", ({G: EMPTY}, {G: empty}, set(), 0.01, 0))
+    now[0] = 1000
+    apply("described", ({G: STABLE}, {G: ONLY_A}, set(), 0.01, 1000))
+    assert G not in mon.tallies or mon.tallies[G].total == 0
+    now[0] = 1000 + mon.settle_ms
+    mon.step(timeout_s=0)
+    assert mon.tallies[G].total == 1

@@ -116,6 +116,15 @@ class GroupFollower:
             return done
         return done + self._feed(self.inferrer.observe(snap, now_ms), now_ms)
 
+    @property
+    def settling(self) -> bool:
+        """Whether a generation that completed is still to be diagnosed: only then can
+        time alone (`tick`) complete it."""
+        return any(
+            g.stable_ms is not None and g.generation > self.diagnosed_generation
+            for g in self.state.generations
+        )
+
     def tick(self, now_ms: int, flush: bool = False) -> list[Diagnosed]:
         """Generations that completed and settled by `now_ms` (all stable ones when
         `flush`: the history read at start is over, nothing more will be said of it)."""

@@ -139,6 +139,7 @@ class Monitor:
         self.lock = threading.Lock()  # guards `rows` and `health` for the readers
         self.rows: dict[str, GroupRow] = {}
         self.changed: set[str] = set()  # groups whose row is to be made again
+        self.settling: set[str] = set()  # groups a generation of which waits to settle
         self.admin = ClusterAdmin(settings)
         self.log_reader: OffsetsLogFollower | None = None
         self.threads: list[threading.Thread] = []
@@ -266,8 +267,17 @@ class Monitor:
             except queue.Empty:
                 item = None
         now = self.clock()
-        for f in self.followers.values():
-            out += f.tick(now)
+        # Only groups given something this step, or with a generation waiting for its
+        # settling time, can complete one now (at 10,000 groups, ticking them all at each
+        # step was a few per cent of a core).
+        for group in sorted(self.settling | self.changed):
+            f = self.followers.get(group)
+            if f is not None:
+                out += f.tick(now)
+            if f is not None and f.settling:
+                self.settling.add(group)
+            else:
+                self.settling.discard(group)
         self._count_all(out)
         self._publish()
         if self.fatal is not None:
