@@ -15,8 +15,9 @@ import pytest
 from helpers import mev, two_member_eager_history
 
 from kgctl.chaos.context import RunContext
+from kgctl.chaos.java import READ_STAMPED, java_event
 from kgctl.chaos.journal import Journal, StepReport
-from kgctl.chaos.judge import Judge
+from kgctl.chaos.judge import READ_LATENCY_MS, Judge
 from kgctl.chaos.options import RunOptions
 from kgctl.chaos.plan import FleetPlan
 from kgctl.chaos.pump import EventPump
@@ -262,3 +263,43 @@ def test_kept_topics_keep_the_group_too(run: Run) -> None:
     run.resources.created_topics = run.resources.owns_group = True
     run.resources.close(run.plan)
     assert admin.topics == [] and admin.groups == [] and admin.closed
+
+
+def read_stamped(ts: int, member: str, partition: int) -> Event:
+    """An app's RecordsConsumed line without a "timestamp", stamped when kgctl read it."""
+    ev = consumed(ts, member, partition)
+    ev.data[READ_STAMPED] = True
+    return ev
+
+
+def test_a_line_read_just_after_a_revoke_was_consumed_before_it(run: Run) -> None:
+    """A confluent-kafka app's rolling restart: m2 committed at .778, the proxy saw its
+    revoke at .780, and kgctl read its RecordsConsumed line (no timestamp) at .789."""
+    run.feed(*two_member_eager_history())  # m1 gave t-2 up at 5200
+    run.feed(read_stamped(5211, "m1", 2))
+    assert run.journal.violations == []
+    assert run.journal.invariants["consumed-outside-assignment"] == "held"
+
+
+def test_a_read_stamped_line_of_a_partition_never_owned_still_fails(run: Run) -> None:
+    run.feed(*two_member_eager_history())  # m2 never owned t-0
+    run.feed(read_stamped(5460, "m2", 0))
+    [v] = run.journal.violations
+    assert (v.rule, v.members, v.partition) == ("consumed-outside-assignment", ["m2"], "t-0")
+
+
+def test_a_read_stamped_line_long_after_the_revoke_still_fails(run: Run) -> None:
+    run.feed(*two_member_eager_history())
+    run.feed(read_stamped(5200 + READ_LATENCY_MS + 1, "m1", 2))
+    [v] = run.journal.violations
+    assert (v.rule, v.members, v.partition) == ("consumed-outside-assignment", ["m1"], "t-2")
+
+
+def test_an_apps_line_is_stamped_with_its_own_timestamp_or_marked_read() -> None:
+    line = '{"name": "records_consumed", "partitions": [], "count": 0'
+    kw = {"member": "m1", "group": "g", "client_id": "c", "pid": 1, "seq": 1, "now_ms": 9000}
+    own = java_event(line + ', "timestamp": 8990}', **kw)
+    read = java_event(line + "}", **kw)
+    assert own is not None and read is not None
+    assert (own.ts_ms, READ_STAMPED in own.data) == (8990, False)
+    assert (read.ts_ms, read.data.get(READ_STAMPED)) == (9000, True)

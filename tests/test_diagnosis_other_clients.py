@@ -335,3 +335,39 @@ def test_every_clients_reason_in_the_table_names_its_own_cause() -> None:
 )  # fmt: skip
 def test_a_clients_words_name_their_cause(reason: str, cause: Cause | None) -> None:
     assert wire_cause(reason) == cause
+
+
+def _wire_left_then_back(restarted: bool) -> dict[int, object]:
+    """librdkafka (LeaveGroup v1, no reason) leaving on the wire at 5000 and joining again
+    with no member id at 9000; its process restarted in between when `restarted`."""
+    a, c, c2 = _id("a"), _id("c"), _id("c", 2)
+    events = [
+        _stored(1, 1000, [a, c], 10000),
+        Event("LeaveGroupSent", 5000, 5000.0, 1, "g", member="c", member_id=c, client_id="c",
+              source="wire", data={"reason": "left the group", "wire_reason": ""}),
+        _stored(2, 5100, [a], 10000),
+        Event("JoinGroupSent", 9000, 9000.0, 2, "g", member="c", member_id=c2, client_id="c",
+              source="wire", data={"member_id": "", "reason": "", "wire_reason": ""}),
+        _stored(3, 9100, [a, c2], 10000),
+    ]  # fmt: skip
+    if restarted:
+        events += [
+            Event("MemberFailed", 5300, 5300.0, 1, "g", member="c", source="chaos",
+                  data={"error": "exit 0", "exit_status": 0}),
+            Event("MemberStarted", 8500, 8500.0, 1, "g", member="c", client_id="c"),
+        ]  # fmt: skip
+    return _diagnoses(events, ())
+
+
+def test_a_wire_leave_then_a_restarted_process_is_a_leave_exact() -> None:
+    # A rolling restart of a librdkafka app (kgctl chaos, `client: command`): the wire saw
+    # its LeaveGroup and kgctl started its process again before it joined.
+    t = _wire_left_then_back(restarted=True)[2].trigger
+    assert (t.cause, t.who, t.confidence) == ("member_left", "c", EXACT)
+    assert "LeaveGroup" in t.evidence and "restart" in t.evidence
+    assert "max.poll.interval.ms" not in t.evidence
+
+
+def test_a_wire_leave_then_a_join_from_the_same_process_is_a_poll_timeout_inferred() -> None:
+    t = _wire_left_then_back(restarted=False)[2].trigger
+    assert (t.cause, t.who, t.confidence) == ("timed_out", "c", INFERRED)

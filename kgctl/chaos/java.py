@@ -101,6 +101,11 @@ def _data(
     return None
 
 
+# Set in an event's data when its line had no "timestamp" of its own: its time is when
+# kgctl read the line, an upper bound of when the app did it (the judge allows for that).
+READ_STAMPED = "read_stamped"
+
+
 def java_event(
     line: str,
     *,
@@ -126,9 +131,12 @@ def java_event(
         return None
     type_, data = found
     ts = raw.get("timestamp")
+    if not isinstance(ts, int) or ts <= 0:
+        ts = now_ms
+        data[READ_STAMPED] = True
     return Event(
         type=type_,
-        ts_ms=ts if isinstance(ts, int) and ts > 0 else now_ms,
+        ts_ms=ts,
         mono_ms=mono_ms,
         seq=seq,
         group=group,

@@ -17,6 +17,7 @@ from kgctl.adapters.chaos import ChaosAdmin, NumberedProducer
 from kgctl.chaos import checks, verdict
 from kgctl.chaos.actions import ActionOutcome
 from kgctl.chaos.fleet import Fleet
+from kgctl.chaos.java import READ_STAMPED
 from kgctl.chaos.journal import Journal, StepReport, ViolationRecord
 from kgctl.chaos.plan import FleetPlan
 from kgctl.chaos.pump import now_ms
@@ -36,6 +37,10 @@ from kgctl.model.invariants import (
 from kgctl.model.state import GroupState, TopicPartition
 
 Emit = Callable[..., Event]
+# How long after an app consumed kgctl may read the line saying so (a pipe and a reader
+# thread: milliseconds; a run's busiest seen was 11 ms): a line stamped at its reading
+# (READ_STAMPED) counts as consumed while its member owned the partition within this.
+READ_LATENCY_MS = 250
 
 
 class Judge:
@@ -127,12 +132,19 @@ class Judge:
             self.refused = self.plan.refusal(ev.member)
 
     def _consumed(self, ev: Event, state: GroupState) -> None:
+        # A line without its own timestamp is stamped when kgctl read it, which is after
+        # the app consumed: it owned the partition at some moment of the read latency.
+        slack = READ_LATENCY_MS if ev.data.get(READ_STAMPED) else 0
+
         def owned(tp: tuple[str, int]) -> bool:
             # When it consumed, not when its line arrived: an app member's stdout is read
             # later than the proxy's events of the same moment (a Java member's record
             # processed at .872 came after its JoinGroup of .987 had ended its ownership).
             return any(
-                s.member == ev.member and s.covers(ev.ts_ms) for s in state.ownership.get(tp, ())
+                s.member == ev.member
+                and s.start_ms <= ev.ts_ms
+                and (s.end_ms is None or s.end_ms > ev.ts_ms - slack)
+                for s in state.ownership.get(tp, ())
             )
 
         for b in ev.data.get("batches", []):

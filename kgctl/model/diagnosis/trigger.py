@@ -523,6 +523,16 @@ def _read_unsaid_leave(
             evidence=f"{t.evidence}: it gave no reason and did not join again (closed or "
             "unsubscribed)",
         )
+    restarted = _restarted_at(t.who, t.at_ms, back, events)
+    if restarted is not None:
+        # Its process ended and a new one started between the leave and the join: a
+        # restart, not a poll timeout (a member past max.poll.interval.ms rejoins from
+        # the same process).
+        return replace(
+            t,
+            evidence=f"{t.evidence}: its process started again at {_clock(restarted)} and "
+            f"joined at {_clock(back)} with a new member id (a restart)",
+        )
     return replace(
         t,
         cause=Cause.TIMED_OUT,
@@ -531,6 +541,15 @@ def _read_unsaid_leave(
         "new member id, as a member past max.poll.interval.ms does (it leaves, then joins "
         "at its next poll; a restart looks the same)",
     )
+
+
+def _restarted_at(who: str, left_ms: int, back_ms: int, events: EventIndex) -> int | None:
+    """When `who`'s process started again between its leave and its join back (kgctl's
+    own MemberStarted of the member it runs), if it did."""
+    for e in events.of("MemberStarted", since=left_ms, until=back_ms):
+        if e.source == "member" and e.member == who:
+            return e.ts_ms
+    return None
 
 
 def _came_back(
