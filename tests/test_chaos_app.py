@@ -269,3 +269,23 @@ def test_a_run_judged_by_the_apps_lines_says_its_consumed_count_comes_from_them(
         "records: 20 produced, 22 consumed per the members' VerifiableConsumer lines, "
         "0 missing, 2 duplicates"
     ) in summary_text(journal)
+
+
+def test_a_program_chaos_stopped_is_no_error_one_that_died_or_was_killed_is() -> None:
+    from kgctl.chaos.pump import silent_end
+    from kgctl.model.timeline import counted_errors
+
+    def ended(code: int | None, asked: bool) -> Event:
+        return Event(type="MemberFailed", ts_ms=1, mono_ms=1, seq=1, group="g", member="m1",
+                     source="chaos",
+                     data=silent_end(code, asked))  # fmt: skip
+
+    # A restart's SIGTERM: librdkafka's app closed and exited 0, or Python's default
+    # handler ended it (-15): stopped as asked either way.
+    for code in (0, -15, 1):
+        assert list(counted_errors([ended(code, True)])) == [], code
+        assert ended(code, True).data["stopped_as_asked"] is True
+    # Escalated to SIGKILL after the grace, or an exit nobody asked for: an error.
+    assert [e for _, e in counted_errors([ended(-9, True)])] == ["SIGKILL"]
+    assert [e for _, e in counted_errors([ended(0, False)])] == ["exit 0"]
+    assert [e for _, e in counted_errors([ended(-9, False)])] == ["SIGKILL"]

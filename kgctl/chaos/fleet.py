@@ -161,6 +161,7 @@ class MemberProcess:
     paused: bool = False
     paused_since_ms: int | None = None
     expected_exit: bool = False  # chaos asked it to end (kill, stop, fencing expected)
+    asked_to_stop: bool = False  # chaos sent it SIGTERM (a stop, a restart)
     stopped: bool = False  # MemberStopped seen
     exit_code: int | None = None
     stderr: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=20))
@@ -338,7 +339,8 @@ class Fleet:
         self.signal(name, signal.SIGKILL)
 
     def stop(self, name: str) -> None:
-        self.members[name].expected_exit = True
+        member = self.members[name]
+        member.expected_exit = member.asked_to_stop = True
         self.signal(name, signal.SIGTERM)
 
     def pause(self, name: str) -> None:

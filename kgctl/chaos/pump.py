@@ -29,6 +29,26 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def silent_end(code: int | None, asked_to_stop: bool) -> dict[str, Any]:
+    """The MemberFailed data of a process that ended without a MemberStopped line. One
+    kgctl sent SIGTERM that ended by itself stopped as asked, whatever its exit code: the
+    process is gone all the same (the fold's MemberFailed), but it is no error and no
+    failure of the member."""
+    if asked_to_stop and code != -9:
+        return {
+            "error": "",
+            "reason": "SIGTERM",
+            "stopped_as_asked": True,
+            "message": f"stopped as asked (SIGTERM from kgctl chaos), exit {code}",
+            "exit_status": code,
+        }
+    return {
+        "error": "SIGKILL" if code == -9 else f"exit {code}",
+        "message": "the member process ended without stopping (seen by kgctl chaos)",
+        "exit_status": code,
+    }
+
+
 class EventPump:
     """The run's event stream: the folded state, the history, the recording, the sinks."""
 
@@ -78,8 +98,6 @@ class EventPump:
 
     def _ended_silently(self, member: MemberProcess) -> None:
         # A process that ended without MemberStopped (SIGKILL, crash): the fold must know.
-        code = member.exit_code
-        error = "SIGKILL" if code == -9 else f"exit {code}"
         self._seq += 1
         event = Event(
             type="MemberFailed",
@@ -90,11 +108,7 @@ class EventPump:
             member=member.name,
             pid=member.pid,
             source="chaos",
-            data={
-                "error": error,
-                "message": "the member process ended without stopping (seen by kgctl chaos)",
-                "exit_status": code,
-            },
+            data=silent_end(member.exit_code, member.asked_to_stop),
         )
         self._handle(event)
 

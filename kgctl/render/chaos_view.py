@@ -293,7 +293,7 @@ def event_line(event: Event) -> str | None:
     if t == "InvariantViolated":
         return f"  VIOLATED {d.get('rule')} [{d.get('step')}]: {d.get('message')}"
     if t == "MemberFailed":
-        return f"  {event.member} ended: {d.get('error')}"
+        return f"  {event.member} ended: {d.get('error') or d.get('message')}"
     if t == "ScenarioFinished":
         return f"verdict: {d.get('verdict')} (exit {d.get('exit_status')})"
     return None

@@ -529,7 +529,14 @@ def _cause(
             kind = Cause.STATIC_MEMBER_REPLACED
             note = f"{who} fenced: another process joined with its group.instance.id"
         elif e.type == "MemberFailed":
-            kind, note = Cause.MEMBER_FAILED, f"{who} failed: {e.data.get('error', '')}"
+            # A program chaos stopped (SIGTERM) that printed no MemberStopped: it left.
+            asked = bool(e.data.get("stopped_as_asked"))
+            kind = Cause.MEMBER_LEFT if asked else Cause.MEMBER_FAILED
+            note = (
+                f"{who} stopped: SIGTERM from kgctl chaos"
+                if asked
+                else f"{who} failed: {e.data.get('error', '')}"
+            )
         elif e.type == "PollIntervalExceeded":
             ms = e.data.get("max_poll_interval_ms")
             kind, note = Cause.TIMED_OUT, f"{who}: no poll within max.poll.interval.ms={ms}"
