@@ -9,6 +9,7 @@ The session broker is tied to the pytest process: if pytest dies, so does the br
 from __future__ import annotations
 
 import os
+import signal
 import uuid
 import warnings
 from collections.abc import Iterator
@@ -19,6 +20,12 @@ import pytest
 
 from kgctl.adapters.sockets import close_abandoned_connects
 from kgctl.broker.local import LocalBroker
+
+# A suite started with SIGINT ignored (a background job of a shell without job control)
+# passes that on to every process it starts, and the tests that press Ctrl-C on kgctl
+# saw it ignored (exit 0, not 130). The default is put back: an exec'd child then has it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # kafka-python leaves a socket open when a client is closed mid-connect (see
 # kgctl/adapters/sockets.py). The fix goes to every client in this process, the tests'
