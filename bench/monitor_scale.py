@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.observe import now_ms
+from bench.observe import now_ms, read_json_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 TICK = os.sysconf("SC_CLK_TCK")
@@ -181,14 +181,7 @@ class MonitorProc:
 
     def _out(self) -> None:
         assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            t = now_ms()
-            try:
-                doc = json.loads(line)
-            except ValueError:
-                continue
-            with self.lock:
-                self.lines.append((t, doc))
+        read_json_lines(self.proc.stdout, self.lines, self.lock)
 
     def _err(self) -> None:
         assert self.proc.stderr is not None

@@ -10,11 +10,15 @@
 
 from __future__ import annotations
 
+import json
 import re
+import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from kgctl.adapters.admin import GroupAdmin
 from kgctl.model.snapshot import GroupSnapshot
@@ -25,6 +29,21 @@ POLL_S = 0.05
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def read_json_lines(
+    stream: Iterable[str], into: list[tuple[int, dict[str, Any]]], lock: threading.Lock
+) -> None:
+    """Each JSON line of a kgctl command's stdout, kept with the wall-clock ms it was read
+    (what the lag benchmarks measure); other lines are skipped."""
+    for line in stream:
+        t = now_ms()
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        with lock:
+            into.append((t, doc))
 
 
 def complete(

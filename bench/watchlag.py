@@ -20,7 +20,6 @@ One run per mode, each on a fresh group and fresh topics:
 
 from __future__ import annotations
 
-import json
 import signal
 import statistics
 import subprocess
@@ -33,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.members import Member, MemberConfig, spawn
-from bench.observe import now_ms
+from bench.observe import read_json_lines
 
 MODES = ("offsets", "poll")
 SHOW_TIMEOUT_S = 10.0
@@ -85,14 +84,7 @@ class WatchLines:
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            t = now_ms()
-            try:
-                ev = json.loads(line)
-            except ValueError:
-                continue
-            with self.lock:
-                self.lines.append((t, ev))
+        read_json_lines(self.proc.stdout, self.lines, self.lock)
 
     def generation_changes(self) -> list[tuple[int, dict[str, Any]]]:
         with self.lock:

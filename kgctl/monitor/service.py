@@ -360,7 +360,9 @@ class Monitor:
         if listed is not None:
             listed = {g: t for g, t in listed.items() if self.ours(g)}  # asked before a change
         for group, snap in snaps.items():
-            if not self.ours(group) if listed is None else group not in listed:
+            # A round for records read has no listing: the group is this monitor's or not.
+            wanted = self.ours(group) if listed is None else group in listed
+            if not wanted:
                 continue
             f = self.followers.get(group)
             if (
