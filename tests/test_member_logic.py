@@ -18,7 +18,7 @@ from kgctl.member.reasons import fatal_error
 from kgctl.member.runner import Member, MemberConfig
 from kgctl.member.stats import ConsumeStats
 from kgctl.model.events import EVENT_TYPES, Event
-from kgctl.model.reasons import RejoinReason, rejoin_reason
+from kgctl.model.reasons import RejoinReason, partitions_changed, rejoin_reason
 from kgctl.render.chaos_view import event_line
 from kgctl.render.group_view import describe_event
 from kgctl.render.member_lines import MemberHeader, describe, render_line, summary_lines
@@ -49,6 +49,16 @@ def test_reasons_follow_java_rejoin_needed_or_pending_order() -> None:
     assert reason(pending="rebalance_in_progress") is RejoinReason.REBALANCE_IN_PROGRESS
     assert reason(pending="poll_interval_exceeded") is RejoinReason.POLL_INTERVAL_EXCEEDED
     assert reason() is RejoinReason.REQUESTED
+
+
+def test_a_new_subscriptions_topic_is_not_a_partition_change() -> None:
+    # Departure (z): the metadata of a newly subscribed topic arrived before the
+    # rejoin check; only counts that changed outside the resubscribed topics count.
+    assert not partitions_changed({"t1": 2}, {"t1": 2, "t2": 3}, {"t2"})
+    assert not partitions_changed({"t1": 2, "t2": 3}, {"t1": 2}, {"t2"})  # unsubscribed
+    assert partitions_changed({"t1": 2}, {"t1": 4, "t2": 3}, {"t2"})  # and t1 grew
+    assert partitions_changed({"t1": 2}, {"t1": 2, "t2": 3})  # another member's topic
+    assert not partitions_changed({"t1": 2}, {"t1": 2})
 
 
 def test_join_retry_matches_join_group_if_needed() -> None:

@@ -62,6 +62,7 @@ from kgctl.model.reasons import (
     WIRE_COMMIT_REBALANCING,
     WIRE_LEFT_GROUP,
     WIRE_REASONS,
+    partitions_changed,
     rejoin_reason,
     wire_failed_join,
     wire_member_id,
@@ -267,6 +268,16 @@ class TracedCoordinator(ConsumerCoordinator):
             self._joined_subscription is not None
             and self._joined_subscription != self._subscription.subscription
         )
+        # The rejoin's reason: a partition count that changed, not a topic that only
+        # came (or went) with the subscription (departure (z)); any difference still
+        # sets the flag below.
+        grew = metadata_changed and partitions_changed(
+            {t: len(ps) for t, ps in (self._assignment_snapshot or {}).items()},
+            {t: len(ps) for t, ps in (self._metadata_snapshot or {}).items()},
+            set(self._joined_subscription or ()) ^ set(self._subscription.subscription or ())
+            if subscription_changed
+            else (),
+        )
         # Java's rejoinNeededOrPending: a JoinGroup/SyncGroup still in flight counts.
         # kafka-python's need_rejoin forgets it as soon as the request is built:
         # group_protocols() records the joined subscription and the leader's
@@ -283,14 +294,12 @@ class TracedCoordinator(ConsumerCoordinator):
             # call, and building JoinGroup makes both checks false: a JoinGroup that then
             # failed was never sent again (departure (h), audit rows 1-2).
             self.rejoin_needed = True
-            self._kg_why.wire = WIRE_REASONS[
-                "metadata_changed" if metadata_changed else "subscription_changed"
-            ]
+            self._kg_why.wire = WIRE_REASONS["metadata_changed" if grew else "subscription_changed"]
         needed = bool(super().need_rejoin()) or pending
         if needed and not self._kg_why.reported and not self._kg_closing:
             reason = rejoin_reason(
                 joined_before=self._kg_why.joined_before,
-                metadata_changed=metadata_changed,
+                metadata_changed=grew,
                 subscription_changed=subscription_changed,
                 pending=self._kg_why.pending,
             ).value

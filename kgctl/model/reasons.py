@@ -8,6 +8,7 @@ and the report, watch and chaos read it back from those events.
 from __future__ import annotations
 
 import enum
+from collections.abc import Collection, Mapping
 
 
 class RejoinReason(str, enum.Enum):
@@ -47,6 +48,22 @@ def rejoin_reason(
     if pending:
         return RejoinReason(pending)
     return RejoinReason.REQUESTED
+
+
+def partitions_changed(
+    assigned_with: Mapping[str, int],
+    now: Mapping[str, int],
+    resubscribed: Collection[str] = (),
+) -> bool:
+    """Whether a topic's partition count changed since the last assignment, the topics
+    that came or went with a subscription change (`resubscribed`) left out.
+
+    The two snapshots differ as soon as the metadata of a newly subscribed topic arrives;
+    when that answer beat the next rejoin check (the heartbeat thread polls the network
+    too) Java's order names the rejoin "cached metadata has changed", though no topic
+    grew: the subscription changed (departure (z) in docs/member.md)."""
+    topics = (set(assigned_with) | set(now)) - set(resubscribed)
+    return any(assigned_with.get(t) != now.get(t) for t in topics)
 
 
 # -- the reasons on the wire (KIP-800) ------------------------------------------------------
