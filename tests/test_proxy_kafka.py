@@ -164,11 +164,30 @@ def test_kgctl_java_and_kcat_members_form_one_group_through_the_proxy(
     )
     try:
 
+        def synced(client: str) -> bool:
+            """Its last successful SyncGroup is of the newest generation on the wire."""
+            events = proxy.snapshot()
+            newest = max(
+                (e.generation for e in events if e.type == "JoinGroupTraced" and e.group == group),
+                default=-1,
+            )
+            syncs = [
+                e
+                for e in events
+                if e.type == "SyncGroupTraced" and e.client_id == client and e.group == group
+                and e.data["error"] == "NONE"
+            ]  # fmt: skip
+            return bool(syncs) and syncs[-1].data["request"]["generation"] == newest
+
         def stable_with_three() -> Any:
+            # The broker shows the leader's assignments as soon as it has them; a
+            # follower's own SyncGroup may still be unsent, or its answer not yet through
+            # the proxy (CI once: the kgctl member's), so each one's is waited for too.
             snap = described(bootstrap, group)
             clients = sorted(m.client_id for m in snap.members)
             ok = snap.state == "Stable" and clients == sorted([kgctl_id, java_id, kcat_id])
-            return snap if ok and all(m.partitions for m in snap.members) else None
+            ok = ok and all(m.partitions for m in snap.members)
+            return snap if ok and all(synced(c) for c in clients) else None
 
         snap = wait_for("a Stable group of the three clients", stable_with_three, 90)
     finally:
