@@ -295,3 +295,16 @@ def test_a_consumer_fleet_stretches_its_limits_to_the_brokers_consumer_session()
     # The classic fleet keeps its own session and limit.
     classic = fit_scenario(builtin("member-kill"), GroupBounds.from_configs(configs))
     assert classic.scenario.steps[0].expect.max_seconds == 11
+
+
+def test_an_app_line_listing_a_partition_at_no_offset_commits_nothing_there() -> None:
+    # A confluent-kafka program printing commit()'s result as it is: librdkafka lists
+    # the partitions it had nothing to commit for at -1001, and sends none of them.
+    line = json.dumps({
+        "name": "offsets_committed", "success": True,
+        "offsets": [{"topic": "t", "partition": 0, "offset": 215},
+                    {"topic": "t", "partition": 5, "offset": -1001}],
+    })  # fmt: skip
+    event = java_event(line, member="m1", group="g", client_id="kgctl-m1", pid=7, seq=1, now_ms=5)
+    assert event is not None and event.type == "OffsetsCommitted"
+    assert event.data["offsets"] == {"t": {"0": 215}}

@@ -6,6 +6,7 @@ the metadata shows them, so a step that follows sees the new layout.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -15,8 +16,10 @@ import kafka.errors as Errors
 from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions, NewTopic
 
 from kgctl.adapters import clients
+from kgctl.adapters.admin import GroupAdmin
 from kgctl.errors import ExitStatus, KgctlError, SetupError
 from kgctl.model.bounds import KAFKA_DEFAULTS, GroupBounds
+from kgctl.model.state import REBALANCING_STATES
 from kgctl.settings import ClientSettings
 
 log = logging.getLogger(__name__)
@@ -29,6 +32,7 @@ class ChaosAdmin:
         self.settings = settings
         self._admin = clients.admin(settings, "kgctl-chaos")
         self._brokers: list[dict[str, Any]] | None = None
+        self._groups: GroupAdmin | None = None  # opened by the first group_rebalancing
 
     def _described_brokers(self) -> list[dict[str, Any]]:
         # Asked once per run: the broker count and the bounds both read it before the
@@ -46,6 +50,21 @@ class ChaosAdmin:
             self._admin.close()
         except Exception:  # closing must not hide the run's own result
             log.debug("admin close failed", exc_info=True)
+        if self._groups is not None:
+            self._groups.close()
+
+    def group_rebalancing(self, group: str) -> bool:
+        """Whether the coordinator has the classic group in a rebalance now (Preparing or
+        Completing). False when it cannot say: the run's own view stands then."""
+        if self._groups is None:
+            # A short budget: the question is asked while the step settles, and a
+            # cluster that does not answer at once leaves the run's own view to decide.
+            self._groups = GroupAdmin(dataclasses.replace(self.settings, timeout_s=2.0))
+        try:
+            state = self._groups.describe(group, with_lag=False).state
+        except KgctlError:
+            return False
+        return state in REBALANCING_STATES
 
     def broker_count(self) -> int:
         try:

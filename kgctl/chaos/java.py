@@ -71,7 +71,11 @@ def _batches(raw: Any) -> list[dict[str, Any]]:
 def _offsets(raw: Any) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     for c in raw if isinstance(raw, list) else []:
-        if isinstance(c, dict) and isinstance(c.get("offset"), int):
+        # A negative offset is a client's "no offset", not a commit: librdkafka's
+        # commit() lists the partitions it had nothing to commit for at -1001
+        # (RD_KAFKA_OFFSET_INVALID), and sends none of them. A program printing that
+        # list as it is would otherwise have "committed" backwards.
+        if isinstance(c, dict) and isinstance(c.get("offset"), int) and c["offset"] >= 0:
             out.setdefault(str(c.get("topic")), {})[str(c.get("partition"))] = int(c["offset"])
     return out
 
