@@ -6,6 +6,10 @@ Pure: events and broker log lines in, diagnoses out."""
 
 from __future__ import annotations
 
+import gzip
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 
 from kgctl.model.diagnosis import (
@@ -24,10 +28,13 @@ from kgctl.model.diagnosis.trigger import grown_topics, read_growth
 from kgctl.model.diagnosis.waits import critical_path
 from kgctl.model.event_index import EventIndex
 from kgctl.model.events import Event
+from kgctl.model.explanation import explain
 from kgctl.model.reasons import Cause
 from kgctl.model.state import GenerationRecord, GroupState, OwnershipSpan
 from kgctl.observe.broker_log import parse_broker_log
 from kgctl.report.summary import build_report
+
+DATA = Path(__file__).parent / "data"
 
 UUID = "0123abcd-4567-89ef-0123-456789abcdef"
 
@@ -212,6 +219,31 @@ def test_a_rejoin_without_words_while_the_topic_grew_is_a_growth_inferred() -> N
     assert read_growth(asked, state, rec, prev) == asked
 
 
+def test_an_unasked_rejoin_just_after_a_growth_is_likely_its_late_view_of_it() -> None:
+    # A by-hand chaos run of confluent-kafka members: the leader's rejoin took the new
+    # partitions in generation 3; m3's own metadata refresh came later, and it sent a
+    # JoinGroup with its member id, not told of a rebalance, in generation 4.
+    state = _owned(
+        *[("t", p, "a", 2) for p in range(6)],
+        *[("t", p, "a", 3) for p in range(8)],
+        *[("t", p, "b", 4) for p in range(8)],
+    )
+    prev = GenerationRecord(generation=3, start_ms=3000)
+    rec = GenerationRecord(generation=4, start_ms=4200)
+    said = Trigger(
+        cause=Cause.REJOIN_REQUESTED, who="b", reason="a member rejoined on its own",
+        confidence=EXACT, evidence="wire: b's JoinGroup with its member id", at_ms=4200,
+    )  # fmt: skip
+    late = read_growth(said, state, rec, prev)
+    assert (late.cause, late.confidence, late.who) == (Cause.PARTITIONS_CHANGED, INFERRED, "b")
+    assert "t grew from 6 to 8 partitions in generation 3" in late.evidence
+    assert "likely" in late.evidence
+    # Long after the growth (past a default refresh), nothing says why it rejoined.
+    later = read_growth(replace(said, at_ms=3000 + 400_000), state, rec, prev)
+    assert (later.cause, later.confidence) == (Cause.REJOIN_REQUESTED, INFERRED)
+    assert "no source says why" in later.evidence
+
+
 def test_the_controllers_log_tells_a_growth_the_assignments_do_not() -> None:
     # From the cluster and the broker's log: no assignment of the earlier generations,
     # the controller's lines adding partitions 6-8 to t after the last generation.
@@ -366,6 +398,25 @@ def test_a_wire_leave_then_a_restarted_process_is_a_leave_exact() -> None:
     assert (t.cause, t.who, t.confidence) == ("member_left", "c", EXACT)
     assert "LeaveGroup" in t.evidence and "restart" in t.evidence
     assert "max.poll.interval.ms" not in t.evidence
+
+
+def test_a_by_hand_app_run_reads_a_late_rejoin_and_the_last_leave_right() -> None:
+    """`kgctl chaos run` of three confluent-kafka programs written from docs/your-app.md
+    (rolling restart, kill, growth 6 -> 8, a fault; tests/data/app_chaos_orders.jsonl.gz).
+    Generation 11: m3's JoinGroup with its member id, unasked, 1.4 s after the growth the
+    leader's rejoin had taken in generation 10 (its own metadata refresh). Generation 12:
+    m3 left on the wire at the run's end; the rolling restart had stopped its earlier
+    process as asked, which was read as "timed out (exact)" beside the leave."""
+    raw = gzip.decompress((DATA / "app_chaos_orders.jsonl.gz").read_bytes()).decode()
+    events = [Event.from_json(line) for line in raw.splitlines() if line.strip()]
+    x = explain(events[0].group, events, events[-1].ts_ms + 1000)
+    by_gen = {d.generation: d for d in x.generations}
+    late = by_gen[11].trigger
+    assert (late.cause, late.who, late.confidence) == (Cause.PARTITIONS_CHANGED, "m3", INFERRED)
+    assert "grew from 6 to 8 partitions in generation 10" in late.evidence
+    left = by_gen[12]
+    assert (left.trigger.cause, left.trigger.who) == (Cause.MEMBER_LEFT, "m3")
+    assert not [t for t in left.also if t.cause is Cause.TIMED_OUT], left.also
 
 
 def test_a_wire_leave_then_a_join_from_the_same_process_is_a_poll_timeout_inferred() -> None:

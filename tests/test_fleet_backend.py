@@ -10,10 +10,12 @@ from __future__ import annotations
 import io
 import json
 import signal
+import threading
 from pathlib import Path
 from typing import IO
 
 from kgctl.chaos.fleet import Fleet, MemberHandle, MemberLaunch
+from kgctl.chaos.pump import silent_end
 from kgctl.model.events import Event
 from kgctl.settings import ClientSettings
 
@@ -77,4 +79,39 @@ def test_a_fleet_runs_members_on_another_backend_and_reads_their_events(
     fleet.send("m1", {"op": "pause"})
     remote = backend.spawned["m1"][0]
     assert remote.stdin is not None and json.loads(remote.stdin.getvalue()) == {"op": "pause"}
+    fleet.close(grace_s=1)
+
+
+class LingeringMember(RemoteMember):
+    """A member that runs until a signal ends it."""
+
+    def __init__(self, name: str, group: str) -> None:
+        super().__init__(name, group)
+        self.ended = threading.Event()
+
+    def wait(self, timeout: float | None = None) -> int:
+        self.ended.wait(timeout)
+        return self.code if self.code is not None else 0
+
+    def send_signal(self, sig: int) -> None:
+        super().send_signal(sig)
+        self.ended.set()
+
+
+class LingeringBackend(RemoteBackend):
+    def spawn(self, launch: MemberLaunch, command: list[str]) -> MemberHandle:
+        member = LingeringMember(launch.name, launch.group)
+        self.spawned[launch.name] = (member, command)
+        return member
+
+
+def test_the_runs_last_sigterm_is_a_stop_kgctl_asked_for(tmp_path: Path) -> None:
+    # A by-hand run: at the end, the fleet's SIGTERM ended each app member, which was
+    # then reported as "the member process ended without stopping" (an error).
+    fleet = Fleet(ClientSettings("broker:9092"), tmp_path, backend=LingeringBackend())
+    member = fleet.start(MemberLaunch(name="m1", group="g", topics=["orders"]))
+    assert member.running and not member.asked_to_stop
+    fleet.signal_all_running(signal.SIGTERM)
+    assert member.asked_to_stop
+    assert silent_end(member.proc.wait(5), member.asked_to_stop)["stopped_as_asked"] is True
     fleet.close(grace_s=1)

@@ -324,6 +324,9 @@ class Fleet:
         for m in self.history:
             if m.running:
                 m.expected_exit = True
+                # A SIGTERM is a stop kgctl asked for (the run's end): no error of the
+                # member's when it ends by itself (pump.silent_end).
+                m.asked_to_stop = m.asked_to_stop or sig == signal.SIGTERM
                 with contextlib.suppress(OSError):
                     if m.paused:
                         self.resume(m.name)
@@ -368,7 +371,7 @@ class Fleet:
         """End every process this fleet started: SIGCONT, SIGTERM, then SIGKILL."""
         for m in self.history:
             if m.proc.poll() is None:
-                m.expected_exit = True
+                m.expected_exit = m.asked_to_stop = True
                 with contextlib.suppress(OSError):
                     if m.paused:
                         m.proc.send_signal(signal.SIGCONT)

@@ -441,7 +441,12 @@ def chaos_silenced_by(events: EventIndex, member: str, until: int) -> Event | No
         cut_off = isinstance(details, dict) and details.get("cut_off") == member
         if (acted and member in (e.data.get("members") or [])) or cut_off:
             found = e
-        elif is_type(e, "MemberFailed") and e.member == member and found is None:
+        elif (
+            is_type(e, "MemberFailed")
+            and e.member == member
+            and found is None
+            and not e.data.get("stopped_as_asked")  # a stop kgctl asked for: it left
+        ):
             found = e
     return found
 
@@ -604,6 +609,17 @@ def read_growth(
     if not grown:
         grown = _logged_growth(state, rec, prev, t, broker)
     if not grown:
+        late = _late_view_of_growth(state, prev, t)
+        if late:
+            return replace(
+                t,
+                cause=Cause.PARTITIONS_CHANGED,
+                other_cause="",
+                confidence=INFERRED,
+                evidence=f"{t.evidence}; {', '.join(late)}: likely its own late view of that "
+                "growth (librdkafka's members each rejoin when their own metadata refresh, "
+                "every topic.metadata.refresh.interval.ms, shows new partitions)",
+            )
         if t.confidence != EXACT:
             return t
         return replace(
@@ -617,6 +633,24 @@ def read_growth(
         evidence=f"{t.evidence}; {', '.join(grown)}: the topic grew, and a client that sees "
         "new partitions rejoins",
     )
+
+
+# How long after a growth a member's own rejoin may still be its view of it: librdkafka's
+# topic.metadata.refresh.interval.ms (and Java's metadata.max.age.ms) default.
+LATE_VIEW_MS = 300_000
+
+
+def _late_view_of_growth(state: GroupState, prev: GenerationRecord, t: Trigger) -> list[str]:
+    """The topics the generation just before grew in, when this unexplained rejoin came
+    within a default metadata refresh of it: the leader's rejoin began that generation,
+    and a librdkafka member whose own refresh came later rejoins once more, unasked.
+    Only the generation just before: a later rejoin has other candidates."""
+    if t.at_ms is None or not 0 <= t.at_ms - prev.start_ms <= LATE_VIEW_MS:
+        return []
+    return [
+        f"{topic} grew from {a} to {b} partitions in generation {prev.generation}"
+        for topic, (a, b) in sorted(grown_topics(state, prev).items())
+    ]
 
 
 def _logged_growth(
@@ -787,10 +821,12 @@ def _silent_departures(
     when their session timed out (estimated from when they were last heard of)."""
     if prev is None:
         return []
+    # A member's own words, or its LeaveGroup on the wire (an app member speaks only
+    # there): it went with a word, not at a session timeout.
     said = {
         e.member
         for e in events.excluding(ROUTINE_TYPES, since=since, until=until)
-        if e.source == "member"
+        if e.source == "member" or (e.source == "wire" and is_type(e, "LeaveGroupSent"))
     }
     out = []
     for key in prev.members:
