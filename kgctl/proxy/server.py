@@ -205,6 +205,11 @@ class Proxy:
         for listener in listeners:
             if listener.server is not None:
                 listener.server.close()
+        # A connection accepted just before has its task created but not yet started;
+        # cancelled then, it never ran and its StreamWriter was left unclosed (a
+        # ResourceWarning in CI, a plain kafka-python client closing as the proxy did).
+        # One loop turn lets each start, register itself and close what it holds.
+        await asyncio.sleep(0)
         for task in list(self._tasks):
             task.cancel()
         if self._tasks:
