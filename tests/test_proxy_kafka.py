@@ -173,10 +173,9 @@ def test_kgctl_java_and_kcat_members_form_one_group_through_the_proxy(
             )
             syncs = [
                 e
-                for e in events
-                if e.type == "SyncGroupTraced" and e.client_id == client and e.group == group
-                and e.data["error"] == "NONE"
-            ]  # fmt: skip
+                for e in traced(proxy, "SyncGroupTraced", client)
+                if e.group == group and e.data["error"] == "NONE"
+            ]
             return bool(syncs) and syncs[-1].data["request"]["generation"] == newest
 
         def stable_with_three() -> Any:

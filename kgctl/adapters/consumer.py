@@ -272,8 +272,8 @@ class TracedCoordinator(ConsumerCoordinator):
         # came (or went) with the subscription (departure (z)); any difference still
         # sets the flag below.
         grew = metadata_changed and partitions_changed(
-            {t: len(ps) for t, ps in (self._assignment_snapshot or {}).items()},
-            {t: len(ps) for t, ps in (self._metadata_snapshot or {}).items()},
+            _partition_counts(self._assignment_snapshot),
+            _partition_counts(self._metadata_snapshot),
             set(self._joined_subscription or ()) ^ set(self._subscription.subscription or ())
             if subscription_changed
             else (),
@@ -308,12 +308,8 @@ class TracedCoordinator(ConsumerCoordinator):
             self._kg_why.started = time.monotonic()
             data: dict[str, Any] = {"reason": reason}
             if reason == "metadata_changed":
-                data["partition_counts"] = {
-                    t: len(ps) for t, ps in sorted((self._metadata_snapshot or {}).items())
-                }
-                data["assigned_with"] = {
-                    t: len(ps) for t, ps in sorted((self._assignment_snapshot or {}).items())
-                }
+                data["partition_counts"] = _partition_counts(self._metadata_snapshot)
+                data["assigned_with"] = _partition_counts(self._assignment_snapshot)
             elif reason == "subscription_changed":
                 data["subscription"] = sorted(self._subscription.subscription or ())
                 data["joined_subscription"] = sorted(self._joined_subscription or ())
@@ -1208,6 +1204,12 @@ def build_consumer(
     consumer._fetcher._kg_wake = coordinator.kg_poll_wake
     _new_topics_at_once(consumer._cluster)
     return consumer, coordinator
+
+
+def _partition_counts(snapshot: dict[str, Any] | None) -> dict[str, int]:
+    """A kafka-python metadata or assignment snapshot (topic -> its partitions) as
+    partition counts, by topic name."""
+    return {t: len(ps) for t, ps in sorted((snapshot or {}).items())}
 
 
 def _ask_at_once(cluster: Any) -> None:
