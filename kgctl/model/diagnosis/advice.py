@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+from kgctl.model.bounds import KAFKA_DEFAULTS
 from kgctl.model.diagnosis.members import MemberConfig
 from kgctl.model.diagnosis.restarts import Restart
 from kgctl.model.diagnosis.types import (
@@ -108,6 +109,10 @@ def _longest_heartbeat_gap(events: Sequence[Event]) -> int:
     return longest
 
 
+# Kafka's default group.min.session.timeout.ms: what a cluster allows unless set lower.
+KAFKA_MIN_SESSION_MS = KAFKA_DEFAULTS["group.min.session.timeout.ms"]
+
+
 def advise_dead_member(
     w: Wait, members: Mapping[str, MemberConfig], ctx: Context, events: Sequence[Event] = ()
 ) -> list[Advice]:
@@ -150,6 +155,15 @@ def advise_dead_member(
     out = []
     if suggested < session:
         bound = f" (the cluster's floor: {ctx.bounds.session_range()})" if ctx.bounds else ""
+        # Below what Kafka allows by default the advice has a price, said with it: the
+        # session is then shorter than a GC pause or a network blip may be.
+        risk = (
+            f"; it is below Kafka's default floor (group.min.session.timeout.ms="
+            f"{KAFKA_MIN_SESSION_MS}): a GC pause or a network blip longer than "
+            f"{suggested / 1000:.1f}s would then remove a live member and rebalance the group"
+            if suggested < KAFKA_MIN_SESSION_MS
+            else ""
+        )
         out.append(
             Advice(
                 pattern="dead-member-held-join",
@@ -158,7 +172,7 @@ def advise_dead_member(
                 text=f"{what} {w.ms / 1000:.1f}s for dead {w.member} until its "
                 f"session.timeout.ms={session}{where}; session.timeout.ms={suggested} "
                 f"({why}){bound} would have cut the wait to "
-                f"about {suggested / 1000:.1f}s",
+                f"about {suggested / 1000:.1f}s{risk}",
             )
         )
     out.append(
