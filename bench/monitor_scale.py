@@ -55,6 +55,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TICK = os.sysconf("SC_CLK_TCK")
 HOLD_S = 10.0  # a joiner stays this long before it leaves
 LINE_TIMEOUT_S = 30.0
+SLOW_MS = 2_000  # the target for the p99 lag
 
 
 def cpu_s(pid: int) -> float:
@@ -230,6 +231,8 @@ class ModeResult:
     error: str = ""
     # The first few rebalances missed or given a wrong cause, to read what happened.
     examples: list[dict[str, Any]] = field(default_factory=list)
+    # The first few counted later than the target's p99 (2 s), with their lines.
+    slow: list[dict[str, Any]] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         lags = sorted(self.lags_ms)
@@ -247,7 +250,8 @@ class ModeResult:
             "wrong_cause": self.wrong_cause,
             "lag_median_ms": int(statistics.median(lags)) if lags else None,
             "lag_p99_ms": pct(0.99), "lag_max_ms": lags[-1] if lags else None,
-            "error": self.error, "examples": self.examples,
+            "slow_over_2s": sum(1 for x in lags if x > SLOW_MS),
+            "error": self.error, "examples": self.examples, "slow": self.slow,
         }  # fmt: skip
 
 
@@ -338,6 +342,9 @@ def _score(res: ModeResult, actions: list[Action], fleet: Fleet, mon: MonitorPro
         t, doc = lines[0]
         used[a.group] = t
         res.lags_ms.append(t - end)
+        if t - end > SLOW_MS and len(res.slow) < 5:
+            res.slow.append({"group": a.group, "action": a.kind, "at_ms": a.at_ms,
+                             "ended_ms": end, "read_ms": t, "line": doc})  # fmt: skip
         want = "member_joined" if a.kind == "join" else "member_left"
         if doc["trigger"]["cause"] != want:
             res.wrong_cause += 1

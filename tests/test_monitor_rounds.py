@@ -212,3 +212,43 @@ def test_a_described_generation_is_counted_by_a_later_step_with_nothing_new() ->
     now[0] = 1000 + mon.settle_ms
     mon.step(timeout_s=0)
     assert mon.tallies[G].total == 1
+
+
+class _ClusterReadingMeanwhile(_Cluster):
+    """A listing during which the state thread applies records (done here, in line, so
+    the order is certain): the log's latency is shorter than a listing of many groups."""
+
+    def __init__(self, mon: Monitor, records: list[GroupRecord]) -> None:
+        super().__init__()
+        self.mon, self.records = mon, records
+
+    def list_all(self) -> dict[str, ListedGroup]:
+        if self.records:
+            self.mon.inbox.put(("records", (self.records, len(self.records))))
+            self.records = []
+            self.mon.step(timeout_s=0)
+        return super().list_all()
+
+
+def test_a_record_read_during_a_listing_counts_at_that_round_s_description() -> None:
+    # The round's descriptions are asked after the records' groups were taken, so they
+    # are newer than those records: stamped at the round's start instead, the rebalance
+    # was taken by this round, counted by none, and waited for the settling time (the
+    # benchmark's p99 lag of 11 s at --interval 10).
+    import threading
+
+    clock = iter(range(0, 10**7, 100))
+    mon = Monitor(ClientSettings(), Selection(), interval_s=30.0, clock=lambda: next(clock))
+    mon.admin = _ClusterReadingMeanwhile(mon, [R0, R1])  # type: ignore[assignment]
+    poller = threading.Thread(target=mon._poll_loop, daemon=True)
+    poller.start()
+    try:
+        kind, payload = mon.inbox.get(timeout=5)  # the first round's descriptions
+        assert kind == "described"
+        mon.inbox.put((kind, payload))
+        done = mon.step(timeout_s=0)
+        assert [(d.rebalance.generation, d.rebalance.cause) for d in done] == [(1, "member_joined")]
+    finally:
+        mon.stopping.set()
+        mon.rounds.wake.set()
+        poller.join(timeout=5)

@@ -197,7 +197,6 @@ class Monitor:
         listed_at = -float("inf")
         while not self.stopping.is_set():
             started = time.monotonic()
-            taken = self.clock()  # what the round's descriptions are newer than
             full = started - listed_at >= self.interval_s
             try:
                 if full:
@@ -206,12 +205,19 @@ class Monitor:
                     }
                     assert listed is not None
                     kinds = {g: t.kind for g, t in listed.items()}
-                    due = self.rounds.due(listed, taken)
+                    due = self.rounds.due(listed, self.clock())
                 else:
                     # Records were read: their groups now, without a listing. A group
                     # not listed yet has records: a classic one.
                     listed = None
                     due = [g for g in self.rounds.take_touched() if self.ours(g)]
+                # What the round's descriptions are newer than: stamped after the
+                # records' groups were taken. A record is stamped before its group is
+                # touched (`_records`); stamped at the round's start, a record read
+                # during the listing was taken by this round yet newer than its
+                # description, so no round was due for it and its rebalance waited for
+                # `settle_ms` (the benchmark's 11-21 s lags).
+                taken = self.clock()
                 # Nothing to describe between two listings: the records' groups were
                 # taken by a listing's round meanwhile (or the monitor is stopping).
                 idle = not full and not due
