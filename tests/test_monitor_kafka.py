@@ -4,6 +4,7 @@ the same, with the broker restarted under it."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import uuid
 from collections import Counter
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from helpers import MemberProc, wait_converged
+from kafka.errors import CoordinatorNotAvailableError
 from monitor_procs import MonitorProc
 
 from kgctl.adapters.group_records import partition_for
@@ -280,6 +282,83 @@ def test_without_the_offsets_topic_it_counts_from_descriptions_and_says_so(
         assert mon.sample("kgctl_monitor_offsets_topic_readable") == 0
         said = [line for line in mon.stderr_lines if "descriptions only" in line]
         assert len(said) == 1, mon.stderr_lines
+    finally:
+        for m in members:
+            m.kill()
+        assert mon.stop() == 0
+
+
+def _reconciled(members: list[MemberProc], topic: str, partitions: int = 4) -> None:
+    """Until the consumer-protocol members' own reconciliations own each partition once."""
+
+    def owned() -> list[int] | None:
+        out: list[int] = []
+        for m in members:
+            last = m.of("ReconciliationCompleted")
+            if not last or not last[-1]["data"]["assignment"].get(topic):
+                return None  # each member owns a share
+            out += last[-1]["data"]["assignment"][topic]
+        return sorted(out)
+
+    members[0].wait(lambda: owned() == list(range(partitions)), 30, "the reconciliations")
+
+
+def test_a_consumer_group_s_rebalances_begin_when_its_epoch_record_was_written(
+    bootstrap: str,
+    admin,  # type: ignore[no-untyped-def]
+    topic,
+) -> None:
+    # At a 10 s interval: a consumer group is described when its records are read, not
+    # every round, and each rebalance begins when the broker wrote its epoch (between
+    # the joining or leaving member's ConsumerGroupHeartbeat and its answer), not at
+    # the description that first showed it (anywhere in the 10 s after).
+    t = topic(4)
+    group = f"mon-{uuid.uuid4().hex[:8]}-kip848"
+    # A coordinator asked for: __consumer_offsets exists (a fresh broker has none), so
+    # the monitor has read the log before the group begins. Its epochs between two
+    # listings are known from the log only.
+    with contextlib.suppress(CoordinatorNotAvailableError):  # the topic being created
+        admin.list_group_offsets(f"{group}-probe")
+    mon = MonitorProc(bootstrap, "--groups", f"^{group}$", "--interval", "10")
+    members: list[MemberProc] = []
+    try:
+        mon.wait(lambda: mon.sample("kgctl_monitor_offsets_caught_up") == 1, 60, "the log read")
+        a = MemberProc(bootstrap, group, t, name="a", protocol="consumer")
+        members.append(a)
+        _reconciled([a], t)
+        b = MemberProc(bootstrap, group, t, name="b", protocol="consumer")
+        members.append(b)
+        _reconciled([a, b], t)
+        b.stop()  # a ConsumerGroupHeartbeat with member epoch -1
+        _reconciled([a], t)
+        _total(mon, group, 3)
+
+        def bumped(m: MemberProc, sent_epoch: int) -> tuple[int, int, int]:
+            """(answered epoch, earliest and latest write time) of the member's heartbeat
+            that sent `sent_epoch`: the group epoch was written between send and answer."""
+            e = next(
+                e for e in m.of("GroupHeartbeatAnswered")
+                if e["data"]["sent"]["member_epoch"] == sent_epoch
+            )  # fmt: skip
+            return e["data"]["member_epoch"], e["ts_ms"] - e["data"]["rtt_ms"] - 5, e["ts_ms"] + 5
+
+        lines = [r for r in mon.rebalances if r["group"] == group]
+        assert [(r["protocol"], r["trigger"]["cause"]) for r in lines] == [
+            ("consumer", "member_joined"), ("consumer", "member_joined"),
+            ("consumer", "member_left"),
+        ], lines  # fmt: skip
+        a_epoch, a_from, a_to = bumped(a, 0)
+        _, b_from, b_to = bumped(b, 0)
+        _, left_from, left_to = bumped(b, -1)
+        # The epochs a itself was given, one per rebalance (b's first answer may carry
+        # the epoch before its join's).
+        a_epochs = sorted({e["data"]["member_epoch"] for e in a.of("GroupHeartbeatAnswered")})
+        assert [r["generation"] for r in lines] == [a_epoch, a_epoch + 1, a_epoch + 2]
+        assert {a_epoch + 1, a_epoch + 2} <= set(a_epochs), a_epochs
+        assert a_from <= lines[0]["start_ms"] <= a_to, (lines[0]["start_ms"], a_from, a_to)
+        assert b_from <= lines[1]["start_ms"] <= b_to, (lines[1]["start_ms"], b_from, b_to)
+        assert left_from <= lines[2]["start_ms"] <= left_to, (lines[2]["start_ms"], left_from)
+        assert mon.sample("kgctl_group_generation", group=group) == a_epoch + 2
     finally:
         for m in members:
             m.kill()

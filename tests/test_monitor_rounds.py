@@ -66,13 +66,19 @@ def test_a_group_with_a_record_read_is_described_next_round_once() -> None:
 
 
 def test_what_the_log_does_not_carry_is_described_every_round() -> None:
-    consumer = ListedGroup("consumer", "Stable")  # no KIP-848 records are read
+    consumer = ListedGroup("consumer", "Stable")  # its KIP-848 records are read
     untyped = ListedGroup("unknown", "Stable")  # Kafka 3.7: classic or consumer?
     stateless = ListedGroup("classic", None)  # ListGroups before v4
     listed = {"k": consumer, "u": untyped, "s": stateless, "c": STABLE}
     rounds = DescribeRounds(log_read=True, interval_ms=1000)
     _swept(rounds, listed)
-    assert rounds.due(listed, 1000) == ["k", "s", "u"]
+    assert rounds.due(listed, 1000) == ["s", "u"]
+    # A consumer group's record read: described at the next round, as a consumer group
+    # even in a round between two listings.
+    rounds.touched("k", "consumer")
+    assert rounds.take_touched() == {"k": "consumer"}
+    rounds.touched("k", "consumer")
+    assert rounds.due(listed, 1500) == ["k", "s", "u"]
     # Without the log (no read access), every group every round, as a poller would.
     rounds.stop_reading_log()
     assert rounds.due(listed, 2000) == ["c", "k", "s", "u"]

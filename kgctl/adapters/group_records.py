@@ -93,7 +93,7 @@ def partition_for(group: str, partitions: int) -> int:
     return kafka_abs(java_string_hash(group)) % partitions
 
 
-class _Reader:
+class FieldReader:
     """Big-endian fields off a byte string, classic or flexible (compact) encoding."""
 
     def __init__(self, data: bytes, flexible: bool = False) -> None:
@@ -105,6 +105,9 @@ class _Reader:
         out = self.data[self.pos : self.pos + n]
         self.pos += n
         return out
+
+    def int8(self) -> int:
+        return int(struct.unpack(">b", self.take(1))[0])
 
     def int16(self) -> int:
         return int(struct.unpack(">h", self.take(2))[0])
@@ -158,18 +161,24 @@ class _Reader:
         return max(self._length("int32"), 0)
 
     def skip_tags(self) -> None:
+        self.tags()
+
+    def tags(self) -> dict[int, bytes]:
+        """A tagged-field section (flexible encoding only): each tag's raw bytes."""
         if not self.flexible:
-            return
+            return {}
+        out = {}
         for _ in range(self.uvarint()):
-            self.uvarint()  # tag
-            self.take(self.uvarint())
+            tag = self.uvarint()
+            out[tag] = self.take(self.uvarint())
+        return out
 
 
 def consumer_topics(subscription: bytes) -> tuple[str, ...] | None:
     """The topics of a consumer's subscription (the "consumer" protocol's metadata: int16
     version, then the topic names in every version); None when it does not parse."""
     try:
-        r = _Reader(subscription)
+        r = FieldReader(subscription)
         r.int16()
         return tuple(sorted(r.string() for _ in range(r.array_length())))
     except RecordError:
@@ -183,7 +192,7 @@ def consumer_assignment(assignment: bytes) -> dict[str, tuple[int, ...]] | None:
     if not assignment:
         return None
     try:
-        r = _Reader(assignment)
+        r = FieldReader(assignment)
         r.int16()
         out: dict[str, tuple[int, ...]] = {}
         for _ in range(r.array_length()):
@@ -200,7 +209,7 @@ def parse_key(key: bytes | None) -> str | None:
     """The group id of a group-metadata key; None for every other kind of record."""
     if not key or len(key) < 2:
         return None
-    r = _Reader(key)
+    r = FieldReader(key)
     if r.int16() != GROUP_METADATA_KEY:
         return None
     return r.string()
@@ -210,10 +219,10 @@ def parse_value(value: bytes) -> GroupMetadata:
     """A GroupMetadataValue (versions 0 to 4); raises RecordError on anything else."""
     if len(value) < 2:
         raise RecordError("value shorter than its version")
-    version = _Reader(value).int16()
+    version = FieldReader(value).int16()
     if not 0 <= version <= MAX_VALUE_VERSION:
         raise RecordError(f"GroupMetadataValue version {version} is not known (0-4)")
-    r = _Reader(value, flexible=version >= 4)
+    r = FieldReader(value, flexible=version >= 4)
     r.pos = 2
     protocol_type = r.string()
     generation = r.int32()

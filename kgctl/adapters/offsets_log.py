@@ -1,11 +1,12 @@
-"""Every classic group's metadata records in `__consumer_offsets`, read once for all groups.
+"""Every group's records in `__consumer_offsets`, read once for all groups.
 
 `kgctl monitor` follows the whole cluster: one consumer assigned every partition of the
 internal topic (no group, nothing committed), from its beginning or from a time, and
-every group-metadata record (key type 2) parsed with `group_records`. Offset commits,
-which are most of the topic, are skipped by their key's first two bytes without being
-decoded. What compaction left is what is read: a partition cleaned long ago keeps only
-each group's latest generation.
+every classic group-metadata record (key type 2) parsed with `group_records`, and a
+consumer-protocol group's epoch, member and assignment records (types 3, 5, 8) with
+`consumer_group_records`. Offset commits, which are most of the topic, are skipped by
+their key's first two bytes without being decoded. What compaction left is what is
+read: a partition cleaned long ago keeps only each group's latest generation.
 
 With a `shard_group`, several monitors share the topic as one Kafka consumer group: each
 reads only the partitions the group assigns it (a group's records, and its coordinator,
@@ -25,6 +26,12 @@ from kafka import TopicPartition
 
 from kgctl.adapters import clients
 from kgctl.adapters.admin import ClusterAdmin
+from kgctl.adapters.consumer_group_records import KEY_PREFIXES as CONSUMER_KEY_PREFIXES
+from kgctl.adapters.consumer_group_records import (
+    ConsumerGroupRecord,
+    parse_consumer_key,
+    parse_consumer_record,
+)
 from kgctl.adapters.group_log import GroupLogUnavailable, _why
 from kgctl.adapters.group_records import (
     GROUP_METADATA_KEY,
@@ -42,11 +49,27 @@ WAIT_FOR_TOPIC_S = 2.0
 _METADATA_PREFIX = GROUP_METADATA_KEY.to_bytes(2, "big")
 
 
-def parse_any(rec: Any, wanted: Callable[[str], bool]) -> GroupRecord | None:
-    """A group-metadata record (or tombstone) of a group `wanted` accepts, from a raw
-    consumer record; None for anything else (offset commits, KIP-848 records)."""
+# A record the monitor follows: a classic group's metadata, or a consumer group's.
+AnyGroupRecord = GroupRecord | ConsumerGroupRecord
+
+
+def parse_any(rec: Any, wanted: Callable[[str], bool]) -> AnyGroupRecord | None:
+    """A group-metadata record (or tombstone) of a group `wanted` accepts, or one of the
+    consumer-group records `consumer_group_records` reads, from a raw consumer record;
+    None for anything else (offset commits, other KIP-848 records)."""
     key = rec.key
-    if not key or key[:2] != _METADATA_PREFIX:
+    if not key:
+        return None
+    if key[:2] in CONSUMER_KEY_PREFIXES:
+        try:
+            found = parse_consumer_key(key)
+            if found is None or not wanted(found[1]):
+                return None
+            return parse_consumer_record(key, rec.value, rec.offset, rec.timestamp, rec.partition)
+        except RecordError as exc:
+            log.debug("skipping %s offset %s: %s", OFFSETS_TOPIC, rec.offset, exc)
+            return None
+    if key[:2] != _METADATA_PREFIX:
         return None
     try:
         group = parse_key(key)
@@ -74,7 +97,7 @@ class OffsetsLogFollower(threading.Thread):
         self,
         settings: ClientSettings,
         wanted: Callable[[str], bool],
-        on_records: Callable[[list[GroupRecord], int], None],
+        on_records: Callable[[list[AnyGroupRecord], int], None],
         on_caught_up: Callable[[], None] = lambda: None,
         on_unavailable: Callable[[str], None] = lambda _m: None,
         on_error: Callable[[str], None] = lambda _m: None,
@@ -187,7 +210,7 @@ class OffsetsLogFollower(threading.Thread):
                 continue
             if self.shard is not None and consumer.assignment() != self._owned:
                 self._reassigned(consumer, self.shard)
-            out: list[GroupRecord] = []
+            out: list[AnyGroupRecord] = []
             read = 0
             for tp, records in polled.items():
                 read += len(records)

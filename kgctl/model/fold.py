@@ -259,6 +259,14 @@ def _open_generation(
     cur = s.current
     if started is None or (cur is not None and started <= cur.start_ms):
         started = t
+    # A consumer group's epoch record says when the broker bumped it: the rebalance began
+    # then, before the description whose changes began it here (kgctl/monitor).
+    written = _int(data.get("epoch_written_ms"), -1)
+    if written >= 0 and (cur is None or written > cur.start_ms):
+        started = min(started, written)
+        if s.rebalance_started_ms is not None:
+            # The start the descriptions saw is this generation's, not the next one's.
+            s = evolve(s, rebalance_started_ms=min(started, t))
     start = min(started, t)
     gens = s.generations
     if gens:

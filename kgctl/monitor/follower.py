@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from kgctl.adapters.consumer_group_records import ConsumerGroupRecord, GroupEpoch
 from kgctl.adapters.group_records import GroupRecord
 from kgctl.model.diagnosis import Diagnosis, diagnose
 from kgctl.model.events import Event
@@ -88,10 +89,24 @@ class GroupFollower:
         self.stored_at.setdefault(rec.metadata.generation, now_ms)
         return self._feed(self.inferrer.stored_record(rec, at, initial=initial), now_ms)
 
+    def consumer_record(self, rec: ConsumerGroupRecord, now_ms: int) -> None:
+        """A record of the consumer group read from `__consumer_offsets`. An epoch bump
+        newer than the last description is when its rebalance began, and makes the first
+        description after it final, as a classic group's record does. Member records only
+        make the monitor describe the group soon (the caller)."""
+        value = rec.value
+        if not isinstance(value, GroupEpoch):
+            return
+        described = self.snapshot.group_epoch if self.snapshot is not None else None
+        if described is None or value.epoch <= described:
+            return  # not described yet (its first description is a baseline), or old
+        self.stored_at.setdefault(value.epoch, now_ms)
+        self.inferrer.stored_epoch(value.epoch, rec.timestamp_ms)
+
     def observed(
         self, snap: GroupSnapshot, now_ms: int, taken_ms: int | None = None
     ) -> list[Diagnosed]:
-        """A description of the group, taken at `taken_ms` (the round's start; `now_ms`
+        """A description of the group, taken at `taken_ms` (when its round took its groups; `now_ms`
         when not given)."""
         done: list[Diagnosed] = []
         if snap.missing and self.snapshot is not None and not self.snapshot.missing:
@@ -107,7 +122,8 @@ class GroupFollower:
         self.held_missing = None
         self.snapshot = snap
         self.described_ms = now_ms if taken_ms is None else taken_ms
-        if snap.missing and self.stored_source and self.inferrer.prev is None:
+        classic = snap.group_epoch is None  # a consumer group's records have no members
+        if snap.missing and classic and self.stored_source and self.inferrer.prev is None:
             # Missing before it was ever described (service.py's stand-in for a group
             # first listed after the first poll; after a tombstone): the records say
             # when it was created and who joined it. Described next, no member is new

@@ -243,7 +243,8 @@ def _health(h: Health, groups: int) -> Iterator[Any]:
     yield records
     meta = CounterFamily(
         "kgctl_monitor_group_metadata_records",
-        "Group metadata records (stored generations and tombstones) of followed groups.",
+        "Group records of followed groups: classic generations and tombstones, consumer "
+        "groups' epoch, member and assignment records.",
     )
     meta.add_metric([], h.metadata_records)
     yield meta

@@ -9,11 +9,11 @@ generation. So a round describes only the groups where something may have happen
 - a group never described (new, or just given to this monitor);
 - a group listed in a state other than the one its last description showed, or in a
   rebalance (what its members wait for is only in its description);
-- a classic group with a record read since its last description (a rebalance can start
-  and end between two listings: its record says it did);
-- every consumer-protocol group, every round (the monitor reads no KIP-848 records:
-  its descriptions are its whole story), and every group when the listing has no states
-  or the log is not read;
+- a group with a record read since its last description (a rebalance can start and end
+  between two listings: a classic group's generation record says it did, a consumer
+  group's epoch and member records too);
+- every group listed without a type (Kafka 3.7), and every group when the listing has no
+  states or the log is not read;
 - every group once per sweep (30 s), for what neither source shows, a share of them
   each round.
 
@@ -33,7 +33,7 @@ import math
 import threading
 from collections.abc import Mapping
 
-from kgctl.adapters.admin import ListedGroup
+from kgctl.adapters.admin import ListedGroup, ListedType
 
 # States where nothing moves until a member does: the listing is enough to see it start.
 QUIET_STATES = frozenset({"Stable", "Empty"})
@@ -47,25 +47,26 @@ class DescribeRounds:
         self.log_read, self.interval_ms, self.sweep_ms = log_read, interval_ms, sweep_ms
         self.described_state: dict[str, str] = {}  # group -> state at its last description
         self.described_ms: dict[str, int] = {}  # group -> when it was last described
-        self._touched: set[str] = set()
+        self._touched: dict[str, ListedType] = {}  # group -> the type its records say
         self._lock = threading.Lock()
         self.wake = threading.Event()  # set when records wait for a round of their own
         self.caught_up = False
 
-    def touched(self, group: str) -> None:
-        """A record of `group` was read: describe it soon (at once once caught up)."""
+    def touched(self, group: str, kind: ListedType = "classic") -> None:
+        """A record of `group` (a `kind` group: its record's type says) was read: describe
+        it soon (at once once caught up)."""
         with self._lock:
-            self._touched.add(group)
+            self._touched[group] = kind
         if self.caught_up:
             self.wake.set()
 
-    def take_touched(self) -> list[str]:
+    def take_touched(self) -> dict[str, ListedType]:
         """The groups with records read since they were last asked for, for a round of
-        their own."""
+        their own, with the type their records say."""
         self.wake.clear()
         with self._lock:
-            touched, self._touched = self._touched, set()
-        return sorted(touched)
+            touched, self._touched = self._touched, {}
+        return dict(sorted(touched.items()))
 
     def stop_reading_log(self) -> None:
         """The log cannot be read (an ACL): every group is described every round."""
@@ -75,7 +76,7 @@ class DescribeRounds:
         """The groups to describe now, of those `listed`."""
         self.wake.clear()  # the records waiting are this round's
         with self._lock:
-            touched, self._touched = self._touched, set()
+            touched, self._touched = self._touched, {}
         if not self.log_read:
             return sorted(listed)
         out = []
@@ -85,7 +86,7 @@ class DescribeRounds:
             if (
                 last is None
                 or listing.state is None
-                or listing.kind != "classic"
+                or listing.kind == "unknown"
                 or listing.state not in QUIET_STATES
                 or listing.state != last
                 or group in touched
@@ -111,4 +112,4 @@ class DescribeRounds:
         self.described_state.pop(group, None)
         self.described_ms.pop(group, None)
         with self._lock:
-            self._touched.discard(group)
+            self._touched.pop(group, None)

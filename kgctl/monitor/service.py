@@ -33,8 +33,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kgctl.adapters.admin import ClusterAdmin, ListedGroup, ListedType
-from kgctl.adapters.group_records import OFFSETS_TOPIC, GroupRecord, partition_for
-from kgctl.adapters.offsets_log import OffsetsLogFollower, Shard
+from kgctl.adapters.consumer_group_records import ConsumerGroupRecord, GroupEpoch
+from kgctl.adapters.group_records import OFFSETS_TOPIC, partition_for
+from kgctl.adapters.offsets_log import AnyGroupRecord, OffsetsLogFollower, Shard
 from kgctl.errors import ExitStatus, KgctlError
 from kgctl.model.snapshot import GroupSnapshot
 from kgctl.monitor.accounting import GroupDeleted, GroupTally, tally
@@ -151,6 +152,9 @@ class Monitor:
         )
         self.fatal: KgctlError | None = None  # what ends the monitor, raised by step()
         self.undescribed: set[str] = set()  # listed untyped groups no describe knows
+        # Consumer groups created since the log was caught up, not followed yet: the
+        # epoch record each was created with, for the rebalance its first member began.
+        self.created: dict[str, ConsumerGroupRecord] = {}
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -208,9 +212,11 @@ class Monitor:
                     due = self.rounds.due(listed, self.clock())
                 else:
                     # Records were read: their groups now, without a listing. A group
-                    # not listed yet has records: a classic one.
+                    # not listed yet is of the type its records say.
                     listed = None
-                    due = [g for g in self.rounds.take_touched() if self.ours(g)]
+                    touched = self.rounds.take_touched()
+                    due = [g for g in touched if self.ours(g)]
+                    kinds = {**touched, **kinds}
                 # What the round's descriptions are newer than: stamped after the
                 # records' groups were taken. A record is stamped before its group is
                 # touched (`_records`); stamped at the round's start, a record read
@@ -331,11 +337,22 @@ class Monitor:
                 self._note(f"cluster unreachable, retrying: {payload}")
         return []
 
-    def _records(self, records: list[GroupRecord], now: int) -> list[Diagnosed]:
+    def _records(self, records: list[AnyGroupRecord], now: int) -> list[Diagnosed]:
         out: list[Diagnosed] = []
         for rec in records:
             if self.owned is not None and rec.partition not in self.owned:
                 continue  # read before its partition was given to another monitor
+            if isinstance(rec, ConsumerGroupRecord):
+                # A consumer group's epoch, member or assignment moved: described soon.
+                # A tombstone (the group or a member gone) waits for the listing: its
+                # group may be gone, and a description would only find it missing.
+                if rec.value is not None:
+                    self.rounds.touched(rec.group, "consumer")
+                    if rec.group in self.followers:
+                        self.followers[rec.group].consumer_record(rec, now)
+                    elif self.rounds.caught_up and isinstance(rec.value, GroupEpoch):
+                        self.created.setdefault(rec.group, rec)
+                continue
             f = self._follower(rec.group)
             self.rounds.touched(rec.group)
             out += f.record(rec, now)
@@ -380,8 +397,15 @@ class Monitor:
             ):
                 # Not there at the previous round: it was created since, and whatever
                 # members it has joined it (not a group found already made at the start).
-                absent = GroupSnapshot(group=group, state="Dead", missing=True)
-                out += self._follower(group).observed(absent, now)
+                # A consumer group's stand-in has epoch 0: its records do not tell the
+                # follower who joined it, its descriptions do (follower.observed).
+                epoch = None if snap.group_epoch is None else 0
+                absent = GroupSnapshot(group=group, state="Dead", missing=True, group_epoch=epoch)
+                f = self._follower(group)
+                out += f.observed(absent, now)
+                created = self.created.pop(group, None)
+                if created is not None:
+                    f.consumer_record(created, now)
             out += self._observe(group, snap, now, taken)
         self.rounds.described(
             {g: snap.state for g, snap in snaps.items() if g in self.followers}, taken
@@ -398,6 +422,14 @@ class Monitor:
                     "ConsumerGroupDescribe describes it (a consumer-protocol group on Kafka "
                     "3.7?): not followed"
                 )
+        # Bounded: a created group is followed by the listing after it, or was deleted
+        # before it was.
+        stale = now - 2 * int(self.interval_s * 1000)
+        self.created = {
+            g: r
+            for g, r in self.created.items()
+            if g not in self.followers and r.timestamp_ms > stale
+        }
         for group in set(self.listed) - set(listed):
             # No longer listed: deleted (its tombstone, when the log is read, says so too).
             self.rounds.forget(group)

@@ -68,6 +68,7 @@ class _Pending:
     saw_rebalancing: bool = False
     started_ms: int | None = None
     sync_ms: int | None = None
+    epoch_written_ms: int | None = None  # started_ms is a consumer-group record's write time
     outage: bool = False
 
     def any(self) -> bool:
@@ -227,16 +228,34 @@ class Inferrer:
                 p.resubscribed[mid] = (first, new_sub)
         return events
 
+    def stored_epoch(self, epoch: int, written_ms: int) -> None:
+        """A consumer group's epoch bump as its ConsumerGroupMetadata record stored it,
+        read before a description shows it: the rebalance began when the broker wrote
+        it (the polls only see it begin at the next description). Nothing is said
+        until a description shows the epoch; an epoch described already is left alone."""
+        known = self.prev.group_epoch if self.prev is not None else None
+        if known is None or epoch <= known or written_ms <= 0:
+            return
+        p = self.pending
+        if p.started_ms is None or written_ms < p.started_ms:
+            p.started_ms = written_ms
+            p.epoch_written_ms = written_ms
+
     def _epoch_changed(self, prev: GroupSnapshot, snap: GroupSnapshot, now_ms: int) -> list[Event]:
         """A consumer group's epoch moved: a new generation with its cause, as it happens."""
         p = self.pending
         why = attribute(p, self.baseline, snap, self.started_mid_rebalance)
         self.generation = snap.group_epoch if snap.group_epoch is not None else -1
+        # The start is the epoch record's write time when the monitor read it first.
+        stored: dict[str, Any] = {}
+        if p.epoch_written_ms is not None:
+            stored["epoch_written_ms"] = p.epoch_written_ms
         events = [
             self._event(
                 "GenerationChanged",
                 now_ms,
                 inferred=False,
+                **stored,
                 previous=prev.group_epoch,
                 group_epoch=snap.group_epoch,
                 assignment_epoch=snap.assignment_epoch,
