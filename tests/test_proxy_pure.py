@@ -607,3 +607,42 @@ def test_successful_commits_can_be_hidden_and_failed_ones_never_are() -> None:
     assert render_line(commit("NONE"))  # shown by default, as before
     assert render_line(commit("NONE"), commits=False) is None
     assert render_line(commit("ILLEGAL_GENERATION"), commits=False)
+
+
+def test_clients_connecting_as_the_proxy_closes_leave_no_writer_unclosed() -> None:
+    # A client that connects just as the proxy closes (kafka-python reconnects at once):
+    # whatever asyncio accepted is closed by the proxy, not left for the collector (the
+    # ResourceWarning "unclosed StreamWriter" CI saw twice). Local sockets only.
+    import asyncio
+    import gc
+    import warnings
+
+    async def one_round(turns: int) -> None:
+        async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.read()  # the "broker": holds the connection until it closes
+            writer.close()
+
+        broker = await asyncio.start_server(hold, "127.0.0.1", 0)
+        port = broker.sockets[0].getsockname()[1]
+        proxy = Proxy([("127.0.0.1", port)], WireEmitter(lambda e: None))
+        listen = (await proxy.start()).rpartition(":")[2]
+        clients = [
+            asyncio.ensure_future(asyncio.open_connection("127.0.0.1", int(listen)))
+            for _ in range(8)
+        ]
+        for _ in range(turns):  # some accepted, some on their way
+            await asyncio.sleep(0)
+        await proxy.close()
+        for c in await asyncio.gather(*clients, return_exceptions=True):
+            if isinstance(c, tuple):
+                c[1].close()
+        broker.close()
+        await broker.wait_closed()
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always", ResourceWarning)
+        for turns in range(60):
+            asyncio.run(one_round(turns % 20))
+            gc.collect()
+    unclosed = [str(w.message) for w in seen if "StreamWriter" in str(w.message)]
+    assert unclosed == []

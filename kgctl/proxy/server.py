@@ -137,7 +137,9 @@ class Proxy:
         self.bootstrap: Listener | None = None
         self._by_upstream: dict[tuple[str, int], Listener] = {}
         self._conn_ids = itertools.count(1)
-        self._tasks: set[asyncio.Task[Any]] = set()
+        # Each connection's task and the client's writer it was accepted with.
+        self._tasks: dict[asyncio.Task[Any], asyncio.StreamWriter] = {}
+        self._closing = False
         self._lowered: set[tuple[tuple[str, tuple[int, int]], ...]] = set()
         self._listener_lock: asyncio.Lock | None = None
         self.connections = 0
@@ -161,20 +163,28 @@ class Proxy:
         listener = Listener(node_id, upstream)
 
         async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            task = asyncio.current_task()
-            if task is not None:
-                self._tasks.add(task)
             try:
                 await self._serve(listener, reader, writer)
             except asyncio.CancelledError:
                 # close() cancels the connections; asyncio would log a cancelled
                 # connection task as an error in its callback.
                 writer.close()
-            finally:
-                if task is not None:
-                    self._tasks.discard(task)
 
-        listener.server = await asyncio.start_server(serve, host, port, reuse_address=True)
+        def accepted(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            # A plain callback, not a coroutine: asyncio would wrap a coroutine in a task
+            # of its own, which close() cannot see until it first runs; cancelled or
+            # dropped before that, its StreamWriter was never closed (a ResourceWarning
+            # in CI, twice, each time a client connected as the proxy closed).
+            if self._closing:
+                writer.close()
+                return
+            task = asyncio.get_running_loop().create_task(serve(reader, writer))
+            self._tasks[task] = writer
+            task.add_done_callback(self._connection_done)
+
+        if self._closing:
+            raise ConnectionError("the proxy is closing")
+        listener.server = await asyncio.start_server(accepted, host, port, reuse_address=True)
         sock = listener.server.sockets[0].getsockname()
         # The address clients are told: a wildcard listen address is no address to
         # connect to, so they get this host's name instead.
@@ -200,24 +210,30 @@ class Proxy:
                 self._by_upstream[(host, port)] = listener
             return listener
 
+    def _connection_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.pop(task, None)
+        if not task.cancelled() and task.exception() is not None:
+            log.debug("connection task failed", exc_info=task.exception())
+
     async def close(self) -> None:
-        listeners = {id(v): v for v in self._by_upstream.values()}.values()
-        for listener in listeners:
+        self._closing = True  # no connection is served, no listener opened, from now
+        for listener in self._listeners():
             if listener.server is not None:
                 listener.server.close()
-        # A connection accepted just before has its task created but not yet started;
-        # cancelled then, it never ran and its StreamWriter was left unclosed (a
-        # ResourceWarning in CI, a plain kafka-python client closing as the proxy did).
-        # One loop turn lets each start, register itself and close what it holds.
-        await asyncio.sleep(0)
-        for task in list(self._tasks):
+        held = dict(self._tasks)
+        for task in held:
             task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-        for listener in listeners:
+        if held:
+            await asyncio.gather(*held, return_exceptions=True)
+        for writer in held.values():
+            writer.close()  # a task cancelled before it ran never closed its own
+        for listener in self._listeners():
             if listener.server is not None:
                 with contextlib.suppress(Exception):
                     await listener.server.wait_closed()
+
+    def _listeners(self) -> list[Listener]:
+        return list({id(v): v for v in self._by_upstream.values()}.values())
 
     # -- one connection ----------------------------------------------------------------
 
@@ -227,21 +243,37 @@ class Proxy:
         last: Exception | None = None
         for host, port in listener.upstream:
             try:
-                reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(
-                        host,
-                        port,
-                        ssl=self.upstream_ssl,
-                        server_hostname=host if self.upstream_ssl else None,
-                    ),
-                    self.connect_timeout_s,
-                )
+                reader, writer = await self._open_within(host, port)
                 return reader, writer, (host, port)
             except (OSError, asyncio.TimeoutError, ssl.SSLError) as exc:
                 last = exc
         raise ConnectionError(
             f"cannot reach upstream {listener.upstream[0][0]}:{listener.upstream[0][1]}: {last}"
         )
+
+    async def _open_within(
+        self, host: str, port: int
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """An upstream connection within `connect_timeout_s`. Not `asyncio.wait_for`: on
+        Python 3.11 a connection made just as it times out or is cancelled is dropped
+        unclosed; here one made after it was given up is closed."""
+        opening = asyncio.ensure_future(
+            asyncio.open_connection(
+                host,
+                port,
+                ssl=self.upstream_ssl,
+                server_hostname=host if self.upstream_ssl else None,
+            )
+        )
+        try:
+            done, _ = await asyncio.wait({opening}, timeout=self.connect_timeout_s)
+        except asyncio.CancelledError:
+            _give_up(opening)
+            raise
+        if not done:
+            _give_up(opening)
+            raise asyncio.TimeoutError(f"no connection within {self.connect_timeout_s:g} s")
+        return opening.result()
 
     async def _serve(
         self, listener: Listener, c_reader: asyncio.StreamReader, c_writer: asyncio.StreamWriter
@@ -262,6 +294,17 @@ class Proxy:
     def _aborted(self, conn: str, peer: str, side: str, error: str) -> None:
         log.warning("connection %s from %s closed: %s: %s", conn, peer, side, error)
         self.emit.emit("ProxyConnectionAborted", connection=conn, peer=peer, side=side, error=error)
+
+
+def _give_up(opening: asyncio.Future[tuple[asyncio.StreamReader, asyncio.StreamWriter]]) -> None:
+    """Stop waiting for a connection; should it be made after all, close it."""
+
+    def close_if_made(f: asyncio.Future[tuple[asyncio.StreamReader, asyncio.StreamWriter]]) -> None:
+        if not f.cancelled() and f.exception() is None:
+            f.result()[1].close()
+
+    opening.cancel()
+    opening.add_done_callback(close_if_made)
 
 
 class _Session:
