@@ -186,11 +186,13 @@ def parse_consumer_record(
     offset: int = -1,
     timestamp_ms: int = -1,
     partition: int = -1,
+    wanted: Callable[[str], bool] = lambda _group: True,
 ) -> ConsumerGroupRecord | None:
-    """A consumer-group record of the kinds above from a raw key and value; None for any
-    other record. Raises RecordError on bytes that do not parse."""
+    """A consumer-group record of the kinds above, of a group `wanted` accepts, from a
+    raw key and value; None for any other record (its value is then not parsed). Raises
+    RecordError on bytes that do not parse."""
     found = parse_consumer_key(key)
-    if found is None:
+    if found is None or not wanted(found[1]):
         return None
     kind, group, member = found
     parsed = None if value is None else _PARSERS[kind](value)

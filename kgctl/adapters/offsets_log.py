@@ -27,11 +27,7 @@ from kafka import TopicPartition
 from kgctl.adapters import clients
 from kgctl.adapters.admin import ClusterAdmin
 from kgctl.adapters.consumer_group_records import KEY_PREFIXES as CONSUMER_KEY_PREFIXES
-from kgctl.adapters.consumer_group_records import (
-    ConsumerGroupRecord,
-    parse_consumer_key,
-    parse_consumer_record,
-)
+from kgctl.adapters.consumer_group_records import ConsumerGroupRecord, parse_consumer_record
 from kgctl.adapters.group_log import GroupLogUnavailable, _why
 from kgctl.adapters.group_records import (
     GROUP_METADATA_KEY,
@@ -60,18 +56,13 @@ def parse_any(rec: Any, wanted: Callable[[str], bool]) -> AnyGroupRecord | None:
     key = rec.key
     if not key:
         return None
-    if key[:2] in CONSUMER_KEY_PREFIXES:
-        try:
-            found = parse_consumer_key(key)
-            if found is None or not wanted(found[1]):
-                return None
-            return parse_consumer_record(key, rec.value, rec.offset, rec.timestamp, rec.partition)
-        except RecordError as exc:
-            log.debug("skipping %s offset %s: %s", OFFSETS_TOPIC, rec.offset, exc)
-            return None
-    if key[:2] != _METADATA_PREFIX:
-        return None
     try:
+        if key[:2] in CONSUMER_KEY_PREFIXES:
+            return parse_consumer_record(
+                key, rec.value, rec.offset, rec.timestamp, rec.partition, wanted=wanted
+            )
+        if key[:2] != _METADATA_PREFIX:
+            return None
         group = parse_key(key)
         if group is None or not wanted(group):
             return None
@@ -83,7 +74,7 @@ def parse_any(rec: Any, wanted: Callable[[str], bool]) -> AnyGroupRecord | None:
 
 
 class OffsetsLogFollower(threading.Thread):
-    """A daemon thread handing on every classic group's metadata records as written.
+    """A daemon thread handing on every group's records (`parse_any`) as written.
 
     `on_records(records, read)` gets each poll's parsed records in offset order per
     partition and how many raw records the poll read; `on_caught_up()` once when every

@@ -106,8 +106,8 @@ class GroupFollower:
     def observed(
         self, snap: GroupSnapshot, now_ms: int, taken_ms: int | None = None
     ) -> list[Diagnosed]:
-        """A description of the group, taken at `taken_ms` (when its round took its groups; `now_ms`
-        when not given)."""
+        """A description of the group, taken at `taken_ms` (when its round took its
+        groups; `now_ms` when not given)."""
         done: list[Diagnosed] = []
         if snap.missing and self.snapshot is not None and not self.snapshot.missing:
             if self.stored_source and self.records_seen > 0:
