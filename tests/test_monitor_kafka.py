@@ -169,6 +169,40 @@ def test_counts_survive_a_broker_restart_and_a_killed_monitor(own_broker: LocalB
             assert second.stop() == 0
 
 
+def test_a_monitor_started_while_the_cluster_is_down_reads_the_log_once_it_is_up(
+    own_broker: LocalBroker,
+) -> None:
+    """A monitor that began while the cluster was down (a deploy before the brokers, a
+    network cut) waits for it; it does not settle for descriptions only, which is for a
+    principal that may not read the topic."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    state = own_broker.load()
+    assert state is not None
+    bootstrap = state.bootstrap
+    own_broker.stop_node(1)
+    mon = MonitorProc(bootstrap, "--groups", "^mon-down-")
+    member: MemberProc | None = None
+    try:
+        mon.wait(lambda: mon.sample("kgctl_monitor_cluster_reachable") == 0, 40, "unreachable")
+        own_broker.up(tie_to_parent=True, timeout_s=180)
+        mon.wait(lambda: mon.sample("kgctl_monitor_offsets_caught_up") == 1, 90, "the log read")
+        assert mon.sample("kgctl_monitor_offsets_topic_readable") == 1
+        said = "".join(mon.stderr_lines)
+        assert "descriptions only" not in said, said
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        admin.create_topics([NewTopic("mon-down", 2, 1)])
+        admin.close()
+        member = MemberProc(bootstrap, "mon-down-g", "mon-down", name="a")
+        generation = wait_converged([member], "mon-down", 2, timeout=60)
+        mon.wait(lambda: _diagnosed(mon, "mon-down-g", generation), 40, "the join diagnosed")
+        assert mon.rebalances_of("mon-down-g") == {"member_joined": 1.0}
+    finally:
+        if member is not None:
+            member.kill()
+        assert mon.stop() == 0
+
+
 def _exported(mon: MonitorProc, groups: list[str]) -> set[str]:
     """The groups among `groups` whose rebalances `mon` exports now."""
     return {g for g in groups if mon.rebalances_of(g)}

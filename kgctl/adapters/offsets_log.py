@@ -22,6 +22,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import kafka.errors as Errors
 from kafka import TopicPartition
 
 from kgctl.adapters import clients
@@ -37,11 +38,14 @@ from kgctl.adapters.group_records import (
     parse_key,
     parse_value,
 )
+from kgctl.errors import ConnectError
 from kgctl.settings import ClientSettings
 
 log = logging.getLogger(__name__)
 
 WAIT_FOR_TOPIC_S = 2.0
+START_RETRY_FIRST_S = 1.0  # the first wait for a cluster that did not answer at the start
+START_RETRY_MAX_S = 30.0  # the longest, after doubling
 _METADATA_PREFIX = GROUP_METADATA_KEY.to_bytes(2, "big")
 
 
@@ -73,15 +77,26 @@ def parse_any(rec: Any, wanted: Callable[[str], bool]) -> AnyGroupRecord | None:
     return GroupRecord(group, meta, rec.offset, rec.timestamp, rec.partition)
 
 
+def _unreachable(exc: BaseException) -> bool:
+    """A start-up failure worth retrying: the cluster did not answer (down, restarting, a
+    timeout), as opposed to a refusal (ACLs, a bad login) or bad settings."""
+    if isinstance(exc, ConnectError):
+        return True
+    return isinstance(
+        exc, Errors.KafkaTimeoutError | Errors.KafkaConnectionError | Errors.NoBrokersAvailable
+    )
+
+
 class OffsetsLogFollower(threading.Thread):
     """A daemon thread handing on every group's records (`parse_any`) as written.
 
     `on_records(records, read)` gets each poll's parsed records in offset order per
     partition and how many raw records the poll read; `on_caught_up()` once when every
     partition has reached the end offset it had at the start (history replayed);
-    `on_unavailable(reason)` once when the topic cannot be read, and the thread ends.
-    A failure after the start (a broker restart) is retried by the consumer itself; the
-    thread reports it through `on_error(reason)` and goes on.
+    `on_unavailable(reason)` once when the topic may not be read (ACLs, a refused login,
+    bad settings), and the thread ends. A cluster that does not answer at the start is
+    retried with a backoff, and a failure after the start (a broker restart) by the
+    consumer itself; both are reported through `on_error(reason)`, and the thread goes on.
     """
 
     def __init__(
@@ -109,29 +124,53 @@ class OffsetsLogFollower(threading.Thread):
         self.stopping.set()
 
     def run(self) -> None:
-        consumer: Any = None
+        # A cluster that does not answer yet (down when the monitor starts, or restarting)
+        # is waited for with a backoff, told through on_error; only a topic this principal
+        # may not read ends the thread through on_unavailable. Before, any failure here did,
+        # and a monitor started while the cluster was down kept to descriptions for good.
+        delay = START_RETRY_FIRST_S
+        while not self.stopping.is_set():
+            consumer: Any = None
+            try:
+                consumer = self._open()
+            except Exception as exc:
+                self._close(consumer)
+                if not _unreachable(exc):
+                    self.on_unavailable(
+                        str(exc) if isinstance(exc, GroupLogUnavailable) else _why(exc)
+                    )
+                    return
+                self.on_error(_why(exc))
+                self.stopping.wait(delay)
+                delay = min(delay * 2, START_RETRY_MAX_S)
+                continue
+            try:
+                self._follow(consumer)
+            finally:
+                self._close(consumer)
+            return
+
+    def _open(self) -> Any:
+        """The consumer, bootstrapped and placed: assigned every partition and rewound,
+        or subscribed in the shard group."""
         shard = self.shard
+        consumer = clients.consumer(
+            self.settings,
+            "kgctl-monitor-offsets",
+            group_id=shard.group if shard is not None else None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            **(shard.consumer_config() if shard is not None else {}),
+        )
         try:
-            consumer = clients.consumer(
-                self.settings,
-                "kgctl-monitor-offsets",
-                group_id=shard.group if shard is not None else None,
-                enable_auto_commit=False,
-                auto_offset_reset="earliest",
-                **(shard.consumer_config() if shard is not None else {}),
-            )
             if shard is None:
                 self._ends = self._start(consumer)
             else:
                 self._join(consumer, shard)
-        except Exception as exc:
+        except BaseException:
             self._close(consumer)
-            self.on_unavailable(_why(exc) if not isinstance(exc, GroupLogUnavailable) else str(exc))
-            return
-        try:
-            self._follow(consumer)
-        finally:
-            self._close(consumer)
+            raise
+        return consumer
 
     def _partitions(self, consumer: Any) -> set[int] | None:
         """The topic's partitions, waiting while it does not exist yet (a cluster where
