@@ -431,6 +431,7 @@ def run_once(
     term = _Frames()
     console = terminal_console(term, width, height)
     marks: dict[str, tuple[float, float, float]] = {}  # label -> (wall, cpu, gc s so far)
+    by_thread: dict[str, dict[str, float]] = {}  # label -> CPU s so far of each thread
     gc_s = [0.0, 0.0]  # total, and when the collection running now began
 
     def collected(phase: str, info: dict[str, int]) -> None:
@@ -451,6 +452,7 @@ def run_once(
             at = origin + (ts - stream.start_ms) / 1000
             time.sleep(max(0.0, at - time.perf_counter()))
             marks[label] = (time.perf_counter(), time.process_time(), gc_s[0])
+            by_thread[label] = _thread_cpu()
         # The loop's next turn raises this: the replay is over.
         watch.fatal = _Played("played")
 
@@ -488,8 +490,35 @@ def run_once(
             "cpu_s": round(c1 - c0, 2),
             "gc_s": round(g1 - g0, 2),  # wall time in the cycle collector
             "longest_gap_ms": round(1000 * max(gaps), 0) if gaps else None,
+            # Which thread spent it: the live loop (MainThread), the replay's parsing
+            # (kgctl-replay), the diagnoses (kgctl-diagnosis, one thread per job).
+            "cpu_pct_by_thread": _per_thread(
+                by_thread[f"{name}:start"], by_thread[f"{name}:end"], w1 - w0
+            ),
         }
     return out
+
+
+def _thread_cpu() -> dict[str, float]:
+    """CPU seconds so far of each live thread of this process, by thread name (Linux's
+    per-task counters; threads of the same name summed), {} where /proc has none."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for t in threading.enumerate():
+        try:
+            fields = Path(f"/proc/self/task/{t.native_id}/stat").read_text().rsplit(")", 1)[1]
+        except (OSError, IndexError):
+            continue
+        utime, stime = (int(x) for x in fields.split()[11:13])
+        out[t.name] = out.get(t.name, 0.0) + (utime + stime) / tick
+    return out
+
+
+def _per_thread(a: dict[str, float], b: dict[str, float], wall_s: float) -> dict[str, float]:
+    """% of a core each thread spent between the marks `a` and `b` (a thread that began
+    in between counts from 0)."""
+    spent = {name: b[name] - a.get(name, 0.0) for name in b}
+    return {n: round(100 * v / wall_s, 1) for n, v in sorted(spent.items()) if v > 0}
 
 
 def _median_of(runs: list[dict[str, Any]], phase: str, key: str) -> float | None:
