@@ -422,3 +422,44 @@ def test_a_by_hand_app_run_reads_a_late_rejoin_and_the_last_leave_right() -> Non
 def test_a_wire_leave_then_a_join_from_the_same_process_is_a_poll_timeout_inferred() -> None:
     t = _wire_left_then_back(restarted=False)[2].trigger
     assert (t.cause, t.who, t.confidence) == ("timed_out", "c", INFERRED)
+
+
+# -- a time without partitions from the wire is a lower bound ---------------------------------
+
+
+def _explained(recording: str):  # type: ignore[no-untyped-def]
+    """The recording's one group explained, as `kgctl explain --recording` does."""
+    from kgctl.recordings import recording_lines
+    from kgctl.report.summary import groups_in, parse_lines
+
+    events, _ = parse_lines(recording_lines(DATA / recording))
+    (group,) = groups_in(events)
+    return explain(group, events, max(e.ts_ms for e in events))
+
+
+def test_a_wire_traced_members_time_without_partitions_is_given_as_at_least() -> None:
+    """librdkafka members seen through the proxy only (a kill): the wire shows their
+    JoinGroup and SyncGroup answer, not their callbacks, which bracket those (the truth
+    suite's max-poll: the wire gave 313 ms where the callbacks said 1,093 ms, and kgctl
+    stated it as the time). Stated now as a lower bound, in the JSON and the text."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from kgctl.render.explain_text import render_explanation
+
+    x = _explained("rdkafka_wire_kill.jsonl.gz")
+    costs = [c for d in x.generations for c in d.costs]
+    assert costs and {c.unassigned_basis for c in costs} == {"wire"}
+    assert all(c.to_dict()["unassigned_basis"] == "wire" for c in costs)
+    out = StringIO()
+    Console(file=out, width=200, color_system=None).print(render_explanation(x))
+    lines = [line for line in out.getvalue().splitlines() if line.strip().startswith("cost")]
+    said = "the protocol's time, from the wire"
+    assert lines and all("≥" in line and said in line for line in lines), lines
+
+
+def test_a_kgctl_members_time_without_partitions_is_its_own_callbacks() -> None:
+    x = _explained("issue_scenario.jsonl.gz")
+    costs = [c for d in x.generations for c in d.costs]
+    assert costs and {c.unassigned_basis for c in costs} == {"callbacks"}

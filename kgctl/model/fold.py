@@ -99,6 +99,9 @@ def _touch_member(s: GroupState, ev: Event, t: int) -> GroupState:
         s = _rename_member(s, ev.member_id, key)
     old = s.members.get(key)
     source = ev.source if ev.source in ("member", "observer") else "member"
+    # A member traced on the wire counts as one that speaks (its steps are the protocol's),
+    # and is marked so: its times are when the client was told, not its callbacks'.
+    added = {source, "wire"} if ev.source == "wire" else {source}
     if old is None:
         old = _new_member(key, t)
     member = evolve(
@@ -109,7 +112,7 @@ def _touch_member(s: GroupState, ev: Event, t: int) -> GroupState:
         instance_id=ev.instance_id if ev.instance_id is not None else old.instance_id,
         generation=ev.generation if ev.generation >= 0 else old.generation,
         last_seen_ms=max(old.last_seen_ms, t),
-        sources=old.sources | {source},
+        sources=old.sources if added <= old.sources else old.sources | added,
     )
     return _with_member(s, member)
 

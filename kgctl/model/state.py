@@ -61,7 +61,8 @@ class MemberState:
     lives: tuple[tuple[int, int | None], ...] = ()
     subscription: tuple[str, ...] = ()
     lag: int | None = None
-    sources: frozenset[str] = frozenset()  # member / observer
+    # member (its own events, or a proxy's trace of it: then wire too) / observer
+    sources: frozenset[str] = frozenset()
     # Consumer-protocol (KIP-848) members, from ConsumerGroupDescribe: the member epoch,
     # and the assignment it is moving to (None for classic members).
     epoch: int = -1

@@ -21,11 +21,30 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from kgctl.model.events import Event
 from kgctl.model.kafka_errors import NORMAL_ANSWERS
 from kgctl.model.state import GenerationRecord, GroupState, OwnershipSpan, TopicPartition
+
+# How a member's time without partitions is known (a diagnosis's Cost says it).
+# "callbacks": a kgctl member's own events, when it revoked and took up its partitions:
+# the time itself. "wire": a proxy's trace of the
+# protocol (the JoinGroup that gave them up to the SyncGroup answer that gave them back):
+# the client's revocation comes before and its assignment callback after (at the
+# application's next poll), so the application went at least that long without them.
+# "descriptions": the broker's descriptions, polled: within a poll interval either way.
+UnassignedBasis = Literal["callbacks", "wire", "descriptions"]
+
+
+def unassigned_basis(state: GroupState, key: str) -> UnassignedBasis:
+    """Where member `key`'s time without partitions comes from: its own events, a
+    proxy's trace of its protocol (a lower bound), or the broker's descriptions."""
+    m = state.members.get(key)
+    sources = m.sources if m is not None else frozenset()
+    if "wire" in sources:
+        return "wire"
+    return "callbacks" if "member" in sources else "descriptions"
 
 
 def plural(count: int, noun: str) -> str:

@@ -48,8 +48,15 @@ def render_diagnosis(d: Diagnosis, superseded: bool = False) -> RenderableType:
         lines.append(_line("waited", w.text(), "magenta"))
     if d.costs:
         cost = ", ".join(
-            f"{c.member} {fmt_ms(c.unassigned_ms)} without partitions" + _missed(c) for c in d.costs
+            f"{c.member} {'≥' if c.at_least else ''}{fmt_ms(c.unassigned_ms)} without partitions"
+            + _missed(c)
+            for c in d.costs
         )
+        if any(c.at_least for c in d.costs):
+            cost += (
+                " (≥: the protocol's time, from the wire; the application's callbacks ran"
+                " before and after it)"
+            )
         lines.append(_line("cost", cost))
     unknown = d.partitions_moved is None or d.partitions_revoked is None
     if d.partitions_revoked or d.partitions_moved or unknown:

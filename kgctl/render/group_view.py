@@ -31,7 +31,7 @@ from kgctl.model.state import (
     TopicPartition,
     format_owned,
 )
-from kgctl.model.timeline import rebalance_unassigned
+from kgctl.model.timeline import rebalance_unassigned, unassigned_basis
 from kgctl.render.member_lines import CONSUMER_MEMBER_EVENTS, target_gap
 from kgctl.render.member_lines import describe as describe_member
 from kgctl.render.proxy_lines import describe_wire
@@ -410,7 +410,12 @@ def _unassigned_cell(s: GroupState, unassigned: Mapping[str, int]) -> str:
     items = list(unassigned.items())
     if len(items) > UNASSIGNED_NAMED:
         items = sorted(items, key=lambda kv: -kv[1])[:UNASSIGNED_NAMED]
-    named = ", ".join(f"{_name(s, k)} {fmt_ms(v)}" for k, v in items)
+    # ≥: a member seen on the wire only was told its partitions then; its application
+    # took them up later (the explain's cost line says so in words).
+    named = ", ".join(
+        f"{_name(s, k)} {'≥' if unassigned_basis(s, k) == 'wire' else ''}{fmt_ms(v)}"
+        for k, v in items
+    )
     more = len(unassigned) - len(items)
     return f"{named} +{more} more" if more else named
 

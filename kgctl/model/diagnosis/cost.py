@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kgctl.model.diagnosis.types import ESTIMATED_RATE, MEASURED_LAG, Cost
 from kgctl.model.event_index import EventIndex
@@ -15,7 +15,7 @@ from kgctl.model.state import (
     GroupState,
     TopicPartition,
 )
-from kgctl.model.timeline import owners_at, rebalance_unassigned
+from kgctl.model.timeline import owners_at, rebalance_unassigned, unassigned_basis
 
 
 def _rate_per_ms(
@@ -172,27 +172,11 @@ def member_costs(
     for key, ms in sorted(unassigned.items()):
         # Named as the views name it (an untraced member by its client id).
         member = state.members[key].name if key in state.members else key
+        cost = Cost(member=member, unassigned_ms=ms, unassigned_basis=unassigned_basis(state, key))
         grown = _lag_growth(observed, owned_before.get(key, ()), t0, t0 + ms, parsed)
         if grown is not None:
-            out.append(
-                Cost(
-                    member=member,
-                    unassigned_ms=ms,
-                    records_missed=grown,
-                    records_basis=MEASURED_LAG,
-                )
-            )
-            continue
-        rate = _rate_per_ms(consumed, key, rec.start_ms, 10_000)
-        if rate is None:
-            out.append(Cost(member=member, unassigned_ms=ms))
-        else:
-            out.append(
-                Cost(
-                    member=member,
-                    unassigned_ms=ms,
-                    records_missed=round(rate * ms),
-                    records_basis=ESTIMATED_RATE,
-                )
-            )
+            cost = replace(cost, records_missed=grown, records_basis=MEASURED_LAG)
+        elif (rate := _rate_per_ms(consumed, key, rec.start_ms, 10_000)) is not None:
+            cost = replace(cost, records_missed=round(rate * ms), records_basis=ESTIMATED_RATE)
+        out.append(cost)
     return tuple(out)

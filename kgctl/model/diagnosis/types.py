@@ -15,6 +15,7 @@ from kgctl.model.reasons import Cause, cause_text
 from kgctl.model.state import (
     TopicPartition,
 )
+from kgctl.model.timeline import UnassignedBasis
 
 # How a trigger or a wait is known: `exact` from a member's, the wire's or the broker
 # log's own words, `inferred` from snapshots, stored records or a silence.
@@ -209,11 +210,18 @@ class Cost:
     # much meanwhile, from the broker's descriptions) or ESTIMATED_RATE (its consumption
     # rate before, measured, times the time without partitions).
     records_basis: RecordsBasis = ""
+    unassigned_basis: UnassignedBasis = "callbacks"
+
+    @property
+    def at_least(self) -> bool:
+        """The time is a lower bound: the protocol's, not the application's."""
+        return self.unassigned_basis == "wire"
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "member": self.member,
             "unassigned_ms": self.unassigned_ms,
+            "unassigned_basis": self.unassigned_basis,
             "records_missed": self.records_missed,
             "records_basis": self.records_basis,
         }
