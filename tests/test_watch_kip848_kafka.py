@@ -236,3 +236,51 @@ def test_watch_describes_a_consumer_protocol_group_and_its_epoch_changes(
     assert done.returncode == 0 and doc["healthy"], doc["health"]
     assert doc["health"] == f"stable now, 2 members in group epoch {doc['state']['group_epoch']}"
     assert doc["state"]["group_type"] == "consumer"
+
+
+def test_a_live_watch_dates_a_consumer_group_s_rebalance_by_its_epoch_record(
+    bootstrap: str,
+    topic: str,
+    admin: Any,
+) -> None:
+    """At a 10 s interval the description that shows a new epoch comes up to 10 s after
+    the rebalance began; the epoch's record in __consumer_offsets is written as it
+    begins (between the joining member's ConsumerGroupHeartbeat and its answer). The
+    live watch dates the rebalance by the record, as the monitor does."""
+    from contextlib import suppress
+
+    from helpers import MemberProc
+    from kafka.errors import CoordinatorNotAvailableError
+
+    group = f"kip848-{uuid.uuid4().hex[:8]}-rec"
+    with suppress(CoordinatorNotAvailableError):  # __consumer_offsets exists from here on
+        admin.list_group_offsets(f"{group}-probe")
+    members: list[MemberProc] = []
+    settings = ClientSettings(bootstrap=bootstrap)
+    try:
+        a = MemberProc(bootstrap, group, topic, name="a", protocol="consumer")
+        members.append(a)
+        a.wait(lambda: a.of("ReconciliationCompleted"), 60, "a's first assignment")
+        with Watch(settings, group, interval_s=10) as watch:
+            watch.first_snapshot()
+            watch.start()
+            assert watch.epochs_followed.wait(30), "the epoch records not followed"
+            epoch0 = watch.drain() and watch.state.group_epoch
+            b = MemberProc(bootstrap, group, topic, name="b", protocol="consumer")
+            members.append(b)
+
+            def joined() -> Any:
+                watch.drain(wait_s=0.5)
+                return next((g for g in watch.state.generations if g.generation > epoch0), None)
+
+            gen = wait_for("the epoch of b's join", joined, timeout=40)
+            sent = next(
+                e for e in b.of("GroupHeartbeatAnswered")
+                if e["data"]["sent"]["member_epoch"] == 0
+            )  # fmt: skip
+            written_from = sent["ts_ms"] - sent["data"]["rtt_ms"] - 5
+            written_to = sent["ts_ms"] + 5
+            assert written_from <= gen.start_ms <= written_to, (gen, sent)
+    finally:
+        for m in members:
+            m.kill()

@@ -35,6 +35,8 @@ import kafka.errors as Errors
 from kafka import TopicPartition
 
 from kgctl.adapters import clients
+from kgctl.adapters.consumer_group_records import KEY_PREFIXES as CONSUMER_KEY_PREFIXES
+from kgctl.adapters.consumer_group_records import ConsumerGroupRecord, parse_consumer_record
 from kgctl.adapters.group_records import (
     OFFSETS_TOPIC,
     GroupRecord,
@@ -62,7 +64,8 @@ class GroupLogReader(threading.Thread):
     `on_ready(partition, latest, scanned)` is called once after the look-back (`latest`
     is None when no record of the group was found), then `on_record(record)` for every
     record that follows; `on_unavailable(reason)` once if the topic cannot be read, after
-    which the thread ends.
+    which the thread ends. With `on_consumer_record`, a consumer-protocol group's records
+    go there instead, from the end, without a look-back (`on_ready` gets None, 0).
     """
 
     def __init__(
@@ -72,10 +75,15 @@ class GroupLogReader(threading.Thread):
         on_ready: Callable[[int, GroupRecord | None, int], None] = lambda *_a: None,
         on_record: Callable[[GroupRecord], None] = lambda _r: None,
         on_unavailable: Callable[[str], None] = lambda _m: None,
+        on_consumer_record: Callable[[ConsumerGroupRecord], None] | None = None,
     ) -> None:
         super().__init__(name=f"kgctl-group-log-{group}", daemon=True)
         self.settings, self.group = settings, group
         self.on_ready, self.on_record, self.on_unavailable = on_ready, on_record, on_unavailable
+        # A consumer-protocol group's records (its epoch bumps, members, assignments):
+        # followed from the end, no look-back (a classic record is what that looks for,
+        # and such a group has none: it would read back to its limits for nothing).
+        self.on_consumer_record = on_consumer_record
         self.stopping = threading.Event()
 
     def stop(self) -> None:
@@ -84,17 +92,16 @@ class GroupLogReader(threading.Thread):
     def run(self) -> None:
         try:
             with self._reading() as consumer:
-                tp, end, latest, scanned = self._start(consumer)
+                consumer_group = self.on_consumer_record is not None
+                tp, end, latest, scanned = self._start(consumer, look_back=not consumer_group)
                 if self.stopping.is_set():
                     return
-                self.on_ready(tp.partition, latest, scanned)
                 consumer.seek(tp, end)
+                self.on_ready(tp.partition, latest, scanned)  # (a consumer group's: None, 0)
                 while not self.stopping.is_set():
                     for records in consumer.poll(timeout_ms=200).values():
                         for rec in records:
-                            found = self._parse(rec, tp.partition)
-                            if found is not None:
-                                self.on_record(found)
+                            self._hand_on(rec, tp.partition)
         except GroupLogUnavailable as exc:  # the watch goes on, with inferred generations
             self.on_unavailable(str(exc))
 
@@ -153,7 +160,28 @@ class GroupLogReader(threading.Thread):
             auto_offset_reset="earliest",
         )
 
-    def _start(self, consumer: Any) -> tuple[Any, int, GroupRecord | None, int]:
+    def _hand_on(self, rec: Any, partition: int) -> None:
+        """A record read while following: the group's, to its callback; else nothing."""
+        if self.on_consumer_record is not None:
+            if rec.key and rec.key[:2] in CONSUMER_KEY_PREFIXES:
+                try:
+                    found_consumer = parse_consumer_record(
+                        rec.key, rec.value, rec.offset, rec.timestamp, partition,
+                        wanted=lambda g: g == self.group,
+                    )  # fmt: skip
+                except RecordError as exc:
+                    log.debug("skipping %s offset %s: %s", OFFSETS_TOPIC, rec.offset, exc)
+                    return
+                if found_consumer is not None:
+                    self.on_consumer_record(found_consumer)
+            return
+        found = self._parse(rec, partition)
+        if found is not None:
+            self.on_record(found)
+
+    def _start(
+        self, consumer: Any, look_back: bool = True
+    ) -> tuple[Any, int, GroupRecord | None, int]:
         parts = consumer.partitions_for_topic(OFFSETS_TOPIC)
         if not parts:
             raise GroupLogUnavailable(
@@ -164,6 +192,8 @@ class GroupLogReader(threading.Thread):
         consumer.assign([tp])
         begin = consumer.beginning_offsets([tp])[tp]
         end = consumer.end_offsets([tp])[tp]
+        if not look_back:
+            return tp, end, None, 0
         latest, scanned = self._look_back(consumer, tp, begin, end)
         return tp, end, latest, scanned
 

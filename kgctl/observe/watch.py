@@ -10,6 +10,7 @@ on the caller's thread when done.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
 import socket
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from kgctl.adapters.admin import GroupAdmin
+from kgctl.adapters.consumer_group_records import ConsumerGroupRecord, GroupEpoch
 from kgctl.adapters.group_log import GroupLogReader, GroupLogUnavailable
 from kgctl.adapters.group_records import GroupRecord
 from kgctl.adapters.trace import TraceTopicReader
@@ -35,6 +37,8 @@ from kgctl.model.wire import WireSteps
 from kgctl.observe.infer import Inferrer
 from kgctl.recordings import recording_lines
 from kgctl.settings import ClientSettings
+
+log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 15.0
 
@@ -164,6 +168,8 @@ class Watch:
         self.queue: queue.Queue[Event] = queue.Queue()
         self.notes: queue.Queue[str] = queue.Queue()
         self.stopping = threading.Event()
+        # Set once a consumer group's epoch records are followed (from the end offset then).
+        self.epochs_followed = threading.Event()
         self.threads: list[threading.Thread] = []
         self.admin = GroupAdmin(settings) if observe else None
         self.observer = GroupObserver(self.admin, group, interval_s) if self.admin else None
@@ -420,14 +426,32 @@ class Watch:
             self.queue.put(ev)
 
     def _start_group_log(self) -> None:
-        """Follow the group's records in __consumer_offsets: the broker's generation ids,
-        as soon as they are stored. A KIP-848 group stores none there: not for it."""
+        """Follow the group's records in __consumer_offsets: a classic group's generation
+        ids as soon as they are stored; a KIP-848 group's epoch bumps (when each of its
+        rebalances began, which its next description shows only up to an interval later:
+        the monitor reads the same record for the same start)."""
         observer = self.observer
         assert observer is not None
+        inferrer, put = observer.inferrer, self.queue.put
+        first = inferrer.prev
+        if self.stored_generations and first is not None and first.group_epoch is not None:
+
+            def bumped(rec: ConsumerGroupRecord) -> None:
+                value = rec.value
+                if isinstance(value, GroupEpoch):
+                    with observer.lock:  # (says nothing: the next description will)
+                        inferrer.stored_epoch(value.epoch, rec.timestamp_ms)
+
+            epochs = GroupLogReader(
+                self.settings, self.group, on_consumer_record=bumped,
+                on_ready=lambda *_a: self.epochs_followed.set(),
+                on_unavailable=lambda why: log.info("epoch records not read: %s", why),
+            )  # fmt: skip
+            epochs.start()
+            self.threads.append(epochs)
+            return
         if not self._reads_group_log():
             return
-
-        inferrer, put = observer.inferrer, self.queue.put
 
         def ready(partition: int, latest: GroupRecord | None, scanned: int) -> None:
             observer.infer(lambda: inferrer.stored_ready(partition, latest, scanned, now_ms()), put)
