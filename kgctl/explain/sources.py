@@ -111,7 +111,10 @@ def read_cluster(
             into.sources.append(f"__consumer_offsets ({len(records)} records of the group)")
     elif snap.group_epoch is not None:
         into.notes.append(
-            "a consumer-protocol (KIP-848) group stores no generations in __consumer_offsets"
+            "a consumer-protocol (KIP-848) group's past rebalances are unknown from the "
+            "cluster: explain does not read its epoch, member and assignment records in "
+            "__consumer_offsets; --trace-topic (kgctl proxy) or a kgctl watch recording "
+            "has them"
         )
     # The state now, last: its snapshot is what the exit status judges.
     live = Inferrer(group)

@@ -403,7 +403,7 @@ class Watch:
 
     def _reads_group_log(self) -> bool:
         """Generation ids come from __consumer_offsets: asked for, and not a KIP-848 group
-        (which stores none there)."""
+        (which stores epochs there, not generations: `_start_group_log` reads those)."""
         first = self.observer.inferrer.prev if self.observer is not None else None
         return self.stored_generations and (first is None or first.group_epoch is None)
 

@@ -417,9 +417,10 @@ def judge(truth: Truth, answer: dict[str, Any], view: str) -> Verdict:
         said = " ".join(str(n) for n in answer.get("notes", []))
         return Verdict(RIGHT_NONE, [], [], [] if exp.fault in said else ["fence"])
     if not window:
-        # A consumer-protocol group keeps no generations in __consumer_offsets: from the
-        # cluster alone kgctl can only say it cannot tell. The wire holds every step.
-        cannot = any("stores no generations" in n for n in answer.get("notes", []))
+        # A consumer-protocol group's records in __consumer_offsets are not read into
+        # generations: from the cluster alone kgctl says it cannot tell. The wire holds
+        # every step.
+        cannot = any("past rebalances are unknown" in n for n in answer.get("notes", []))
         if cannot and not view.endswith(":wire"):
             return Verdict(UNKNOWN, [], [], ["rebalances"])
         return Verdict(WRONG, ["no rebalance"], ["kgctl saw no rebalance after the action"])
