@@ -463,3 +463,37 @@ def test_a_kgctl_members_time_without_partitions_is_its_own_callbacks() -> None:
     x = _explained("issue_scenario.jsonl.gz")
     costs = [c for d in x.generations for c in d.costs]
     assert costs and {c.unassigned_basis for c in costs} == {"callbacks"}
+
+
+# -- a static member's group.instance.id taken by a second process ---------------------------
+
+
+def test_a_second_process_with_a_static_members_id_replaces_it_on_the_wire() -> None:
+    """Two librdkafka processes of one client id and group.instance.id through the proxy
+    (tests/data/rdkafka_wire_static_conflict.jsonl.gz, recorded on 4.4.0): the second
+    joined, the broker answered the first's next Heartbeat FENCED_INSTANCE_ID, and the
+    first ended (fatal). One member lives, the second; explain said so as '2 members'
+    in the truth suite's run (the fenced process still counted) and named no fence."""
+    x = _explained("rdkafka_wire_static_conflict.jsonl.gz")
+    doc = x.to_dict()
+    live = [m["member_id"] for m in doc["state"]["members"]]
+    assert len(live) == 1 and live[0].endswith("fc0749bac51d"), live
+    (r,) = x.replaced
+    assert (r.old, r.new, r.instance_id, r.rebalanced) == ("X", "X", "X", False)
+    assert r.old_member_id.endswith("040763b11e22") and r.fenced_ms is not None
+    assert "a second process of X" in r.text() and "fenced (FENCED_INSTANCE_ID)" in r.text()
+    assert not x.generations[0].generation > 1, "no rebalance of its own"
+
+
+def test_a_member_fenced_on_the_wire_without_its_successor_traced_is_gone() -> None:
+    """The same trace without the second process's exchanges (it connected elsewhere):
+    the fenced member is gone, and nothing says who replaced it."""
+    from kgctl.recordings import recording_lines
+    from kgctl.report.summary import parse_lines
+
+    events, _ = parse_lines(recording_lines(DATA / "rdkafka_wire_static_conflict.jsonl.gz"))
+    first = events[0].member_id
+    alone = [e for e in events if e.member_id in ("", first)]
+    x = explain("g-sc9", alone, max(e.ts_ms for e in alone))
+    assert x.to_dict()["state"]["members"] == []
+    assert x.replaced == ()

@@ -573,6 +573,11 @@ def _on_started(s: GroupState, ev: Event, t: int) -> GroupState:
 
 def _on_failed(s: GroupState, ev: Event, t: int) -> GroupState:
     key = _key_for(s, ev)
+    ended = str(ev.data.get("member_id") or "")
+    if ended and s.members[key].member_id not in ("", ended):
+        # The member id that failed (a process fenced on the wire) is not the member's
+        # now: another process of its name took over, and lives.
+        return s
     reason = str(ev.data.get("error", "") or ev.data.get("reason", "") or "failed")
     return _member_gone(s, key, t, PHASE_FAILED, reason)
 

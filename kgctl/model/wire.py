@@ -26,6 +26,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from kgctl.model.diagnosis.types import FENCED as FENCED_INSTANCE_ID
 from kgctl.model.events import Event, Partitions
 from kgctl.model.kafka_errors import FENCES_MEMBER
 
@@ -289,5 +290,19 @@ def _as_member(ev: Event) -> Iterator[Event]:
         members = req.get("members") or [{}]
         said = members[0].get("reason") or ""
         yield step("LeaveGroupSent", sent_ms, reason=said or "left the group", wire_reason=said)
-    elif ev.type == "HeartbeatTraced" and error not in ("NONE", ""):
+    elif ev.type == "HeartbeatTraced" and error not in ("NONE", "", FENCED_INSTANCE_ID):
         yield step("HeartbeatFailed", ev.ts_ms, error=error, rtt_ms=latency)
+    if error == FENCED_INSTANCE_ID:
+        # Another process joined with this member's group.instance.id and took its place:
+        # the broker answers the old member id so from now on, and librdkafka and Java
+        # treat it as fatal. The process is gone, without a rebalance (kgctl's own member
+        # says MemberFailed here too). Its successor often has the same client id, so the
+        # same name on the wire: the id fenced is in the data, not the envelope, so that
+        # the fold ends the member only while it is still that process (fold._on_failed).
+        yield replace(
+            ev, type="MemberFailed", member_id="",
+            data={
+                "error": error, "member_id": ev.member_id,
+                "reason": "fenced: another process joined with its group.instance.id",
+            },
+        )  # fmt: skip

@@ -13,12 +13,13 @@ The harness ends a killed member with SIGKILL, which this program cannot see.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 name, group, topic, bootstrap = sys.argv[1:5]
 extra = dict(kv.split("=", 1) for kv in sys.argv[5:])
@@ -42,6 +43,18 @@ def parts(tps: list[TopicPartition]) -> list[int]:
     return sorted(tp.partition for tp in tps)
 
 
+def on_error(e: Any) -> None:
+    # (error_cb's error is code _FATAL with fatal() false: the code says it.)
+    fatal = bool(e.fatal()) or e.code() == KafkaError._FATAL
+    report("error", error=str(e), fatal=fatal)
+    if fatal:
+        # A fatal error (a static member fenced by another with its group.instance.id)
+        # ends the consumer for good, and after it librdkafka's poll and close block
+        # (confluent-kafka 2.x, seen here): the program ends, as such an application does.
+        report("ended", reason="fatal error")
+        os._exit(1)
+
+
 conf: dict[str, Any] = {
     "bootstrap.servers": bootstrap,
     "group.id": group,
@@ -50,7 +63,7 @@ conf: dict[str, Any] = {
     "auto.offset.reset": "earliest",
     # The growth situation: the members must see new partitions within seconds.
     "topic.metadata.refresh.interval.ms": 1000,
-    "error_cb": lambda e: report("error", error=str(e)),
+    "error_cb": lambda e: on_error(e),
 }
 conf.update(extra)
 consumer = Consumer(conf)
@@ -118,6 +131,9 @@ while running:
     if not running:
         break
     msg = consumer.poll(0.2)
+    if msg is not None and msg.error() is not None:
+        on_error(msg.error())  # (a fatal error comes this way, not through error_cb)
+        continue
     if msg is not None and not msg.error() and time.time() - last_commit >= 1:
         last_commit = time.time()
         try:

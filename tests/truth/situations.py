@@ -16,7 +16,9 @@ settled again, a cooperative second round included):
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -52,7 +54,7 @@ class ClientKind:
 # fence (fault-fenced).
 _EVERY = (
     "kill", "kill-45s", "stop", "scale-out", "growth", "max-poll", "fault-rip", "sync-held",
-    "join-not-coord",
+    "join-not-coord", "static-restart", "static-conflict",
 )  # fmt: skip
 _CONSUMER = ("kill", "stop", "scale-out", "growth", "max-poll", "fault-fenced")
 # Java's VerifiableConsumer takes no commands (it cannot stall: no max-poll); its
@@ -105,6 +107,9 @@ class Expected:
     # The fault fenced a member on the wire only: the broker kept it, and may answer its
     # rejoin at the same group epoch (no rebalance: a right answer is then "none").
     wire_only_fence: bool = False
+    # The broker was not to rebalance at all (a static member back within its session):
+    # the right answer is none, and a rebalance said is wrong.
+    no_rebalance: bool = False
 
 
 @dataclass
@@ -118,6 +123,10 @@ class Truth:
     # When members that stayed revoked partitions (their callbacks): a cooperative round
     # with one of these in it is followed by its second round.
     revoked_ms: tuple[int, ...] = ()
+    # Whether a member that stayed up through the action had a callback after it (the
+    # broker rebalanced).
+    survivors_called: bool = False
+    live: int = 0  # the members running once settled
 
 
 @dataclass
@@ -282,6 +291,53 @@ def heartbeat_fenced_epoch(run: Run, ctx: Context) -> Expected:
     )
 
 
+# A static member's session: long enough for its process to be killed and started again
+# within it (librdkafka starts and joins in about a second).
+STATIC_SESSION_MS = 10000
+
+
+def static_restart(run: Run, ctx: Context) -> Expected:
+    # A rolling restart of static members (KIP-345): killed, and the same
+    # group.instance.id back within the session. The broker hands the new member id the
+    # old assignment: no rebalance, the others keep consuming.
+    timing = {"session.timeout.ms": str(STATIC_SESSION_MS), "heartbeat.interval.ms": "1000"}
+    for i in range(1, 4):
+        run.start(i, **{"group.instance.id": run.name(i), **timing})
+    run.settle(3)
+    victim = run.name(3)
+    action = _kill(run, victim)
+    run.members[victim].proc.wait(timeout=10)
+    run.members[victim].end()
+    run.start(3, **{"group.instance.id": victim, **timing})
+    run.await_callback(victim, action)
+    run.settle(3)
+    return Expected("none", victim, action, no_rebalance=True)
+
+
+def static_conflict(run: Run, ctx: Context) -> Expected:
+    # A second process started with a group.instance.id already in use (a deploy that
+    # did not stop the old one): the broker gives the newcomer the old member's place and
+    # assignment, no rebalance, and fences the old process at its next heartbeat
+    # (FENCED_INSTANCE_ID: fatal for librdkafka).
+    timing = {"session.timeout.ms": str(STATIC_SESSION_MS), "heartbeat.interval.ms": "1000"}
+    for i in range(1, 4):
+        run.start(i, **{"group.instance.id": run.name(i), **timing})
+    run.settle(3)
+    victim = run.name(3)
+    _snapshot_before(run)
+    action = run.act("start a second process, same group.instance.id", victim).ts_ms
+    old = run.members[victim]
+    run.start(3, **{"group.instance.id": victim, **timing})
+    run.await_callback(victim, action)
+    try:
+        old.proc.wait(timeout=30)  # fenced: the client ends on its fatal error
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"the old process was not fenced: {old.summary()}") from None
+    old.end()
+    run.settle(3)
+    return Expected("none", victim, action, no_rebalance=True, fault="FENCED_INSTANCE_ID")
+
+
 def _kill(run: Run, victim: str) -> int:
     _snapshot_before(run)
     action = run.act("SIGKILL", victim).ts_ms
@@ -310,6 +366,8 @@ SITUATIONS: dict[str, Callable[[Run, Context], Expected]] = {
     "sync-held": sync_held,
     "join-not-coord": join_not_coordinator,
     "fault-fenced": heartbeat_fenced_epoch,
+    "static-restart": static_restart,
+    "static-conflict": static_conflict,
 }
 
 
@@ -363,7 +421,11 @@ def truth_of(run: Run, expected: Expected) -> Truth:
         for e in callbacks
         if e["event"] == "revoked" and e["client"] in stayed and e["partitions"]
     )
-    return Truth(expected, run.settled_ms, revoked, moved, without, second, revoked_ms)
+    called = any(e["client"] != expected.who for e in callbacks if "owns" in e)
+    return Truth(
+        expected, run.settled_ms, revoked, moved, without, second, revoked_ms, called,
+        len(run.live()),
+    )  # fmt: skip
 
 
 # -- the judge --------------------------------------------------------------------------------
@@ -410,6 +472,23 @@ def judge(truth: Truth, answer: dict[str, Any], view: str) -> Verdict:
         <= truth.settled_ms
     ]
     window.sort(key=lambda g: g["generation"])
+    if exp.no_rebalance:
+        if truth.survivors_called:
+            # The broker rebalanced after all: what this situation is about did not happen.
+            return Verdict(WRONG, ["broker rebalanced"], ["the members that stayed were called"])
+        if window:
+            said = [f"gen {g['generation']}: {g['trigger']['cause']}" for g in window]
+            return Verdict(WRONG, ["rebalance said"], [f"kgctl says {said}; truth: none"])
+        members = (answer.get("state") or {}).get("members")
+        if isinstance(members, list) and len(members) != truth.live:
+            # (A fenced process counted as a member still: the group has one fewer.)
+            named = sorted(str(m.get("member")) for m in members)
+            return Verdict(WRONG, ["members"], [f"kgctl says {named}; truth {truth.live} live"])
+        # The fence the old process met: said by a view that saw it (its `replaced`: who
+        # took the group.instance.id, when the old one was fenced), else a gap.
+        fenced = [r for r in answer.get("replaced") or [] if r.get("fenced_ms")]
+        told = exp.fault is None or bool(fenced) or exp.fault in json.dumps(answer)
+        return Verdict(RIGHT_NONE, [], [], [] if told else ["fence"])
     if not window and exp.wire_only_fence:
         # The broker never fenced the member: its rejoin came back at the same group epoch
         # with what it had (its callbacks: nothing moved). Saying nothing of the member's

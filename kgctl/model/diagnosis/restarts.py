@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kgctl.model.diagnosis.members import MemberConfig, member_configs
-from kgctl.model.diagnosis.trigger import instance_id_of
+from kgctl.model.diagnosis.trigger import instance_id_of, member_id_of
 from kgctl.model.diagnosis.types import FENCED, START_SLACK_MS
 from kgctl.model.event_index import EventIndex, index
 from kgctl.model.event_types import is_type
@@ -99,16 +99,21 @@ class Replacement:
     at_ms: int  # the newcomer's JoinGroup
     fenced_ms: int | None = None  # when the old one was told FENCED_INSTANCE_ID
     rebalanced: bool = False  # a rebalance began with it
+    old_member_id: str = ""
 
     def text(self) -> str:
+        # Two processes of one name (the same client id) are told apart by member id.
+        old = self.old if self.old != self.new else f"the first (member id {self.old_member_id})"
+        new = self.new if self.old != self.new else f"a second process of {self.new}"
         fenced = (
-            f"; {self.old} was fenced (FENCED_INSTANCE_ID) at {_clock(self.fenced_ms)}"
+            f"; {self.old if self.old != self.new else 'it'} was fenced (FENCED_INSTANCE_ID)"
+            f" at {_clock(self.fenced_ms)}"
             if self.fenced_ms is not None
             else ""
         )
         outcome = "the group rebalanced" if self.rebalanced else "no rebalance"
         return (
-            f"{self.new} took group.instance.id {self.instance_id} from {self.old} at "
+            f"{new} took group.instance.id {self.instance_id} from {old} at "
             f"{_clock(self.at_ms)}{fenced}: {outcome}"
         )
 
@@ -120,6 +125,7 @@ class Replacement:
             "at_ms": self.at_ms,
             "fenced_ms": self.fenced_ms,
             "rebalanced": self.rebalanced,
+            "old_member_id": self.old_member_id,
         }
 
 
@@ -134,20 +140,26 @@ def replacements(state: GroupState, events: Sequence[Event]) -> tuple[Replacemen
         if not iid or e.source not in ("member", "wire"):
             continue
         who = e.member or e.client_id
-        member_id = str(e.member_id or e.data.get("member_id") or "")
+        member_id = member_id_of(e)
         if is_type(e, "JoinGroupSent") and not member_id and iid in holder:
-            old = holder[iid][0]
-            if old != who:
-                fenced = next(
-                    (
-                        x.ts_ms
-                        for x in ordered
-                        if x.member == old and x.ts_ms >= e.ts_ms and x.data.get("error") == FENCED
-                    ),
-                    None,
-                )
+            old, old_id = holder[iid]
+            # A process of the same name is a second one, not a restart, when its
+            # predecessor was told FENCED_INSTANCE_ID after it joined (on the wire, two
+            # processes of one application often share the client id: only their member
+            # ids tell them apart).
+            fenced = next(
+                (
+                    x.ts_ms
+                    for x in ordered
+                    if x.ts_ms >= e.ts_ms
+                    and x.data.get("error") == FENCED
+                    and (x.member == old if old != who else member_id_of(x) == old_id)
+                ),
+                None,
+            )
+            if old != who or fenced is not None:
                 began = any(abs(g.start_ms - e.ts_ms) <= START_SLACK_MS for g in state.generations)
-                out.append(Replacement(iid, old, who, e.ts_ms, fenced, began))
+                out.append(Replacement(iid, old, who, e.ts_ms, fenced, began, old_id))
         elif member_id:
             holder[iid] = (who or member_id, member_id)
     return tuple(out)

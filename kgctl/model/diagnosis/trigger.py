@@ -163,7 +163,7 @@ def _said_failed(e: Event, who: str, src: str) -> list[Trigger]:
     if error == FENCED:
         iid = f" {e.instance_id}" if e.instance_id else ""
         evidence = (
-            f"{who}'s trace: {FENCED}: another process joined with its group.instance.id{iid}"
+            f"{who}'s {src}: {FENCED}: another process joined with its group.instance.id{iid}"
             " and the broker handed it the identity"
         )
         return [
@@ -382,6 +382,15 @@ def instance_id_of(e: Event) -> str:
     return str(e.instance_id or e.data.get("instance_id") or "")
 
 
+def member_id_of(e: Event) -> str:
+    """The member id an event is about; a JoinGroupSent's is the one it was sent with
+    (its data's: "" for a new member), since a step read off the wire carries the
+    answer's member id in its envelope."""
+    if is_type(e, "JoinGroupSent") and "member_id" in e.data:
+        return str(e.data["member_id"] or "")
+    return str(e.member_id or e.data.get("member_id") or "")
+
+
 def static_replacements(
     events: EventIndex, since: int, until: int, prev: GenerationRecord | None
 ) -> tuple[list[Trigger], set[str]]:
@@ -399,7 +408,7 @@ def static_replacements(
         if e.ts_ms > until:
             break
         who = e.member or e.client_id
-        member_id = str(e.member_id or e.data.get("member_id") or "")
+        member_id = member_id_of(e)
         joining = is_type(e, "JoinGroupSent") and e.source in ("member", "wire") and not member_id
         if joining and since < e.ts_ms and iid in holder and holder[iid][0] in prev.members:
             old, old_id = holder[iid]
