@@ -38,10 +38,13 @@ from kgctl.adapters import clients
 from kgctl.adapters.consumer_group_records import KEY_PREFIXES as CONSUMER_KEY_PREFIXES
 from kgctl.adapters.consumer_group_records import ConsumerGroupRecord, parse_consumer_record
 from kgctl.adapters.group_records import (
+    GROUP_METADATA_KEY,
     OFFSETS_TOPIC,
     GroupRecord,
     RecordError,
+    parse_key,
     parse_record,
+    parse_value,
     partition_for,
 )
 from kgctl.errors import KgctlError
@@ -52,6 +55,36 @@ log = logging.getLogger(__name__)
 LOOKBACK_FIRST_RECORDS = 1_000
 LOOKBACK_MAX_RECORDS = 500_000
 LOOKBACK_MAX_S = 15.0
+
+_METADATA_PREFIX = GROUP_METADATA_KEY.to_bytes(2, "big")
+
+
+# A record of a group's, as `parse_any` reads it: a classic group's metadata, or a consumer group's.
+AnyGroupRecord = GroupRecord | ConsumerGroupRecord
+
+
+def parse_any(rec: Any, wanted: Callable[[str], bool]) -> AnyGroupRecord | None:
+    """A group-metadata record (or tombstone) of a group `wanted` accepts, or one of the
+    consumer-group records `consumer_group_records` reads, from a raw consumer record;
+    None for anything else (offset commits, other KIP-848 records)."""
+    key = rec.key
+    if not key:
+        return None
+    try:
+        if key[:2] in CONSUMER_KEY_PREFIXES:
+            return parse_consumer_record(
+                key, rec.value, rec.offset, rec.timestamp, rec.partition, wanted=wanted
+            )
+        if key[:2] != _METADATA_PREFIX:
+            return None
+        group = parse_key(key)
+        if group is None or not wanted(group):
+            return None
+        meta = None if rec.value is None else parse_value(rec.value)
+    except RecordError as exc:
+        log.debug("skipping %s offset %s: %s", OFFSETS_TOPIC, rec.offset, exc)
+        return None
+    return GroupRecord(group, meta, rec.offset, rec.timestamp, rec.partition)
 
 
 class GroupLogUnavailable(Exception):
@@ -162,21 +195,11 @@ class GroupLogReader(threading.Thread):
 
     def _hand_on(self, rec: Any, partition: int) -> None:
         """A record read while following: the group's, to its callback; else nothing."""
-        if self.on_consumer_record is not None:
-            if rec.key and rec.key[:2] in CONSUMER_KEY_PREFIXES:
-                try:
-                    found_consumer = parse_consumer_record(
-                        rec.key, rec.value, rec.offset, rec.timestamp, partition,
-                        wanted=lambda g: g == self.group,
-                    )  # fmt: skip
-                except RecordError as exc:
-                    log.debug("skipping %s offset %s: %s", OFFSETS_TOPIC, rec.offset, exc)
-                    return
-                if found_consumer is not None:
-                    self.on_consumer_record(found_consumer)
-            return
-        found = self._parse(rec, partition)
-        if found is not None:
+        found = parse_any(rec, lambda g: g == self.group)
+        if isinstance(found, ConsumerGroupRecord):
+            if self.on_consumer_record is not None:
+                self.on_consumer_record(found)
+        elif found is not None and self.on_consumer_record is None:
             self.on_record(found)
 
     def _start(

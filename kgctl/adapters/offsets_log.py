@@ -27,16 +27,9 @@ from kafka import TopicPartition
 
 from kgctl.adapters import clients
 from kgctl.adapters.admin import ClusterAdmin
-from kgctl.adapters.consumer_group_records import KEY_PREFIXES as CONSUMER_KEY_PREFIXES
-from kgctl.adapters.consumer_group_records import ConsumerGroupRecord, parse_consumer_record
-from kgctl.adapters.group_log import GroupLogUnavailable, _why
+from kgctl.adapters.group_log import AnyGroupRecord, GroupLogUnavailable, _why, parse_any
 from kgctl.adapters.group_records import (
-    GROUP_METADATA_KEY,
     OFFSETS_TOPIC,
-    GroupRecord,
-    RecordError,
-    parse_key,
-    parse_value,
 )
 from kgctl.errors import ConnectError
 from kgctl.settings import ClientSettings
@@ -46,35 +39,6 @@ log = logging.getLogger(__name__)
 WAIT_FOR_TOPIC_S = 2.0
 START_RETRY_FIRST_S = 1.0  # the first wait for a cluster that did not answer at the start
 START_RETRY_MAX_S = 30.0  # the longest, after doubling
-_METADATA_PREFIX = GROUP_METADATA_KEY.to_bytes(2, "big")
-
-
-# A record the monitor follows: a classic group's metadata, or a consumer group's.
-AnyGroupRecord = GroupRecord | ConsumerGroupRecord
-
-
-def parse_any(rec: Any, wanted: Callable[[str], bool]) -> AnyGroupRecord | None:
-    """A group-metadata record (or tombstone) of a group `wanted` accepts, or one of the
-    consumer-group records `consumer_group_records` reads, from a raw consumer record;
-    None for anything else (offset commits, other KIP-848 records)."""
-    key = rec.key
-    if not key:
-        return None
-    try:
-        if key[:2] in CONSUMER_KEY_PREFIXES:
-            return parse_consumer_record(
-                key, rec.value, rec.offset, rec.timestamp, rec.partition, wanted=wanted
-            )
-        if key[:2] != _METADATA_PREFIX:
-            return None
-        group = parse_key(key)
-        if group is None or not wanted(group):
-            return None
-        meta = None if rec.value is None else parse_value(rec.value)
-    except RecordError as exc:
-        log.debug("skipping %s offset %s: %s", OFFSETS_TOPIC, rec.offset, exc)
-        return None
-    return GroupRecord(group, meta, rec.offset, rec.timestamp, rec.partition)
 
 
 def _unreachable(exc: BaseException) -> bool:

@@ -34,8 +34,9 @@ from typing import Any
 
 from kgctl.adapters.admin import ClusterAdmin, ListedGroup, ListedType
 from kgctl.adapters.consumer_group_records import ConsumerGroupRecord, GroupEpoch
+from kgctl.adapters.group_log import AnyGroupRecord
 from kgctl.adapters.group_records import OFFSETS_TOPIC, partition_for
-from kgctl.adapters.offsets_log import AnyGroupRecord, OffsetsLogFollower, Shard
+from kgctl.adapters.offsets_log import OffsetsLogFollower, Shard
 from kgctl.errors import ExitStatus, KgctlError
 from kgctl.model.snapshot import GroupSnapshot
 from kgctl.monitor.accounting import GroupDeleted, GroupTally, tally

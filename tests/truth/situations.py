@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness import Proxy, Run
+from harness import Member, Proxy, Run
 
 SESSION_MS = 3000  # the short session of the classic clients
 HEARTBEAT_MS = 500
@@ -296,19 +296,24 @@ def heartbeat_fenced_epoch(run: Run, ctx: Context) -> Expected:
 STATIC_SESSION_MS = 10000
 
 
+def _static(run: Run, n: int) -> Member:
+    """Member `n` as a static member: its name as its group.instance.id, the long session."""
+    timing = {"session.timeout.ms": str(STATIC_SESSION_MS), "heartbeat.interval.ms": "1000"}
+    return run.start(n, **{"group.instance.id": run.name(n), **timing})
+
+
 def static_restart(run: Run, ctx: Context) -> Expected:
     # A rolling restart of static members (KIP-345): killed, and the same
     # group.instance.id back within the session. The broker hands the new member id the
     # old assignment: no rebalance, the others keep consuming.
-    timing = {"session.timeout.ms": str(STATIC_SESSION_MS), "heartbeat.interval.ms": "1000"}
     for i in range(1, 4):
-        run.start(i, **{"group.instance.id": run.name(i), **timing})
+        _static(run, i)
     run.settle(3)
     victim = run.name(3)
     action = _kill(run, victim)
     run.members[victim].proc.wait(timeout=10)
     run.members[victim].end()
-    run.start(3, **{"group.instance.id": victim, **timing})
+    _static(run, 3)
     run.await_callback(victim, action)
     run.settle(3)
     return Expected("none", victim, action, no_rebalance=True)
@@ -319,15 +324,14 @@ def static_conflict(run: Run, ctx: Context) -> Expected:
     # did not stop the old one): the broker gives the newcomer the old member's place and
     # assignment, no rebalance, and fences the old process at its next heartbeat
     # (FENCED_INSTANCE_ID: fatal for librdkafka).
-    timing = {"session.timeout.ms": str(STATIC_SESSION_MS), "heartbeat.interval.ms": "1000"}
     for i in range(1, 4):
-        run.start(i, **{"group.instance.id": run.name(i), **timing})
+        _static(run, i)
     run.settle(3)
     victim = run.name(3)
     _snapshot_before(run)
     action = run.act("start a second process, same group.instance.id", victim).ts_ms
     old = run.members[victim]
-    run.start(3, **{"group.instance.id": victim, **timing})
+    _static(run, 3)
     run.await_callback(victim, action)
     try:
         old.proc.wait(timeout=30)  # fenced: the client ends on its fatal error
