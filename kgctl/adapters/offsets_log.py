@@ -46,9 +46,7 @@ def _unreachable(exc: BaseException) -> bool:
     timeout), as opposed to a refusal (ACLs, a bad login) or bad settings."""
     if isinstance(exc, ConnectError):
         return True
-    return isinstance(
-        exc, Errors.KafkaTimeoutError | Errors.KafkaConnectionError | Errors.NoBrokersAvailable
-    )
+    return isinstance(exc, Errors.KafkaTimeoutError | Errors.KafkaConnectionError)
 
 
 class OffsetsLogFollower(threading.Thread):
