@@ -90,7 +90,7 @@ def truth_outcomes(
             _create(admin, topic, 6)
             expected = SITUATIONS[situation](run, ctx)
             out.truth = truth_of(run, expected)
-            time.sleep(1.5)  # the proxy's trace reaches its topic
+            proxy.await_published(group)  # the wire views read the trace topic
             for view in VIEWS:
                 out.answers[view] = ask(
                     view,

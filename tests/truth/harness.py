@@ -258,6 +258,9 @@ class Proxy:
 
     def __init__(self, bootstrap: str, trace_topic: str) -> None:
         self.trace_topic = trace_topic
+        self.upstream = bootstrap
+        # Per group, the newest event the proxy printed: (its seq, its ts_ms).
+        self.printed: dict[str, tuple[int, int]] = {}
         self.proc = subprocess.Popen(
             [*KGCTL, "proxy", "-b", bootstrap, "--trace-topic", trace_topic, "-o", "json"],
             stdin=subprocess.PIPE,
@@ -287,12 +290,56 @@ class Proxy:
         # sessions). Only the events the situations wait for are kept.
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
+            self._note_printed(line)
             if not any(f'"type":"{t}"' in line for t in KEPT_PROXY_EVENTS):
                 continue
             try:
                 self.events.append(json.loads(line))
             except json.JSONDecodeError:
                 continue
+
+    def _note_printed(self, line: str) -> None:
+        # Read without parsing the line (see _read): the envelope's keys are sorted and
+        # come after `data`, so the last "group" and "seq" keys are the envelope's.
+        g, s, t = line.rfind('"group":"'), line.rfind('"seq":'), line.rfind('"ts_ms":')
+        if min(g, s, t) < 0:
+            return
+        group = line[g + 9 : line.index('"', g + 9)]
+        if not group:
+            return
+        try:
+            seq = int(line[s + 6 : line.index(",", s)])
+            ts = int(line[t + 8 : line.index(",", t)])
+        except ValueError:
+            return
+        self.printed[group] = max(self.printed.get(group, (0, 0)), (seq, ts))
+
+    def await_published(self, group: str, timeout_s: float = 60) -> None:
+        """Until the trace topic holds every event of `group` the proxy traced before
+        this call. The proxy publishes from a queue of its own thread: under the suite's
+        load it ran seconds behind, and a wire view asked at a fixed delay after the
+        situation missed its last steps (CI: a static conflict's fence, said unknown).
+        First an event of the group stamped after this call is awaited on the proxy's
+        stdout (its members heartbeat every second or so), then that event on the topic:
+        one partition per group, in order, so everything before it is there too."""
+        from kgctl.adapters.trace import read_trace
+        from kgctl.settings import ClientSettings
+
+        start = now_ms()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and self.printed.get(group, (0, 0))[1] < start:
+            time.sleep(0.1)
+        target = self.printed.get(group)
+        if target is None:
+            return  # nothing of the group went through the proxy
+        seq, ts = target
+        settings = ClientSettings(bootstrap=self.upstream)
+        while time.monotonic() < deadline:
+            events = read_trace(settings, self.trace_topic, group, ts, timeout_s=10)
+            if any(e.seq >= seq for e in events):
+                return
+            time.sleep(0.3)
+        raise AssertionError(f"the trace topic never held {group}'s event {seq} (proxy seq)")
 
     def wait_for(self, match: Callable[[dict[str, Any]], bool], timeout_s: float = 30) -> None:
         """Until the proxy has emitted an event `match` accepts."""
