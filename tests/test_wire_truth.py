@@ -83,6 +83,29 @@ def test_an_eager_groups_quick_rounds_are_not_second_rounds() -> None:
         assert "second round" not in d.trigger.reason
 
 
+def test_a_rejoin_answered_with_the_same_generation_revoked_but_started_nothing() -> None:
+    # kafka-python 3.0.12 on range, kgctl proxy answering c3's heartbeat with an injected
+    # REBALANCE_IN_PROGRESS: c3 rejoined, the stable group handed it generation 4 again
+    # (no rebalance), then the fault reached the others and generation 5 came. Its own
+    # callbacks: c3 revoked its two partitions at each of its two rejoins, 8 in all.
+    first = after("wire_kafkapython-range_fault-rip.jsonl.gz", 1796277392596)[0]
+    assert "injected REBALANCE_IN_PROGRESS" in first.trigger.reason
+    assert first.partitions_revoked == 8
+    assert any("fault-rip-kafkapython-range-c3 4 " in n for n in first.notes)
+
+
+def test_a_redundant_rejoin_long_before_is_not_the_trigger() -> None:
+    # kafka-python sent JoinGroup again right after generation 3 formed (it finished that
+    # join outside poll()); the broker answered generation 3: no rebalance. Seven seconds
+    # later c3 stalled past max.poll.interval.ms and left (its own callbacks, the test's
+    # stall): that is what began generation 4.
+    first = after("wire_kafkapython-range_max-poll.jsonl.gz", 1796277389954)[0]
+    assert (first.trigger.cause, first.trigger.who) == (
+        "timed_out",
+        "max-poll-kafkapython-range-c3",
+    )
+
+
 # -- consumer-protocol (KIP-848) groups known only from the wire ----------------------------
 
 

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from kgctl.model.diagnosis.rejoins import unchanged_rejoins
 from kgctl.model.event_index import EventIndex
 from kgctl.model.state import GenerationRecord, GroupState, TopicPartition
 from kgctl.model.timeline import Move, owners_at, rebalance_instants
@@ -154,6 +155,9 @@ def partitions_revoked(
             continue
         if mp.protocol == EAGER:
             gave = len(held)
+            if prev is not None:  # and again at each rejoin that began no rebalance
+                for ts in unchanged_rejoins(events, k, since, until, prev.generation):
+                    gave += len(_held(owners_at(state, ts), k))
             eager.add(k)
         elif mp.protocol == COOPERATIVE:
             gave = len(held - _held(after, k))

@@ -19,6 +19,7 @@ from kgctl.model.diagnosis.causes import (
 from kgctl.model.diagnosis.epochs import wire_group_join
 from kgctl.model.diagnosis.faults import injected_faults, is_injected
 from kgctl.model.diagnosis.members import MemberConfig
+from kgctl.model.diagnosis.rejoins import answered_unchanged
 from kgctl.model.diagnosis.types import (
     EXACT,
     FAILED,
@@ -276,7 +277,11 @@ def _wire_rejoins(
     """kgctl proxy: a member of the last generation that sent JoinGroup again without a
     reason (kafka-python and older clients send none) and without having been told of a
     rebalance (no REBALANCE_IN_PROGRESS answer before it): it started the rebalance
-    itself. A leader does that when it sees new partitions or a subscription change."""
+    itself. A leader does that when it sees new partitions or a subscription change.
+    Not one the broker answered with the generation the group was in: a member of a
+    stable group that rejoins with its metadata unchanged is handed its generation again,
+    without a rebalance (kafka-python does so right after a join it finished outside
+    poll())."""
     out: list[Trigger] = []
     told: set[str] = set()
     for e in events.of(
@@ -294,6 +299,7 @@ def _wire_rejoins(
             and e.data.get("member_id")
             and not (e.data.get("wire_reason") or e.data.get("reason"))
             and who not in told
+            and not answered_unchanged(events, e, prev.generation if prev else None)
         ):
             leader = prev is not None and prev.leader in (who, e.member_id)
             role = "the leader" if leader else "a member"
