@@ -4,6 +4,7 @@ every view. Runs once per pytest session; the tests only read its results."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import sys
@@ -156,7 +157,11 @@ def _keep_texts(
     trace_topic: str,
     broker_logs: list[Path],
 ) -> None:
-    """explain's text, for a person to read (KGCTL_TRUTH_TEXT=DIR)."""
+    """explain's text, for a person to read (KGCTL_TRUTH_TEXT=DIR), and the group's wire
+    trace (`.wire.jsonl.gz`: what tests/test_wire_truth.py reads as data)."""
+    from kgctl.adapters.trace import read_trace
+    from kgctl.settings import ClientSettings
+
     into.mkdir(parents=True, exist_ok=True)
     logs = [a for log in broker_logs for a in ("--broker-log", str(log))]
     name = f"{key[0]}-{key[1]}"
@@ -164,6 +169,9 @@ def _keep_texts(
     (into / f"{name}.wire.txt").write_text(
         ask_text(run.group, bootstrap, "--trace-topic", trace_topic)
     )
+    events = read_trace(ClientSettings(bootstrap=bootstrap), trace_topic, run.group, 0, 30)
+    lines = "".join(e.to_json() + "\n" for e in events)
+    (into / f"{name}.wire.jsonl.gz").write_bytes(gzip.compress(lines.encode()))
 
 
 def _dump(path: Path, outcomes: dict[tuple[str, str], Outcome]) -> None:

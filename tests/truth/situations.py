@@ -60,11 +60,23 @@ _CONSUMER = ("kill", "stop", "scale-out", "growth", "max-poll", "fault-fenced")
 # Java's VerifiableConsumer takes no commands (it cannot stall: no max-poll); its
 # situations are those of the issue, small enough for CI.
 _JAVA = ("kill", "stop", "scale-out", "growth")
+# kafka-python has no consumer protocol, and swallows FENCED_INSTANCE_ID on a heartbeat
+# (it stays a zombie member, ../shared/design/kafka-python-3.0.12.md): no static conflict.
+# No partition growth either: there kafka-python 3.0.12's leader starts the rebalance from
+# its own metadata check, and once it has computed the assignment that check turns false;
+# a poll() whose timeout ends during that join returns, the next one sees nothing to do
+# and never completes the join it has: no callback, no heartbeat, out of the group for
+# good while the process runs on (seen in 2 of 6 groups on this machine, debug log of the
+# coordinator). The group never settles, so there is nothing to ask kgctl about.
+# Only its eager `range`: its `cooperative-sticky` members, under the suite's load, now and
+# then never finished their first join (3 of 24 runs: no callback at all, while the others
+# took every partition), a failure of the client this suite cannot yet explain.
+_KAFKA_PYTHON = tuple(s for s in _EVERY if s not in ("static-conflict", "growth"))
 
 # What each client kind is: librdkafka with the classic protocol's eager `range`, with
 # `cooperative-sticky`, and with the consumer protocol (KIP-848), which refuses the
 # session, heartbeat and assignor settings (the broker owns them); Apache Kafka's Java
-# consumer (VerifiableConsumer) on the same three.
+# consumer (VerifiableConsumer) on the same three; kafka-python as it ships, on `range`.
 CLIENTS: dict[str, ClientKind] = {
     "rdkafka-range": ClientKind(
         "client_rdkafka.py", {"partition.assignment.strategy": "range"}, _EVERY
@@ -78,6 +90,9 @@ CLIENTS: dict[str, ClientKind] = {
         "client_java.py", {"partition.assignment.strategy": "cooperative-sticky"}, _JAVA
     ),
     "java-consumer": ClientKind("client_java.py", {"group.protocol": "consumer"}, _JAVA),
+    "kafkapython-range": ClientKind(
+        "client_kafkapython.py", {"partition.assignment.strategy": "range"}, _KAFKA_PYTHON
+    ),
 }
 CLASSIC_TIMING = {"session.timeout.ms": str(SESSION_MS), "heartbeat.interval.ms": str(HEARTBEAT_MS)}
 
@@ -672,21 +687,30 @@ def _judge_counts(verdict: Verdict, window: list[dict[str, Any]], truth: Truth) 
             break
 
 
-ALL_RUNS = [(c, s) for c in CLIENTS for s in SITUATIONS if applies(c, s)]
+# Client kinds run only when KGCTL_TRUTH_ONLY names them, outside the table and CI: the
+# client itself fails the suite's setups now and then, so a run of it would fail for its
+# defects, not kgctl's. kafka-python 3.0.12 on `range`: in 2 of 3 slices every situation
+# settled; in one a static restart's member stayed without partitions (its join never
+# completed, as in the growth) and a join-not-coord counted 8 revocations by its
+# callbacks against 12 of an eager protocol (not yet explained).
+OPT_IN: frozenset[str] = frozenset({"kafkapython-range"})
+EVERY_RUN = [(c, s) for c in CLIENTS for s in SITUATIONS if applies(c, s)]
+ALL_RUNS = [(c, s) for c, s in EVERY_RUN if c not in OPT_IN]  # the table's, CI's
 
 
-def _only(runs: list[tuple[str, str]], only: str) -> list[tuple[str, str]]:
-    """The runs `KGCTL_TRUTH_ONLY` names (comma-separated situations or `client:situation`):
-    a slice of the suite while working on one defect; the docs table needs them all."""
+def _only(only: str) -> list[tuple[str, str]]:
+    """The runs `KGCTL_TRUTH_ONLY` names (comma-separated situations, client kinds or
+    `client:situation`): a slice of the suite while working on one defect; the docs table
+    needs them all. An opt-in client kind runs only where it is named."""
     wanted = {w.strip() for w in only.split(",") if w.strip()}
-    return [(c, s) for c, s in runs if s in wanted or f"{c}:{s}" in wanted]
+    return [
+        (c, s)
+        for c, s in EVERY_RUN
+        if c in wanted or f"{c}:{s}" in wanted or (s in wanted and c not in OPT_IN)
+    ]
 
 
-RUNS = (
-    _only(ALL_RUNS, os.environ["KGCTL_TRUTH_ONLY"])
-    if os.environ.get("KGCTL_TRUTH_ONLY")
-    else ALL_RUNS
-)
+RUNS = _only(os.environ["KGCTL_TRUTH_ONLY"]) if os.environ.get("KGCTL_TRUTH_ONLY") else ALL_RUNS
 
 
 @dataclass

@@ -155,9 +155,8 @@ def partitions_revoked(
             continue
         if mp.protocol == EAGER:
             gave = len(held)
-            if prev is not None:  # and again at each rejoin that began no rebalance
-                for ts in unchanged_rejoins(events, k, since, until, prev.generation):
-                    gave += len(_held(owners_at(state, ts), k))
+            if prev is not None:
+                gave += _revoked_again(events, k, since, until, prev.generation)
             eager.add(k)
         elif mp.protocol == COOPERATIVE:
             gave = len(held - _held(after, k))
@@ -167,6 +166,24 @@ def partitions_revoked(
         n += gave
         inferred.append((k, gave, mp.basis))
     return Revoked(None if unknown else n, tuple(inferred), frozenset(eager))
+
+
+def _revoked_again(events: EventIndex, member: str, since: int, until: int, generation: int) -> int:
+    """What an eager `member` revoked once more: after a rejoin the broker answered with
+    `generation` unchanged (no rebalance), the assignment its SyncGroup then gave back,
+    which it revoked again as it rejoined for the rebalance. (A SyncGroup that failed
+    gave nothing back, and a rejoin after it revoked nothing.)"""
+    total = 0
+    for ts in unchanged_rejoins(events, member, since, until, generation):
+        later = events.by(member, since=ts, until=until)
+        back = next((e for e in later if e.type == "JoinCompleted"), None)
+        if back is None or not any(
+            e.type == "JoinGroupSent" and e.ts_ms >= back.ts_ms for e in later
+        ):
+            continue
+        parts = back.data.get("assignment") or {}
+        total += sum(len(v) for v in parts.values() if isinstance(v, list))
+    return total
 
 
 def _rejoined_as_new(events: EventIndex, member: str, since: int, until: int) -> bool:
