@@ -6,6 +6,7 @@ events, the truth in the comments is what those clients' own callbacks said)."""
 from __future__ import annotations
 
 import gzip
+from dataclasses import replace
 from pathlib import Path
 
 from kgctl.model.diagnosis import EXACT, Diagnosis
@@ -104,6 +105,28 @@ def test_a_redundant_rejoin_long_before_is_not_the_trigger() -> None:
         "timed_out",
         "max-poll-kafkapython-range-c3",
     )
+
+
+def test_a_held_sync_is_seen_when_the_second_round_began_before_the_last_answer() -> None:
+    # cooperative-sticky librdkafka, a third member joins (generation 4) and kgctl proxy
+    # holds every SyncGroup of that round 1.5 s. c1 had its answer first and joined again
+    # for the second round 4 ms before c2's answer came back. Under a full run's load that
+    # order flips: c2's answer, moved here 10 ms later, arrives after generation 5 began,
+    # so generation 4 is never stable; its held sync was then missed (CI: "wait unknown").
+    lines = gzip.decompress((DATA / "wire_rdkafka-cooperative_sync-held.jsonl.gz").read_bytes())
+    events = []
+    for line in lines.decode().splitlines():
+        e = Event.from_json(line)
+        if e.type == "SyncGroupTraced" and e.client_id.endswith("-c2") and e.generation == 4:
+            late = dict(e.data, latency_ms=float(e.data["latency_ms"]) + 10)
+            e = replace(e, ts_ms=e.ts_ms + 10, data=late)
+        events.append(e)
+    for moved in (False, True):
+        picked = events if moved else [Event.from_json(x) for x in lines.decode().splitlines()]
+        found = explain(picked[0].group, picked, picked[-1].ts_ms + 1000).generations
+        gen4 = next(d for d in found if d.generation == 4)
+        held = [w for w in gen4.critical_path if w.phase == "sync"]
+        assert [(w.why, w.ms) for w in held] == [("held", 1500)], moved
 
 
 # -- consumer-protocol (KIP-848) groups known only from the wire ----------------------------

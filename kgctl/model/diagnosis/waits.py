@@ -340,15 +340,17 @@ def _sync_waits(
 def _held_syncs(events: EventIndex, rec: GenerationRecord) -> list[Wait]:
     """The sync phase held by `kgctl proxy`: a delay fault rule on a SyncGroup of this
     generation (its FaultInjected). The leader's held holds every member's answer (they
-    wait for its assignment); a follower's, only its own."""
+    wait for its assignment); a follower's, only its own. Up to the generation's end when
+    it never was stable: a cooperative second round that some member began before the
+    slowest SyncGroup answer of the first came back (the 2-core CI, a full truth run)."""
     sync = rec.sync_ms or rec.start_ms
     out: list[Wait] = []
-    for e in events.of("FaultInjected", since=sync - 1, until=rec.stable_ms or sync):
+    for e in events.of("FaultInjected", since=sync - 1, until=rec.stable_ms or rec.end_ms):
         d = e.data
         if e.source != "wire" or d.get("effect") != "delay" or d.get("api") != "SyncGroup":
             continue
-        if e.generation not in (-1, rec.generation) or not d.get("delay_ms"):
-            continue
+        if e.generation != rec.generation or not d.get("delay_ms"):
+            continue  # (a SyncGroup names its generation: the proxy's event carries it)
         who = e.member or e.client_id or e.member_id or "a member"
         leader = bool(rec.leader) and who == rec.leader
         whose = "the leader's: every member waited for its assignment" if leader else "its own"
