@@ -6,7 +6,9 @@ answers to; kgctl never reads it.
 usage: client_rdkafka.py NAME GROUP TOPIC BOOTSTRAP [key=value ...]
 
 Commands on stdin, one a line: `stall SECONDS` (stop polling that long, as a member whose
-processing outlives max.poll.interval.ms), `stop` (close gracefully, a LeaveGroup).
+processing outlives max.poll.interval.ms), `subscribe TOPIC,...` (a new subscription),
+`stop` (close gracefully, a LeaveGroup). The partitions it reports are TOPIC's only (the
+one the suite counts), whatever else it subscribes to.
 The harness ends a killed member with SIGKILL, which this program cannot see.
 """
 
@@ -40,7 +42,7 @@ def report(event: str, **fields: Any) -> None:
 
 
 def parts(tps: list[TopicPartition]) -> list[int]:
-    return sorted(tp.partition for tp in tps)
+    return sorted(tp.partition for tp in tps if tp.topic == topic)
 
 
 def on_error(e: Any) -> None:
@@ -128,6 +130,10 @@ while running:
             report("stalled", seconds=seconds)
             time.sleep(seconds)
             report("resumed")
+        elif command.startswith("subscribe "):
+            topics = command.split()[1].split(",")
+            consumer.subscribe(topics, on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
+            report("subscribed", topics=topics)
     if not running:
         break
     msg = consumer.poll(0.2)

@@ -57,6 +57,13 @@ def _grow(admin: Any, topic: str, partitions: int) -> None:
         future.result()
 
 
+def _created(admin: Any, topic: str, partitions: int, topics: list[str], lock: Any) -> None:
+    """A topic a situation makes (a subscription change's second), deleted at the end."""
+    with lock:
+        topics.append(topic)
+    _create(admin, topic, partitions)
+
+
 @pytest.fixture(scope="session")
 def truth_outcomes(
     bootstrap: str, broker_logs: list[Path], tmp_path_factory: pytest.TempPathFactory
@@ -65,10 +72,14 @@ def truth_outcomes(
     empty_state = tmp_path_factory.mktemp("truth-no-local-broker")
     trace_topic = unique("truth-trace")
     proxy = Proxy(bootstrap, trace_topic)
-    ctx = Context(proxy=proxy, grow=lambda topic, n: _grow(admin, topic, n))
-    outcomes: dict[tuple[str, str], Outcome] = {key: Outcome() for key in RUNS}
     topics: list[str] = []
     lock = threading.Lock()
+    ctx = Context(
+        proxy=proxy,
+        grow=lambda topic, n: _grow(admin, topic, n),
+        create=lambda topic, n: _created(admin, topic, n, topics, lock),
+    )
+    outcomes: dict[tuple[str, str], Outcome] = {key: Outcome() for key in RUNS}
     texts = os.environ.get("KGCTL_TRUTH_TEXT")
     if any(CLIENTS[c].program == "client_java.py" for c, _ in RUNS):
         _java_archive(tmp_path_factory.mktemp("truth-java") / "classes.jsa", admin, proxy)

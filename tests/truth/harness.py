@@ -157,9 +157,13 @@ class Run:
     def owners(self) -> dict[int, str]:
         return {p: m.name for m in self.live() for p in m.owns()}
 
-    def settle(self, expect: int, quiet_ms: int = 2500, timeout_s: float = 90) -> None:
-        """Wait until `expect` live members own every partition between them and no
-        callback has come for `quiet_ms` (a cooperative second round included)."""
+    def settle(
+        self, expect: int, quiet_ms: int = 2500, timeout_s: float = 90, holders: int | None = None
+    ) -> None:
+        """Wait until `expect` live members own every partition between them (`holders`
+        of them at least some, else as many as can) and no callback has come for
+        `quiet_ms` (a cooperative second round included)."""
+        need = min(expect, self.partitions) if holders is None else holders
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             live = self.live()
@@ -169,7 +173,7 @@ class Run:
             if (
                 len(live) == expect
                 and owned == list(range(self.partitions))
-                and holders == min(expect, self.partitions)
+                and holders >= need
                 and now_ms() - last >= quiet_ms
             ):
                 self.settled_ms = now_ms()

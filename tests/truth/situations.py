@@ -53,8 +53,8 @@ class ClientKind:
 # (fault-rip, sync-held, join-not-coord); a classic one has no ConsumerGroupHeartbeat to
 # fence (fault-fenced).
 _EVERY = (
-    "kill", "kill-45s", "stop", "scale-out", "growth", "max-poll", "fault-rip", "sync-held",
-    "join-not-coord", "static-restart", "static-conflict",
+    "kill", "kill-45s", "stop", "scale-out", "growth", "subscription", "max-poll",
+    "fault-rip", "sync-held", "join-not-coord", "static-restart", "static-conflict",
 )  # fmt: skip
 _CONSUMER = ("kill", "stop", "scale-out", "growth", "max-poll", "fault-fenced")
 # Java's VerifiableConsumer takes no commands (it cannot stall: no max-poll); its
@@ -71,7 +71,8 @@ _JAVA = ("kill", "stop", "scale-out", "growth")
 # Only its eager `range`: its `cooperative-sticky` members, under the suite's load, now and
 # then never finished their first join (3 of 24 runs: no callback at all, while the others
 # took every partition), a failure of the client this suite cannot yet explain.
-_KAFKA_PYTHON = tuple(s for s in _EVERY if s not in ("static-conflict", "growth"))
+# (Its program takes no `subscribe` command.)
+_KAFKA_PYTHON = tuple(s for s in _EVERY if s not in ("static-conflict", "growth", "subscription"))
 
 # What each client kind is: librdkafka with the classic protocol's eager `range`, with
 # `cooperative-sticky`, and with the consumer protocol (KIP-848), which refuses the
@@ -150,6 +151,7 @@ class Context:
 
     proxy: Proxy
     grow: Callable[[str, int], None]
+    create: Callable[[str, int], None]  # a topic, deleted with the run's at the end
 
 
 # -- situations: each acts on a settled group of its own and says what it did --------------
@@ -221,6 +223,23 @@ def partition_growth(run: Run, ctx: Context) -> Expected:
     run.partitions = 9
     run.settle(3, timeout_s=60)
     return Expected("partitions_changed", None, action)
+
+
+def subscription_change(run: Run, ctx: Context) -> Expected:
+    # One member subscribes to a second topic as well (a deploy that adds one). The
+    # members report the first topic's partitions only, the ones counted; the second's
+    # go to the one member that asked for them, so it may hold fewer of the first (a
+    # sticky assignor balances all it holds): two holders of the first are enough.
+    _members(run, 3)
+    more = f"{run.topic}-more"
+    ctx.create(more, 2)
+    _snapshot_before(run)
+    who = run.name(3)
+    action = run.act(f"subscribe {run.topic},{more}", who).ts_ms
+    run.members[who].tell(f"subscribe {run.topic},{more}")
+    run.await_callback(who, action)
+    run.settle(3, holders=2)
+    return Expected("subscription_changed", who, action)
 
 
 def max_poll_exceeded(run: Run, ctx: Context) -> Expected:
@@ -380,6 +399,7 @@ SITUATIONS: dict[str, Callable[[Run, Context], Expected]] = {
     "stop": graceful_stop,
     "scale-out": scale_out,
     "growth": partition_growth,
+    "subscription": subscription_change,
     "max-poll": max_poll_exceeded,
     "fault-rip": heartbeat_rebalance_in_progress,
     "sync-held": sync_held,

@@ -22,7 +22,12 @@ from kgctl.model.diagnosis.protocol_advice import advise_consumer_protocol, advi
 from kgctl.model.diagnosis.restarts import Restart, indexed_restarts
 from kgctl.model.diagnosis.revocations import partitions_moved, partitions_revoked, revoked_note
 from kgctl.model.diagnosis.rounds import as_second_round
-from kgctl.model.diagnosis.trigger import choose_trigger, read_growth, trigger_candidates
+from kgctl.model.diagnosis.trigger import (
+    choose_trigger,
+    read_growth,
+    read_subscription,
+    trigger_candidates,
+)
 from kgctl.model.diagnosis.types import (
     EXACT,
     INFERRED,
@@ -191,6 +196,7 @@ def _diagnose_one(
     if chosen is None:
         chosen = _fallback_trigger(events, rec, prev, members)
     mine = [b for b in ctx.broker_reasons if b.group in (state.group, "")]
+    chosen = read_subscription(chosen, events, state, rec, prev)
     chosen = read_growth(chosen, state, rec, prev, mine)
     if chosen.confidence == INFERRED:
         notes.append("kgctl infers this trigger: no member, wire event or broker log said it")

@@ -650,6 +650,53 @@ def read_growth(
     )
 
 
+def read_subscription(
+    t: Trigger,
+    events: EventIndex,
+    state: GroupState,
+    rec: GenerationRecord,
+    prev: GenerationRecord | None,
+) -> Trigger:
+    """A rejoin that no words explain (as read_growth), by a member whose subscription in
+    the broker's stored records differs between the last generation and this one: it
+    changed its subscription, which makes a client rejoin (librdkafka and kafka-python
+    say nothing of it). That the subscription changed is a fact of the records; that it
+    is why this member rejoined is inferred."""
+    if prev is None or t.cause is not Cause.REJOIN_REQUESTED or not t.who or is_injected(t):
+        return t
+    if client_cause(t.reason) is Cause.REJOIN_REQUESTED:
+        return t  # the client's own words: it was asked to (Java's enforceRebalance)
+    before = _stored_subscriptions(events, state, prev.generation)
+    after = _stored_subscriptions(events, state, rec.generation)
+    old, new = before.get(t.who), after.get(t.who)
+    if old is None or new is None or old == new:
+        return t
+    words = t.evidence.removesuffix("; no source says why it rejoined")
+    return replace(
+        t,
+        cause=Cause.SUBSCRIPTION_CHANGED,
+        other_cause="",
+        confidence=INFERRED,
+        evidence=f"{words}; the broker's records: its subscription {old} in generation "
+        f"{prev.generation}, {new} in generation {rec.generation}",
+    )
+
+
+def _stored_subscriptions(
+    events: EventIndex, state: GroupState, generation: int
+) -> dict[str, list[str]]:
+    """Each member's subscription (by its name) as the broker stored `generation`."""
+    out: dict[str, list[str]] = {}
+    for e in events.of("GenerationChanged"):
+        if not e.data.get("stored_in") or e.data.get("generation", e.generation) != generation:
+            continue
+        for m in e.data.get("members") or []:
+            sub = m.get("subscription")
+            if isinstance(sub, list):
+                out[member_name(state, str(m.get("member_id", "")))] = sorted(str(x) for x in sub)
+    return out
+
+
 # How long after a growth a member's own rejoin may still be its view of it: librdkafka's
 # topic.metadata.refresh.interval.ms (and Java's metadata.max.age.ms) default.
 LATE_VIEW_MS = 300_000
