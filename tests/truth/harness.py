@@ -137,11 +137,12 @@ class Run:
         # Unique client ids: the proxy's fault rules select by them, kgctl names by them.
         return f"{self.situation}-{self.client}-c{n}"
 
-    def start(self, n: int, **conf: str) -> Member:
+    def start(self, n: int, without: tuple[str, ...] = (), **conf: str) -> Member:
+        """Member `n`, with the run's settings and `conf`, less the keys `without` (a
+        consumer-protocol member refuses the classic timing and assignor)."""
         name = self.name(n)
-        member = Member(
-            self.program, name, self.group, self.topic, self.connect, {**self.conf, **conf}
-        )
+        settings = {k: v for k, v in {**self.conf, **conf}.items() if k not in without}
+        member = Member(self.program, name, self.group, self.topic, self.connect, settings)
         self.members[name] = member
         self.act("started", name)
         return member
