@@ -366,3 +366,28 @@ def _text(x: Any) -> str:
     console = Console(width=200, record=True)
     console.print(render_explanation(x))
     return console.export_text()
+
+
+def test_a_refused_upgrade_in_the_broker_log_is_said(tmp_path: Path) -> None:
+    # Kafka 4.4.0's own line when a librdkafka member on the consumer protocol joined a
+    # classic group of cooperative-sticky members (recorded by hand, group renamed).
+    path = DATA / "dead_member_growth.jsonl"
+    group = events_of(path.name)[0].group
+    log = tmp_path / "server.log"
+    log.write_text(
+        "[2026-12-03 06:38:55,458] WARN [GroupCoordinator id=1 topic=__consumer_offsets "
+        f"partition=0] Cannot upgrade classic group {group} to consumer group: userData "
+        "from a custom assignor would be lost. "
+        "(org.apache.kafka.coordinator.group.GroupMetadataManager)\n"
+        "[2026-12-03 06:38:56,000] WARN [GroupCoordinator id=1] Cannot upgrade classic "
+        "group other to consumer group: userData from a custom assignor would be lost.\n"
+    )
+    result = runner.invoke(
+        app,
+        ["explain", group, "--recording", str(path), "--broker-log", str(log), "-o", "json"],
+    )
+    doc = json.loads(result.stdout)
+    said = [n for n in doc["notes"] if "would not make this classic group" in n]
+    assert len(said) == 1, doc["notes"]  # the other group's line is not this group's
+    assert "(userData from a custom assignor would be lost)" in said[0]
+    assert "06:38:55.458" in said[0] and "GROUP_ID_NOT_FOUND" in said[0]

@@ -26,7 +26,7 @@ from kgctl.errors import KgctlError, NotFoundError, UsageError
 from kgctl.model.bounds import GroupBounds
 from kgctl.model.diagnosis import BrokerReason
 from kgctl.model.events import Event
-from kgctl.observe.broker_log import parse_broker_log
+from kgctl.observe.broker_log import parse_broker_log, refused_upgrades
 from kgctl.observe.infer import Inferrer
 from kgctl.observe.watch import read_events
 from kgctl.settings import ClientSettings
@@ -64,7 +64,10 @@ def read_broker_log(path: Path, group: str, into: Gathered) -> None:
     except OSError as exc:
         raise UsageError(f"--broker-log {path}: cannot read it ({exc.strerror})") from None
     into.broker_reasons += found
-    about = sum(1 for br in found if br.group == group)  # a growth's lines name no group
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        refused = refused_upgrades(handle, group)
+    into.notes += [r.note() for r in refused]
+    about = sum(1 for br in found if br.group == group) + len(refused)  # (a growth's: none)
     into.sources.append(f"broker log {path} ({about} lines about the group)")
 
 

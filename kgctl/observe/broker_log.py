@@ -17,8 +17,10 @@ import calendar
 import re
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from kgctl.model.diagnosis import FAILED, LEFT, PARTITION_ADDED, BrokerReason
+from kgctl.model.timeline import utc_clock
 
 _LINE = re.compile(
     r"^\[(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)[,.](?P<ms>\d{3})\].*?"
@@ -47,6 +49,13 @@ _EXPIRED = re.compile(
 _NEW_PARTITION = re.compile(
     r"^\[(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)[,.](?P<ms>\d{3})\].*?"
     r"Replayed PartitionRecord for new partition (?P<topic>\S+)-(?P<partition>\d+) with"
+)
+# Kafka 4's coordinator refusing the online upgrade of a classic group, when a member on
+# the consumer protocol joins it (that member is answered GROUP_ID_NOT_FOUND).
+_NO_UPGRADE = re.compile(
+    r"^\[(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)[,.](?P<ms>\d{3})\].*?"
+    r"Cannot upgrade classic group (?P<group>\S+) to consumer group: (?P<reason>.*?)"
+    r"\.?\s*(?:\((?:org\.apache|kafka)\.[\w.$]+\))?\s*$"
 )
 # A topic's partitions replayed within this long of its partition 0 were made with it.
 CREATED_WITH_MS = 5_000
@@ -103,4 +112,37 @@ def parse_broker_log(lines: Iterable[str], group: str | None = None) -> list[Bro
         rest = _LOGGER.sub("", m["rest"]).rstrip()
         rest = rest.removesuffix(".").removesuffix(")").removesuffix(".")
         out.append(BrokerReason(_ts(m), m["group"], rest, int(m["gen"])))
+    return out
+
+
+@dataclass(frozen=True)
+class UpgradeRefused:
+    """The broker would not make a classic group a consumer group (`reason`, its words)."""
+
+    ts_ms: int
+    group: str
+    reason: str
+
+    def note(self) -> str:
+        """What explain says of it: the broker's words, and what they mean for the group."""
+        return (
+            f"broker log {utc_clock(self.ts_ms)}: the broker would not make this classic group "
+            f"a consumer group ({self.reason}); the member that joined on the consumer "
+            "protocol was answered GROUP_ID_NOT_FOUND (librdkafka gives up on it: a fatal "
+            "error) and the group stayed classic. An assignor without user data lets "
+            "the broker upgrade a running group (kgctl's truth suite, Kafka 4.4.0: "
+            "librdkafka's classic members on range were upgraded, on cooperative-sticky "
+            "refused for this reason)"
+        )
+
+
+def refused_upgrades(lines: Iterable[str], group: str | None = None) -> list[UpgradeRefused]:
+    """Every `Cannot upgrade classic group G to consumer group: …` line (of `group`)."""
+    out = []
+    for line in lines:
+        if "Cannot upgrade classic group" not in line:
+            continue
+        m = _NO_UPGRADE.match(line.rstrip("\n"))
+        if m is not None and (group is None or m["group"] == group):
+            out.append(UpgradeRefused(_ts(m), m["group"], m["reason"]))
     return out
