@@ -108,20 +108,24 @@ def _lag_descriptions(events: EventIndex) -> _LagDescriptions:
 def _eager_unassigned(
     events: EventIndex, rec: GenerationRecord, key: str, since: int, t1: int
 ) -> int | None:
-    """How long a silent eager member owned nothing: from its revocation, as it sent the
-    JoinGroup of this rebalance, to its new assignment (its SyncGroup answer, else the
-    group stable). None when that JoinGroup was not seen, or when it sent more than one
-    (which one it revoked at is not known). The fold keeps a partition it got back owned
-    throughout."""
-    sent: list[int] = []
-    assigned_at = t1
+    """How long a silent eager member owned nothing: from its revocation, as it sent a
+    JoinGroup, to the assignment its next SyncGroup answer gave (or the group stable).
+    It may rejoin more than once in a rebalance: a JoinGroup answered NOT_COORDINATOR is
+    sent again (it revoked at the first), and one answered with the generation the group
+    was in gets its partitions back before it revokes them again for the rebalance (each
+    time from a JoinGroup to an assignment counts). None when no JoinGroup was seen."""
+    total, empty_since = 0, None
     for e in events.by(key, since=since, until=t1):
-        if e.type == "JoinGroupSent":
-            sent.append(e.ts_ms)
-        elif e.type == "JoinCompleted" and e.generation == rec.generation:
-            assigned_at = e.ts_ms
-            break
-    return max(0, assigned_at - sent[0]) if len(sent) == 1 else None
+        if e.type == "JoinGroupSent" and empty_since is None:
+            empty_since = e.ts_ms
+        elif e.type == "JoinCompleted" and empty_since is not None:
+            total += max(0, e.ts_ms - empty_since)
+            empty_since = None
+            if e.generation == rec.generation:
+                return total
+    if empty_since is None:
+        return total if total else None
+    return total + max(0, t1 - empty_since)
 
 
 def member_costs(
