@@ -75,7 +75,7 @@ _JAVA = ("kill", "stop", "scale-out", "growth")
 # good while the process runs on (seen in 2 of 6 groups on this machine, debug log of the
 # coordinator). The group never settles, so there is nothing to ask kgctl about.
 # Only its eager `range`: its `cooperative-sticky` members, under the suite's load, now and
-# then never finished their first join (3 of 24 runs: no callback at all, while the others
+# then never finished their first join (3 of 19 runs: no callback at all, while the others
 # took every partition), a failure of the client this suite cannot yet explain.
 # (Its program takes no `subscribe` command.)
 _KAFKA_PYTHON = tuple(
