@@ -24,9 +24,9 @@ from kgctl.adapters.group_log import GroupLogReader, GroupLogUnavailable
 from kgctl.adapters.trace import read_trace
 from kgctl.errors import KgctlError, NotFoundError, UsageError
 from kgctl.model.bounds import GroupBounds
-from kgctl.model.diagnosis import BrokerReason
+from kgctl.model.diagnosis import UPGRADE_REFUSED, BrokerReason
 from kgctl.model.events import Event
-from kgctl.observe.broker_log import parse_broker_log, refused_upgrades
+from kgctl.observe.broker_log import parse_broker_log, refused_upgrade_note
 from kgctl.observe.infer import Inferrer
 from kgctl.observe.watch import read_events
 from kgctl.settings import ClientSettings
@@ -63,11 +63,10 @@ def read_broker_log(path: Path, group: str, into: Gathered) -> None:
             found = parse_broker_log(handle, group)
     except OSError as exc:
         raise UsageError(f"--broker-log {path}: cannot read it ({exc.strerror})") from None
-    into.broker_reasons += found
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        refused = refused_upgrades(handle, group)
-    into.notes += [r.note() for r in refused]
-    about = sum(1 for br in found if br.group == group) + len(refused)  # (a growth's: none)
+    # A refused upgrade is no rebalance: a note, not a reason the diagnosis reads.
+    into.broker_reasons += [br for br in found if br.kind != UPGRADE_REFUSED]
+    into.notes += [refused_upgrade_note(br) for br in found if br.kind == UPGRADE_REFUSED]
+    about = sum(1 for br in found if br.group == group)  # a growth's lines name no group
     into.sources.append(f"broker log {path} ({about} lines about the group)")
 
 

@@ -17,9 +17,8 @@ import calendar
 import re
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 
-from kgctl.model.diagnosis import FAILED, LEFT, PARTITION_ADDED, BrokerReason
+from kgctl.model.diagnosis import FAILED, LEFT, PARTITION_ADDED, UPGRADE_REFUSED, BrokerReason
 from kgctl.model.timeline import utc_clock
 
 _LINE = re.compile(
@@ -71,7 +70,8 @@ def parse_broker_log(lines: Iterable[str], group: str | None = None) -> list[Bro
     """Every `Preparing to rebalance` line (of `group`, if given), every line of a member
     removed when its session expired (`Member M in group G has failed, removing it`; a
     consumer-protocol member `fenced … because the member session expired`) and every
-    leave with its client's reason, in file order; and, of no group, every partition a
+    leave with its client's reason, every refused upgrade to a consumer group, in file
+    order; and, of no group, every partition a
     topic gained after it was made (the controller's `new partition` of a topic whose
     partition 0 was not made just before it: a growth)."""
     out = []
@@ -87,6 +87,11 @@ def parse_broker_log(lines: Iterable[str], group: str | None = None) -> list[Bro
             elif at - created.get(p["topic"], at - CREATED_WITH_MS - 1) > CREATED_WITH_MS:
                 tp = f"{p['topic']}-{p['partition']}"
                 out.append(BrokerReason(at, "", f"new partition {tp}", kind=PARTITION_ADDED))
+            continue
+        if "Cannot upgrade classic group" in line:
+            u = _NO_UPGRADE.match(line.rstrip("\n"))
+            if u is not None and (group is None or u["group"] == group):
+                out.append(BrokerReason(_ts(u), u["group"], u["reason"], kind=UPGRADE_REFUSED))
             continue
         expired = _FAILED if "has failed, removing it" in line else None
         if expired is None and "because the member session expired" in line:
@@ -115,34 +120,15 @@ def parse_broker_log(lines: Iterable[str], group: str | None = None) -> list[Bro
     return out
 
 
-@dataclass(frozen=True)
-class UpgradeRefused:
-    """The broker would not make a classic group a consumer group (`reason`, its words)."""
-
-    ts_ms: int
-    group: str
-    reason: str
-
-    def note(self) -> str:
-        """What explain says of it: the broker's words, and what they mean for the group."""
-        return (
-            f"broker log {utc_clock(self.ts_ms)}: the broker would not make this classic group "
-            f"a consumer group ({self.reason}); the member that joined on the consumer "
-            "protocol was answered GROUP_ID_NOT_FOUND (librdkafka gives up on it: a fatal "
-            "error) and the group stayed classic. An assignor without user data lets "
-            "the broker upgrade a running group (kgctl's truth suite, Kafka 4.4.0: "
-            "librdkafka's classic members on range were upgraded, on cooperative-sticky "
-            "refused for this reason)"
-        )
-
-
-def refused_upgrades(lines: Iterable[str], group: str | None = None) -> list[UpgradeRefused]:
-    """Every `Cannot upgrade classic group G to consumer group: …` line (of `group`)."""
-    out = []
-    for line in lines:
-        if "Cannot upgrade classic group" not in line:
-            continue
-        m = _NO_UPGRADE.match(line.rstrip("\n"))
-        if m is not None and (group is None or m["group"] == group):
-            out.append(UpgradeRefused(_ts(m), m["group"], m["reason"]))
-    return out
+def refused_upgrade_note(br: BrokerReason) -> str:
+    """What explain says of a refused upgrade (an UPGRADE_REFUSED line): the broker's
+    words, and what they mean for the group."""
+    return (
+        f"broker log {utc_clock(br.ts_ms)}: the broker would not make this classic group "
+        f"a consumer group ({br.reason}); the member that joined on the consumer "
+        "protocol was answered GROUP_ID_NOT_FOUND (librdkafka gives up on it: a fatal "
+        "error) and the group stayed classic. An assignor without user data lets "
+        "the broker upgrade a running group (kgctl's truth suite, Kafka 4.4.0: "
+        "librdkafka's classic members on range were upgraded, on cooperative-sticky "
+        "refused for this reason)"
+    )

@@ -57,7 +57,7 @@ TRACED: Final = "traced"  # the member's own events gave it
 STORED: Final = "__consumer_offsets"  # stored with the member's generation
 
 # Kinds of broker log lines.
-BrokerLineKind = Literal["preparing", "failed", "left", "partition"]
+BrokerLineKind = Literal["preparing", "failed", "left", "partition", "upgrade_refused"]
 PREPARING: Final = "preparing"  # Preparing to rebalance group … (reason: …)
 # Member … in group … has failed, removing it from the group (a classic session expired;
 # a consumer-protocol member fenced when its session expired reads the same)
@@ -69,6 +69,9 @@ LEFT: Final = "left"
 # The controller's `Replayed PartitionRecord for new partition T-p`, for a topic that
 # already had partitions (a growth, not a topic's creation): of no group (`group` "").
 PARTITION_ADDED: Final = "partition"
+# Kafka 4's `Cannot upgrade classic group G to consumer group: …`: a member on the consumer
+# protocol refused (GROUP_ID_NOT_FOUND). Not a rebalance: explain says it as a note.
+UPGRADE_REFUSED: Final = "upgrade_refused"
 
 
 @dataclass(frozen=True)
