@@ -612,10 +612,8 @@ def read_growth(
     before it, or the controller's log adding partitions to it since the last
     generation), the partitions changed, which makes the clients rejoin; inferred, as
     librdkafka and older clients do not say so."""
-    if prev is None or t.cause is not Cause.REJOIN_REQUESTED or is_injected(t):
-        return t  # (an injected fault is why, in the proxy's own words)
-    if client_cause(t.reason) is Cause.REJOIN_REQUESTED:
-        return t  # the client's own words: it was asked to (Java's enforceRebalance)
+    if prev is None or not _unexplained_rejoin(t):
+        return t
     grown = [
         f"{topic} had {a} partitions assigned up to generation {prev.generation} and "
         f"{b} in generation {rec.generation}"
@@ -650,6 +648,16 @@ def read_growth(
     )
 
 
+def _unexplained_rejoin(t: Trigger) -> bool:
+    """A rejoin no words explain: not an error kgctl proxy injected (the proxy's words say
+    why), not a client's own `rejoin requested` (Java's enforceRebalance: it was asked)."""
+    return (
+        t.cause is Cause.REJOIN_REQUESTED
+        and not is_injected(t)
+        and client_cause(t.reason) is not Cause.REJOIN_REQUESTED
+    )
+
+
 def read_subscription(
     t: Trigger,
     events: EventIndex,
@@ -662,10 +670,8 @@ def read_subscription(
     changed its subscription, which makes a client rejoin (librdkafka and kafka-python
     say nothing of it). That the subscription changed is a fact of the records; that it
     is why this member rejoined is inferred."""
-    if prev is None or t.cause is not Cause.REJOIN_REQUESTED or not t.who or is_injected(t):
+    if prev is None or not t.who or not _unexplained_rejoin(t):
         return t
-    if client_cause(t.reason) is Cause.REJOIN_REQUESTED:
-        return t  # the client's own words: it was asked to (Java's enforceRebalance)
     before = _stored_subscriptions(events, state, prev.generation)
     after = _stored_subscriptions(events, state, rec.generation)
     old, new = before.get(t.who), after.get(t.who)
