@@ -114,18 +114,18 @@ def _eager_unassigned(
     sent again (it revoked at the first), and one answered with the generation the group
     was in gets its partitions back before it revokes them again for the rebalance (each
     time from a JoinGroup to an assignment counts). None when no JoinGroup was seen."""
-    total, empty_since = 0, None
+    total, empty_since, sent = 0, None, False
     for e in events.by(key, since=since, until=t1):
         if e.type == "JoinGroupSent" and empty_since is None:
-            empty_since = e.ts_ms
+            empty_since, sent = e.ts_ms, True
         elif e.type == "JoinCompleted" and empty_since is not None:
             total += max(0, e.ts_ms - empty_since)
             empty_since = None
             if e.generation == rec.generation:
                 return total
-    if empty_since is None:
-        return total if total else None
-    return total + max(0, t1 - empty_since)
+    if not sent:
+        return None
+    return total + (max(0, t1 - empty_since) if empty_since is not None else 0)
 
 
 def member_costs(
