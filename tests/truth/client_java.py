@@ -27,9 +27,10 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 from typing import Any
+
+from clientlib import Out
 
 from kgctl.broker.provision import java_executable, resolve_kafka_tools
 
@@ -42,15 +43,7 @@ ASSIGNORS = {
 }
 assignor = ASSIGNORS[extra.pop("partition.assignment.strategy", "range")]
 session = extra.pop("session.timeout.ms", None)
-out_lock = threading.Lock()
-
-
-def report(event: str, ts_ms: int | None = None, **fields: Any) -> None:
-    stamp = ts_ms if ts_ms is not None else int(time.time() * 1000)
-    line = json.dumps({"ts_ms": stamp, "client": name, "event": event, **fields})
-    with out_lock:
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
+report = Out(name).report
 
 
 def die_with_wrapper() -> None:

@@ -15,12 +15,11 @@ The harness ends a killed member with SIGKILL, which this program cannot see.
 
 from __future__ import annotations
 
-import json
 import sys
-import threading
 import time
 from typing import Any
 
+from clientlib import Commands, Out
 from kafka import ConsumerRebalanceListener, KafkaConsumer
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.coordinator.assignors.range import RangePartitionAssignor
@@ -33,14 +32,8 @@ NUMBERS = {
     "heartbeat.interval.ms": "heartbeat_interval_ms",
     "max.poll.interval.ms": "max_poll_interval_ms",
 }
-out_lock = threading.Lock()
-
-
-def report(event: str, **fields: Any) -> None:
-    line = json.dumps({"ts_ms": int(time.time() * 1000), "client": name, "event": event, **fields})
-    with out_lock:
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
+out = Out(name)
+report = out.report
 
 
 config: dict[str, Any] = {
@@ -97,36 +90,14 @@ class Listener(ConsumerRebalanceListener):
         report("lost", partitions=sorted(gone), owns=sorted(owned), member_id=member_id())
 
 
-commands: list[str] = []
-commands_lock = threading.Lock()
-
-
-def read_commands() -> None:
-    for line in sys.stdin:
-        with commands_lock:
-            commands.append(line.strip())
-    with commands_lock:  # the harness went away: stop too, never outlive it
-        commands.append("stop")
-
-
 consumer = KafkaConsumer(**config)
-threading.Thread(target=read_commands, daemon=True).start()
+commands = Commands(out)
 consumer.subscribe([topic], listener=Listener())
 report("started", config={k: str(v) for k, v in config.items()})
-running = True
 last_commit = 0.0
-while running:
-    with commands_lock:
-        todo, commands[:] = list(commands), []
-    for command in todo:
-        if command == "stop":
-            running = False
-        elif command.startswith("stall "):
-            seconds = float(command.split()[1])
-            report("stalled", seconds=seconds)
-            time.sleep(seconds)
-            report("resumed")
-    if not running:
+while commands.running:
+    commands.take()  # (stop and stall only: this program takes no command of its own)
+    if not commands.running:
         break
     try:
         got = consumer.poll(timeout_ms=200)

@@ -14,13 +14,12 @@ The harness ends a killed member with SIGKILL, which this program cannot see.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-import threading
 import time
 from typing import Any
 
+from clientlib import Commands, Out
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 name, group, topic, bootstrap = sys.argv[1:5]
@@ -31,14 +30,8 @@ INCREMENTAL = (
     "cooperative" in extra.get("partition.assignment.strategy", "")
     or extra.get("group.protocol") == "consumer"
 )
-out_lock = threading.Lock()
-
-
-def report(event: str, **fields: Any) -> None:
-    line = json.dumps({"ts_ms": int(time.time() * 1000), "client": name, "event": event, **fields})
-    with out_lock:
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
+out = Out(name)
+report = out.report
 
 
 def parts(tps: list[TopicPartition]) -> list[int]:
@@ -102,39 +95,17 @@ def on_lost(c: Consumer, tps: list[TopicPartition]) -> None:
     report("lost", partitions=parts(tps), owns=parts(c.assignment()), member_id=member_id(c))
 
 
-commands: list[str] = []
-commands_lock = threading.Lock()
-
-
-def read_commands() -> None:
-    for line in sys.stdin:
-        with commands_lock:
-            commands.append(line.strip())
-    with commands_lock:  # the harness went away: stop too, never outlive it
-        commands.append("stop")
-
-
-threading.Thread(target=read_commands, daemon=True).start()
+commands = Commands(out)
 consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
 report("started", config={k: v for k, v in conf.items() if not callable(v)})
-running = True
 last_commit = 0.0
-while running:
-    with commands_lock:
-        todo, commands[:] = list(commands), []
-    for command in todo:
-        if command == "stop":
-            running = False
-        elif command.startswith("stall "):
-            seconds = float(command.split()[1])
-            report("stalled", seconds=seconds)
-            time.sleep(seconds)
-            report("resumed")
-        elif command.startswith("subscribe "):
+while commands.running:
+    for command in commands.take():
+        if command.startswith("subscribe "):
             topics = command.split()[1].split(",")
             consumer.subscribe(topics, on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
             report("subscribed", topics=topics)
-    if not running:
+    if not commands.running:
         break
     msg = consumer.poll(0.2)
     if msg is not None and msg.error() is not None:
