@@ -24,6 +24,7 @@ from typing import Any
 
 import kafka.errors as Errors
 from kafka import TopicPartition
+from kafka.structs import MemberState
 
 from kgctl.adapters import clients
 from kgctl.adapters.admin import ClusterAdmin
@@ -200,8 +201,10 @@ class OffsetsLogFollower(threading.Thread):
                 self.on_error(_why(exc))
                 self.stopping.wait(1.0)
                 continue
-            if self.shard is not None and consumer.assignment() != self._owned:
-                self._reassigned(consumer, self.shard)
+            if self.shard is not None:
+                rejoin_dropped_join(consumer)
+                if consumer.assignment() != self._owned:
+                    self._reassigned(consumer, self.shard)
             out: list[AnyGroupRecord] = []
             read = 0
             for tp, records in polled.items():
@@ -258,6 +261,27 @@ class OffsetsLogFollower(threading.Thread):
             consumer.close()
         except Exception:
             log.debug("closing the offsets-log consumer failed", exc_info=True)
+
+
+def rejoin_dropped_join(consumer: Any) -> bool:
+    """Ask again for a join that kafka-python 3.0.12 started and then dropped; whether
+    it had.
+
+    Its consumer rejoins when the topic metadata changed since it, as the leader, last
+    assigned (the first join of a member that joined before the metadata came). The
+    leader's assignment inside that join makes the two equal again, so a poll whose
+    timer ran out before the SyncGroup answer finds nothing left to rejoin for and never
+    takes the finished join: the member stays rebalancing with no partitions and no
+    heartbeat, is expelled a session later, and never comes back. Seen in the shard
+    group, one monitor in four under load. Every other rejoin it starts keeps its own
+    flag set until the join is taken, so rebalancing with nothing to rejoin for is only
+    this; the flag set sends the next poll to take the join (or to join again)."""
+    coordinator = consumer._coordinator
+    if coordinator.state is MemberState.STABLE or coordinator.need_rejoin():
+        return False
+    log.info("kafka-python dropped the shard group's join; joining again")
+    coordinator.request_rejoin()
+    return True
 
 
 class Shard:
