@@ -75,3 +75,41 @@ def test_api_versions_are_read_by_number_even_for_keys_kafka_python_does_not_kno
     data = SimpleNamespace(api_versions={68: (0, 1), 93: (0, 0)})
     admin = SimpleNamespace(_manager=SimpleNamespace(broker_version_data=data))
     assert api_versions(admin) == {68: (0, 1), 93: (0, 0)}
+
+
+def test_overlapping_login_watches_put_the_kafka_loggers_back_as_they_were() -> None:
+    """A monitor opens its reader and its admin at once: two watches, the first ending
+    before the second. kafka-python's connection log must end as it began (before, it was
+    left at INFO), and meanwhile show the user what it showed before, once."""
+    import logging
+
+    logger = logging.getLogger("kafka.net.connection")
+    before = (logger.level, logger.propagate)
+    seen: list[str] = []
+
+    class _Root(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+
+    root = _Root(logging.DEBUG)
+    parent = logger.parent
+    assert parent is not None
+    parent.addHandler(root)
+    kafka_logger = logging.getLogger("kafka")
+    kafka_level = kafka_logger.level
+    kafka_logger.setLevel(logging.WARNING)  # the user's level, whatever pytest's is
+    try:
+        first, second = clients.AuthFailureWatch(), clients.AuthFailureWatch()
+        first.__enter__()
+        second.__enter__()
+        logger.info("Connected")  # seen by the watches only, as the user's level hides INFO
+        logger.warning("Connection lost")
+        first.__exit__(None, None, None)
+        logger.warning("still watched")
+        second.__exit__(None, None, None)
+        logger.info("not shown")
+    finally:
+        parent.removeHandler(root)
+        kafka_logger.setLevel(kafka_level)
+    assert (logger.level, logger.propagate) == before
+    assert seen == ["Connection lost", "still watched"]

@@ -253,6 +253,23 @@ def join_retry(error: str, retriable: bool) -> str:
 # -- the login watch ---------------------------------------------------------------------
 
 
+class _Forwarder(logging.Handler):
+    """While any login watch is on, hands on to the parent logger what a watched logger
+    propagated before the watches turned its propagation off (each record once, however
+    many watches are on)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.shown: dict[str, int] = {}  # logger -> the level it propagated before
+
+    def emit(self, record: logging.LogRecord) -> None:
+        shown = self.shown.get(record.name)
+        if shown is not None and record.levelno >= shown:
+            parent = logging.getLogger(record.name).parent
+            if parent is not None:
+                parent.handle(record)
+
+
 class AuthFailureWatch(logging.Handler):
     """Catches a SASL authentication failure while a kafka-python client bootstraps.
 
@@ -260,25 +277,27 @@ class AuthFailureWatch(logging.Handler):
     then reports only "Unable to bootstrap"; the failure itself is only logged (with the
     exception as the log record's argument). Used as a context manager around a client's
     constructor: `failure` holds the exception seen, if any.
+
+    Watches overlap: a monitor opens its `__consumer_offsets` reader and its admin client
+    in two threads. The loggers' levels are changed by the first watch on and put back by
+    the last one off, under one lock: before, each watch saved and restored them itself,
+    and two interleaved could restore another's change, leaving kafka-python's connection
+    log at INFO and propagating, in the user's terminal.
     """
 
     LOGGERS = ("kafka.net.manager", "kafka.net.connection")
+    _lock = threading.Lock()
+    _on = 0  # watches on now
+    _saved: list[tuple[logging.Logger, int, bool]] = []  # shared by the watches on
+    _forwarder = _Forwarder()
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
         super().__init__(logging.DEBUG)
         protocol = str((config or {}).get("security_protocol", "PLAINTEXT")).upper()
         self.sasl = protocol.startswith("SASL")
         self.failure: BaseException | None = None
-        self._saved: list[tuple[logging.Logger, int, bool]] = []
-        self._shown: dict[str, int] = {}  # logger -> the level it propagated before
 
     def emit(self, record: logging.LogRecord) -> None:
-        shown = self._shown.get(record.name)
-        if shown is not None and record.levelno >= shown:
-            parent = logging.getLogger(record.name).parent
-            if parent is not None:
-                parent.handle(record)  # what propagated before still does
-
         args = record.args if isinstance(record.args, tuple) else ()
         for arg in args:
             if isinstance(arg, Errors.SaslAuthenticationFailedError):
@@ -302,26 +321,47 @@ class AuthFailureWatch(logging.Handler):
             )
 
     def __enter__(self) -> AuthFailureWatch:
-        for name in self.LOGGERS:
-            logger = logging.getLogger(name)
-            self._saved.append((logger, logger.level, logger.propagate))
-            shown = logger.getEffectiveLevel()
-            # INFO is needed to see a clean close ("Connection closed"). What was not shown
-            # before stays unshown: records below the old level go to this watch only.
-            logger.setLevel(min(shown, logging.INFO))
-            if shown > logging.INFO:
-                self._shown[name] = shown if logger.propagate else logging.CRITICAL + 1
-                logger.propagate = False
-            logger.addHandler(self)
+        cls = AuthFailureWatch
+        with cls._lock:
+            if cls._on == 0:
+                cls._open_loggers()
+            cls._on += 1
+            for name in self.LOGGERS:
+                logging.getLogger(name).addHandler(self)
         return self
 
     def __exit__(self, *_exc: object) -> None:
-        for logger, level, propagate in self._saved:
-            logger.removeHandler(self)
+        cls = AuthFailureWatch
+        with cls._lock:
+            for name in self.LOGGERS:
+                logging.getLogger(name).removeHandler(self)
+            cls._on -= 1
+            if cls._on == 0:
+                cls._restore_loggers()
+
+    @classmethod
+    def _open_loggers(cls) -> None:
+        shown = cls._forwarder.shown
+        for name in cls.LOGGERS:
+            logger = logging.getLogger(name)
+            cls._saved.append((logger, logger.level, logger.propagate))
+            level = logger.getEffectiveLevel()
+            # INFO is needed to see a clean close ("Connection closed"). What was not shown
+            # before stays unshown: records below the old level go to the watches only.
+            logger.setLevel(min(level, logging.INFO))
+            if level > logging.INFO:
+                shown[name] = level if logger.propagate else logging.CRITICAL + 1
+                logger.propagate = False
+            logger.addHandler(cls._forwarder)
+
+    @classmethod
+    def _restore_loggers(cls) -> None:
+        for logger, level, propagate in cls._saved:
+            logger.removeHandler(cls._forwarder)
             logger.setLevel(level)
             logger.propagate = propagate
-        self._saved.clear()
-        self._shown.clear()
+        cls._saved.clear()
+        cls._forwarder.shown.clear()
 
 
 def api_versions(admin: Any) -> dict[int, tuple[int, int]]:
