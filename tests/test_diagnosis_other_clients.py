@@ -497,3 +497,30 @@ def test_a_member_fenced_on_the_wire_without_its_successor_traced_is_gone() -> N
     x = explain("g-sc9", alone, max(e.ts_ms for e in alone))
     assert x.to_dict()["state"]["members"] == []
     assert x.replaced == ()
+
+
+# -- a cooperative second round from the cluster's records -------------------------------------
+
+
+def test_a_second_round_read_from_the_records_names_the_members_as_the_rest_does() -> None:
+    # Two cooperative-sticky members; c joins (generation 2) and a gives up partition 2,
+    # which c gets in generation 3, begun 5 ms after: the broker's stored records of the
+    # three generations, with each member's assignment, are all there is. Before, the
+    # evidence named `a` by its member id where every other line says `a`.
+    a, b, c = _id("a"), _id("b"), _id("c")
+
+    def stored(gen: int, ts: int, owned: dict[str, list[int]]) -> Event:
+        ev = _stored(gen, ts, list(owned), 45000)
+        members = [{**m, "partitions": {"t": owned[m["member_id"]]}} for m in ev.data["members"]]
+        return replace(ev, data={**ev.data, "members": members, "protocol": "cooperative-sticky",
+                                 "protocol_type": "consumer"})  # fmt: skip
+
+    events = [
+        stored(1, 1000, {a: [0, 1, 2], b: [3, 4, 5]}),
+        stored(2, 9000, {a: [0, 1], b: [3, 4], c: []}),
+        stored(3, 9005, {a: [0, 1], b: [3, 4], c: [2, 5]}),
+    ]
+    d = _diagnoses(events, ())[3]
+    assert d.trigger.reason == "second round of generation 2"
+    assert "a, b gave up partitions in generation 2" in d.trigger.evidence
+    assert UUID[:8] not in d.trigger.evidence

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from kgctl.model.diagnosis.causes import member_name
 from kgctl.model.diagnosis.types import EXACT, INFERRED, Confidence, Diagnosis, Trigger
 from kgctl.model.event_index import EventIndex
 from kgctl.model.reasons import WIRE_REASONS, Cause, RejoinReason
@@ -67,8 +68,11 @@ def as_second_round(
         how = f"{', '.join(said)}'s JoinGroup reason {_FOLLOWUP_WORDS[0]!r}"
     elif given_up:
         confidence = INFERRED
+        # By name, as the rest of the text says them (the cluster's records key a
+        # member by its member id).
+        names = sorted({member_name(state, m) for m in given_up})
         how = (
-            f"{', '.join(sorted(given_up))} gave up partitions in generation {prev.generation} "
+            f"{', '.join(names)} gave up partitions in generation {prev.generation} "
             "and joined again"
         )
     elif _assignments_known(state, prev):
