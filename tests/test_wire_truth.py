@@ -194,3 +194,23 @@ def test_the_live_watch_reads_the_trace_as_explain_does() -> None:
     one_by_one = [s for e in events for s in (e, *wire.steps(e))]
     assert one_by_one == member_steps(events)
     assert sum(e.type == "PartitionsRevoked" for e in one_by_one) >= 2
+
+
+def test_a_second_rounds_row_in_a_narrow_live_view_says_it_is_one() -> None:
+    # Tried by hand in a 110-column terminal: the row of a second round read
+    # "subscription changed (inferred)", as if the subscription had changed twice;
+    # explain said it was the second round of the generation before.
+    import io
+
+    from rich.console import Console
+
+    from kgctl.render.group_view import render_generations
+
+    x = explained("wire_rdkafka-cooperative_scale-out.jsonl.gz")
+    found = {d.generation: d for d in x.generations}
+    out = io.StringIO()
+    Console(file=out, width=110, color_system=None).print(
+        render_generations(x.state, x.now_ms, 110, 10, found)
+    )
+    [row] = [line for line in out.getvalue().splitlines() if line.strip().startswith("4 ")]
+    assert "(second round of generation 3)" in row

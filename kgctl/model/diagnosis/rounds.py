@@ -96,6 +96,7 @@ def as_second_round(
         confidence=confidence,
         evidence=evidence,
         at_ms=rec.start_ms,
+        round_of=prev.generation,
     )
     # What read the rejoin as a cause of its own (a JoinGroup without a reason, the
     # broker's `Updating metadata for member`) misread it: only other candidates stay.

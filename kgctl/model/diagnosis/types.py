@@ -131,6 +131,9 @@ class Trigger:
     confidence: Confidence = INFERRED
     evidence: str = ""
     at_ms: int = 0
+    # A cooperative second round: the generation whose rebalance it finishes (its
+    # cause is that one's; `reason` says so in words).
+    round_of: int | None = None
 
     @property
     def cause_name(self) -> str:
@@ -312,7 +315,9 @@ class Diagnosis:
         own words when `reasons`)."""
         t = self.trigger
         text = (f"{t.who}: " if t.who else "") + cause_text(t.cause_name)
-        if reasons and t.reason and t.reason != t.cause_name:
+        # A second round's words are kept in a narrow cell too: without them the cell
+        # reads as a second rebalance of that cause (a second subscription change).
+        if (reasons or t.round_of is not None) and t.reason and t.reason != t.cause_name:
             text += f" ({t.reason})"
         if t.confidence == INFERRED:
             text += " (inferred)"
