@@ -524,3 +524,74 @@ def test_a_second_round_read_from_the_records_names_the_members_as_the_rest_does
     assert d.trigger.reason == "second round of generation 2"
     assert "a, b gave up partitions in generation 2" in d.trigger.evidence
     assert UUID[:8] not in d.trigger.evidence
+
+
+# -- a mixed group's way back, from the cluster's records ---------------------------------------
+
+
+def test_a_mixed_groups_way_back_is_the_leave_of_its_consumer_protocol_member() -> None:
+    # The records __consumer_offsets held in the truth suite's librdkafka mixed-back (Kafka
+    # 4.4.0): two classic range members (generation 2); a third joins on the consumer
+    # protocol, and the upgrade writes the classic group's tombstone and the consumer
+    # group's records (its members, c1 and c2 with their member ids, then c3; its epochs);
+    # c3 stops: every member record is deleted at once, and the classic group comes back
+    # as generation 3 of c1 and c2. Before, the tombstone read as a deletion, generation 3
+    # as the same members as 2 ("rejoin requested"), and 10 partitions revoked.
+    from kgctl.adapters.consumer_group_records import (
+        ConsumerGroupRecord,
+        ConsumerRecordType,
+        GroupEpoch,
+        MemberMetadata,
+    )
+    from kgctl.adapters.group_records import GroupMetadata, GroupRecord, MemberRecord
+    from kgctl.observe.infer import Inferrer
+
+    a, b = _id("c1"), _id("c2")
+    c = "Zp602+XvRQ62afZMqpzXHw"  # the broker's own id for a consumer-protocol member
+
+    def classic(gen: int, ts: int, owned: dict[str, tuple[int, ...]]) -> GroupRecord:
+        members = tuple(
+            MemberRecord(m, m[:-37], "/127.0.0.1", None, 300000, 45000, ("t",), {"t": p})
+            for m, p in owned.items()
+        )
+        meta = GroupMetadata(gen, "consumer", "range", a, ts - 5, members)
+        return GroupRecord("g", meta, gen, ts)
+
+    def member(who: str, ts: int, client: str | None) -> ConsumerGroupRecord:
+        value = (
+            None
+            if client is None
+            else MemberMetadata(client, "/127.0.0.1", None, ("t",), None, 300000, None)
+        )
+        return ConsumerGroupRecord(
+            "g", ConsumerRecordType.MEMBER_METADATA, value, who, timestamp_ms=ts
+        )
+
+    def epoch(n: int, ts: int) -> ConsumerGroupRecord:
+        return ConsumerGroupRecord(
+            "g", ConsumerRecordType.GROUP_METADATA, GroupEpoch(n), timestamp_ms=ts
+        )
+
+    records = [
+        classic(1, 1000, {a: (0, 1, 2, 3, 4, 5)}),
+        classic(2, 2000, {a: (0, 1, 2), b: (3, 4, 5)}),
+        GroupRecord("g", None, 3, 5000),
+        member(b, 5000, "c2"), member(a, 5000, "c1"), epoch(3, 5000),
+        member(c, 5100, "c3"), epoch(4, 5100),
+        member(c, 9000, None), member(a, 9000, None), member(b, 9000, None),
+        classic(3, 9100, {a: (0, 1, 2), b: (3, 4, 5)}),
+    ]  # fmt: skip
+    stored = Inferrer("g")
+    stored.stored_source = True
+    stored.stored_members = {}
+    events: list[Event] = []
+    for rec in records:
+        if isinstance(rec, ConsumerGroupRecord):
+            stored.stored_consumer_record(rec)
+        else:
+            events += stored.stored_record(rec, rec.timestamp_ms)
+    d = {x.generation: x for x in explain("g", events, 10000).generations}[3]
+    assert (d.trigger.cause, d.trigger.confidence) == ("member_left", INFERRED)
+    assert "c3" in d.trigger.evidence
+    # Who owned what as a consumer group is not known by name: not 10 revoked, 0 moved.
+    assert (d.partitions_revoked, d.partitions_moved) == (None, None)

@@ -146,11 +146,15 @@ class GroupLogReader(threading.Thread):
             tp, _end, latest, scanned = self._start(consumer)
             return tp.partition, latest, scanned
 
-    def history(self, since_ms: int, max_records: int = LOOKBACK_MAX_RECORDS) -> list[GroupRecord]:
-        """Once (`kgctl explain`): every record of the group stored since `since_ms`, in
-        order, plus the latest one before it (what the group was when the window began).
-        Compaction may have removed older generations: what is left is what is told.
-        Raises GroupLogUnavailable when the topic cannot be read."""
+    def history(
+        self, since_ms: int, max_records: int = LOOKBACK_MAX_RECORDS
+    ) -> list[AnyGroupRecord]:
+        """Once (`kgctl explain`): every classic record of the group stored since
+        `since_ms`, in order, plus the latest one before it (what the group was when the
+        window began), and the consumer-group records stored between those (a mixed
+        group's time as a consumer group). Compaction may have removed older generations:
+        what is left is what is told. Raises GroupLogUnavailable when the topic cannot be
+        read."""
         with self._reading() as consumer:
             tp, end, latest, _scanned = self._start(consumer)
             begin = consumer.beginning_offsets([tp])[tp]
@@ -158,14 +162,25 @@ class GroupLogReader(threading.Thread):
             lo = found.offset if found is not None else end
             lo = max(lo, end - max_records, begin)
             deadline = time.monotonic() + LOOKBACK_MAX_S
-            records = self._scan_all(consumer, tp, lo, end, deadline)
+            found_all = self._scan_all(consumer, tp, lo, end, deadline)
+            records = [r for r in found_all if isinstance(r, GroupRecord)]
             before = [r for r in records if r.timestamp_ms < since_ms]
             after = [r for r in records if r.timestamp_ms >= since_ms]
             if not after and latest is not None and latest.timestamp_ms < since_ms:
                 before = [latest]
             if not before and latest is not None and (not after or latest.offset < after[0].offset):
                 before = [latest]
-            return before[-1:] + after
+            classic = before[-1:] + after
+            if not classic:
+                return []
+            # The consumer group's records after the first classic one told (before it,
+            # there is nothing they could be compared with).
+            between = [
+                r
+                for r in found_all
+                if isinstance(r, ConsumerGroupRecord) and r.offset > classic[0].offset
+            ]
+            return sorted([*classic, *between], key=lambda r: r.offset)
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[Any]:
@@ -255,15 +270,16 @@ class GroupLogReader(threading.Thread):
 
     def _scan_all(
         self, consumer: Any, tp: Any, lo: int, hi: int, deadline: float
-    ) -> list[GroupRecord]:
-        """The group's records with an offset in [lo, hi), in order."""
+    ) -> list[AnyGroupRecord]:
+        """The group's records, classic and consumer-group, with an offset in [lo, hi),
+        in order."""
         consumer.seek(tp, lo)
-        out: list[GroupRecord] = []
+        out: list[AnyGroupRecord] = []
         while consumer.position(tp) < hi and time.monotonic() < deadline:
             for records in consumer.poll(timeout_ms=200).values():
                 for rec in records:
                     if rec.offset < hi:
-                        parsed = self._parse(rec, tp.partition)
+                        parsed = parse_any(rec, lambda g: g == self.group)
                         if parsed is not None:
                             out.append(parsed)
         return out

@@ -20,7 +20,9 @@ from pathlib import Path
 
 from kgctl.adapters.admin import GroupAdmin
 from kgctl.adapters.chaos import ChaosAdmin
+from kgctl.adapters.consumer_group_records import ConsumerGroupRecord
 from kgctl.adapters.group_log import GroupLogReader, GroupLogUnavailable
+from kgctl.adapters.group_records import GroupRecord
 from kgctl.adapters.trace import read_trace
 from kgctl.errors import KgctlError, NotFoundError, UsageError
 from kgctl.model.bounds import GroupBounds
@@ -100,12 +102,16 @@ def read_cluster(
         else:
             stored = Inferrer(group)
             stored.stored_source = True
-            first = records[0].metadata if records else None
-            if first is not None and first.generation <= 1:
-                # The group's own beginning is in the window: its first members joined
-                # an empty group (not a generation found already made).
-                stored.stored_members = {}
+            first = records[0] if records else None
+            if isinstance(first, GroupRecord) and first.metadata is not None:
+                if first.metadata.generation <= 1:
+                    # The group's own beginning is in the window: its first members
+                    # joined an empty group (not a generation found already made).
+                    stored.stored_members = {}
             for i, rec in enumerate(records):
+                if isinstance(rec, ConsumerGroupRecord):
+                    stored.stored_consumer_record(rec)  # a mixed group's time between
+                    continue
                 at = rec.timestamp_ms if rec.timestamp_ms > 0 else now_ms
                 into.events += stored.stored_record(
                     rec, at, initial=i == 0 and stored.stored_members is None

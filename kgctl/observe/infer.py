@@ -25,6 +25,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kgctl.adapters.consumer_group_records import (
+    ConsumerGroupRecord,
+    ConsumerRecordType,
+    GroupEpoch,
+    MemberMetadata,
+)
 from kgctl.adapters.group_records import OFFSETS_TOPIC, GroupRecord
 from kgctl.model.events import Event
 from kgctl.model.reasons import Cause
@@ -101,6 +107,11 @@ class Inferrer:
         self.stored_generation = -1  # the latest stored generation seen
         self.attributed_generation = -1  # the latest generation a cause went to
         self.stored_members: dict[str, MemberSnapshot] | None = None  # of that generation
+        # The epochs the group stored as a consumer group since its last classic record
+        # (a mixed group, on Kafka's online upgrade and its way back).
+        self.consumer_epochs_between: list[int] = []
+        # The classic generation and members before the group's last tombstone.
+        self.upgraded_from: tuple[int, dict[str, MemberSnapshot] | None] = (-1, None)
 
     # -- event construction -------------------------------------------------------------
 
@@ -350,6 +361,8 @@ class Inferrer:
         joins, leaves and subscription changes are facts even between two polls."""
         meta = rec.metadata
         if meta is None:  # a tombstone: the group was deleted; a new one starts over
+            # (unless consumer-group records follow: then it was the online upgrade)
+            self.upgraded_from = (self.stored_generation, self.stored_members)
             self.stored_generation = self.attributed_generation = -1
             self.stored_members = None
             return []
@@ -382,6 +395,7 @@ class Inferrer:
         if before is None and self.baseline is not None and not initial:
             before = {m.member_id: m for m in self.baseline.members}
         self.stored_members = members
+        between, self.consumer_epochs_between = self.consumer_epochs_between, []
         # The record is written while the group completes its rebalance: its state
         # timestamp is when the join phase ended, i.e. when SyncGroup began.
         synced = meta.state_ts_ms if meta.members and meta.state_ts_ms > 0 else None
@@ -398,6 +412,9 @@ class Inferrer:
             "leader": meta.leader,
             "state_ts_ms": meta.state_ts_ms,
             "sync_ms": synced,
+            # A consumer group's epochs stored since the classic record before: who owned
+            # which partition then is not stored by name (the owners before are unknown).
+            **({"consumer_epochs_between": between} if between else {}),
             # Each member's timeouts as it joined: its session timeout and its rebalance
             # timeout (max.poll.interval.ms), for explain's advice when nothing was traced.
             "members": [
@@ -451,6 +468,44 @@ class Inferrer:
             self._event("GenerationChanged", now_ms, **data),
             self._event("RebalanceAttributed", now_ms, **why.to_data()),
         ]
+
+    def stored_consumer_record(self, rec: ConsumerGroupRecord) -> None:
+        """A record the group stored as a consumer group, read between its classic ones.
+
+        Kafka's online upgrade makes a classic group a consumer group when a member joins
+        on the consumer protocol (its classic members go on in it), and a classic group
+        again when the last such member leaves. The member records say who joined meanwhile,
+        so the classic record on the way back is compared with them (the member that left
+        is a leave), not with the record from before the upgrade: the classic group's
+        tombstone that the upgrade wrote is not its deletion. The
+        assignments of that time are stored by topic id, not read: the next classic
+        record says its owners before are unknown."""
+        if self.stored_members is None:
+            generation, members_before = self.upgraded_from
+            if members_before is None:
+                return  # no classic record yet to compare the next one with
+            # The classic group's tombstone was its conversion to a consumer group.
+            self.stored_generation, self.stored_members = generation, members_before
+            self.attributed_generation = max(self.attributed_generation, generation)
+        if rec.kind is ConsumerRecordType.GROUP_METADATA:
+            if isinstance(rec.value, GroupEpoch):
+                self.consumer_epochs_between.append(rec.value.epoch)
+            return
+        if rec.kind is not ConsumerRecordType.MEMBER_METADATA or not rec.member_id:
+            return
+        # Tombstones are not read as leaves: the conversion back to classic deletes
+        # every member's record at once, the one that left and those that stay. Who
+        # left is who the classic record after it does not list.
+        members = dict(self.stored_members)
+        if isinstance(rec.value, MemberMetadata) and rec.member_id not in members:
+            v = rec.value
+            # (no subscription: one stored as a consumer group's is not compared with a
+            # classic record's, which a member that changed nothing would seem to change)
+            members[rec.member_id] = MemberSnapshot(
+                member_id=rec.member_id, client_id=v.client_id, host=v.host,
+                instance_id=v.instance_id,
+            )  # fmt: skip
+        self.stored_members = members
 
     def _settle_known(self, snap: GroupSnapshot, now_ms: int) -> list[Event]:
         """Settled, with generation ids from the broker (a consumer group's epochs, or the

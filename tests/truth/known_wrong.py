@@ -26,13 +26,6 @@ DEFECTS: dict[str, str] = {
     "run at most twelve at a time) a second revocation within the generation is seen too: "
     "in a full run of 12-03 the wire views counted it (truth 10) where the cluster's said "
     "6, likely the same rejoin answered with the generation, not yet traced",
-    "way back": "audit 6 (mixed groups): from the cluster alone, a group that went back to "
-    "classic as its last consumer-protocol member left is read from the classic records "
-    "only: the generation stored before the upgrade and the two stored on the way back "
-    "have the same members, read as 'rejoin requested' by nobody, and the revocations "
-    "counted from the eager assignor over both (10, truth 4). The consumer group's own "
-    "records in __consumer_offsets between them (its epochs, the member that joined and "
-    "left) say what happened; explain does not read them back yet",
     "no-partitions time (sometimes)": "audit 5: a member's time without partitions from "
     "the wire is missing when the rebalance runs long under load: in h2's full run "
     "(2 cores, every situation at once) the range join-not-coord gave the late member c1 "
@@ -100,17 +93,5 @@ KNOWN_WRONG: dict[tuple[str, str, str], tuple[str, str]] = {
     ("kafkapython-range", "fault-rip", "watch:cluster"): (
         "revoked (sometimes)",
         "kgctl says 6 revoked; truth 8",
-    ),
-    ("rdkafka-range", "mixed-back", "explain:cluster"): (
-        "way back",
-        "kgctl says rejoin requested by nobody (inferred), 10 revoked, 0 moved; truth member_left by c3, 4 revoked, 2 moved",
-    ),
-    ("rdkafka-range", "mixed-back", "explain:broker-log"): (
-        "way back",
-        "kgctl says rejoin requested by nobody (inferred), 10 revoked, 0 moved; truth member_left by c3, 4 revoked, 2 moved",
-    ),
-    ("rdkafka-range", "mixed-back", "watch:cluster"): (
-        "way back",
-        "kgctl says rejoin requested by nobody (inferred), 10 revoked, 0 moved; truth member_left by c3, 4 revoked, 2 moved",
     ),
 }

@@ -120,6 +120,8 @@ def partitions_revoked(
     speaking = reporters(events)
     silent = [k for k in rec.members if k not in speaking]
     t0, t1 = rebalance_instants(state, rec, now_ms)
+    if silent and _after_consumer_group(events, rec):
+        return Revoked(None)
     if prev is None and (not silent or not _owned_before(state, t0)):
         # No generation before it: only a new group's first took nothing, unless the
         # owners before it were seen (a watch's first description).
@@ -250,6 +252,15 @@ def _stored_members(events: EventIndex, generation: int) -> bool:
     )
 
 
+def _after_consumer_group(events: EventIndex, rec: GenerationRecord) -> bool:
+    """`rec` is the first classic generation after the group was a consumer group (a
+    mixed group's way back): what each member held then is not known by name."""
+    return any(
+        e.generation == rec.generation and e.data.get("consumer_epochs_between")
+        for e in events.of("GenerationChanged")
+    )
+
+
 def _first(rec: GenerationRecord) -> bool:
     """A new group's first generation (the broker numbers a classic group's from 1)."""
     return rec.generation == 1 and not rec.inferred
@@ -259,6 +270,8 @@ def _owners_known(events: EventIndex, state: GroupState, rec: GenerationRecord, 
     """Whether who owned what just before `rec`'s rebalance is known: someone was seen
     owning something by then, or the group is seen from its first generation and every
     member until then reports its assignments (had one owned something, it would say)."""
+    if _after_consumer_group(events, rec):
+        return False
     if _owned_before(state, t0):
         return True
     i = state.generations.index(rec)
