@@ -88,3 +88,24 @@ def test_bytes_that_do_not_parse_say_so() -> None:
         parse(EPOCH_KEY, "0009" + EPOCH_3[4:])
     with pytest.raises(RecordError, match="truncated"):
         parse(A_KEY, A_AT_3[:30])
+
+
+def test_a_classic_groups_follower_hands_on_its_consumer_records_as_between() -> None:
+    """`kgctl watch` of a classic group follows its classic records; the consumer-group
+    records the online upgrade writes go to `on_between` (the Inferrer's time between),
+    where before they were dropped."""
+    from types import SimpleNamespace
+
+    from kgctl.adapters.group_log import GroupLogReader
+    from kgctl.settings import ClientSettings
+
+    between: list[object] = []
+    classic: list[object] = []
+    reader = GroupLogReader(
+        ClientSettings(), "cap-g", on_record=classic.append, on_between=between.append
+    )
+    raw = SimpleNamespace(
+        key=bytes.fromhex(B_KEY), value=bytes.fromhex(B_JOINED), offset=9, timestamp=1, partition=0
+    )
+    reader._hand_on(raw, 0)
+    assert [getattr(r, "member_id", None) for r in between] == [B] and classic == []

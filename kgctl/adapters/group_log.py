@@ -109,6 +109,7 @@ class GroupLogReader(threading.Thread):
         on_record: Callable[[GroupRecord], None] = lambda _r: None,
         on_unavailable: Callable[[str], None] = lambda _m: None,
         on_consumer_record: Callable[[ConsumerGroupRecord], None] | None = None,
+        on_between: Callable[[ConsumerGroupRecord], None] = lambda _r: None,
     ) -> None:
         super().__init__(name=f"kgctl-group-log-{group}", daemon=True)
         self.settings, self.group = settings, group
@@ -117,6 +118,9 @@ class GroupLogReader(threading.Thread):
         # followed from the end, no look-back (a classic record is what that looks for,
         # and such a group has none: it would read back to its limits for nothing).
         self.on_consumer_record = on_consumer_record
+        # Following a classic group: the consumer-group records it writes when Kafka's
+        # online upgrade makes it a mixed group, until it is classic again.
+        self.on_between = on_between
         self.stopping = threading.Event()
 
     def stop(self) -> None:
@@ -214,6 +218,8 @@ class GroupLogReader(threading.Thread):
         if isinstance(found, ConsumerGroupRecord):
             if self.on_consumer_record is not None:
                 self.on_consumer_record(found)
+            else:
+                self.on_between(found)
         elif found is not None and self.on_consumer_record is None:
             self.on_record(found)
 

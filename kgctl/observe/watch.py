@@ -462,7 +462,13 @@ class Watch:
         def unavailable(reason: str) -> None:
             observer.infer(lambda: inferrer.stored_unavailable(reason, now_ms()), put)
 
-        reader = GroupLogReader(self.settings, self.group, ready, record, unavailable)
+        def between(rec: ConsumerGroupRecord) -> None:
+            with observer.lock:  # (says nothing: the classic record after it will)
+                inferrer.stored_consumer_record(rec)
+
+        reader = GroupLogReader(
+            self.settings, self.group, ready, record, unavailable, on_between=between
+        )
         reader.start()
         self.threads.append(reader)
 
