@@ -62,9 +62,16 @@ def render_diagnosis(d: Diagnosis, superseded: bool = False) -> RenderableType:
     if d.partitions_revoked or d.partitions_moved or unknown:
         moved = "?" if d.partitions_moved is None else str(d.partitions_moved)
         revoked = "?" if d.partitions_revoked is None else str(d.partitions_revoked)
+        if d.revoked_at_least:
+            revoked = f"≥{revoked}"
         said = f"{moved} partition{'' if d.partitions_moved == 1 else 's'} moved, {revoked} revoked"
         if unknown:
             said += " (?: the sources do not say who owned what before, or how a member rebalances)"
+        if d.revoked_at_least:
+            said += (
+                " (≥: no source showed the eager members' JoinGroups; one the broker "
+                "answered with the same generation gives partitions back, revoked again)"
+            )
         lines.append(_line("moved", said))
     for a in d.advice:
         lines.append(_line("advice", f"{a.shown()}: {a.text}", "cyan"))

@@ -22,10 +22,11 @@ DEFECTS: dict[str, str] = {
     "the rebalance (librdkafka truth 10, kafka-python 8, kgctl 6; right in runs where its "
     "SyncGroup was already refused). "
     "The wire views see that JoinGroup and its answer and count it; the cluster's records "
-    "and the broker's log do not show it. In the librdkafka range growth (the situations "
-    "run at most twelve at a time) a second revocation within the generation is seen too: "
-    "in a full run of 12-03 the wire views counted it (truth 10) where the cluster's said "
-    "6, likely the same rejoin answered with the generation, not yet traced",
+    "and the broker's log do not show it, so there the count is given as at least 6 (a "
+    "lower bound, right). In the librdkafka range growth (the situations run at most "
+    "twelve at a time) the wire views at times count 6 where the truth is 10: a second "
+    "revocation within the generation, likely the same rejoin answered with the "
+    "generation, not yet traced",
     "no-partitions time (sometimes)": "audit 5: a member's time without partitions from "
     "the wire is missing when the rebalance runs long under load: in h2's full run "
     "(2 cores, every situation at once) the range join-not-coord gave the late member c1 "
@@ -42,21 +43,9 @@ DEFECTS: dict[str, str] = {
 
 # (client, situation, view) -> (the table's tags, the defect: kgctl says X, truth is Y)
 KNOWN_WRONG: dict[tuple[str, str, str], tuple[str, str]] = {
-    ("rdkafka-range", "growth", "explain:cluster"): (
-        "revoked (sometimes)",
-        "kgctl says 6 revoked; truth 10",
-    ),
-    ("rdkafka-range", "growth", "explain:broker-log"): (
-        "revoked (sometimes)",
-        "kgctl says 6 revoked; truth 10",
-    ),
     ("rdkafka-range", "growth", "explain:wire"): (
         "revoked (sometimes), no-partitions time (sometimes)",
         "kgctl says 6 revoked; truth 10; or c2 0 ms without partitions, truth 720 ms",
-    ),
-    ("rdkafka-range", "growth", "watch:cluster"): (
-        "revoked (sometimes)",
-        "kgctl says 6 revoked; truth 10",
     ),
     ("rdkafka-range", "growth", "watch:wire"): (
         "revoked (sometimes), no-partitions time (sometimes)",
@@ -69,29 +58,5 @@ KNOWN_WRONG: dict[tuple[str, str, str], tuple[str, str]] = {
     ("rdkafka-range", "join-not-coord", "watch:wire"): (
         "no-partitions time (sometimes)",
         "kgctl says c1 0 ms without partitions (no cost line); truth 2144 ms",
-    ),
-    ("rdkafka-range", "fault-rip", "explain:cluster"): (
-        "revoked (sometimes)",
-        "kgctl says 6 revoked; truth 10",
-    ),
-    ("rdkafka-range", "fault-rip", "explain:broker-log"): (
-        "revoked (sometimes)",
-        "kgctl says 6 revoked; truth 10",
-    ),
-    ("rdkafka-range", "fault-rip", "watch:cluster"): (
-        "revoked (sometimes)",
-        "kgctl says 6 revoked; truth 10",
-    ),
-    ("kafkapython-range", "fault-rip", "explain:cluster"): (
-        "revoked (sometimes)",
-        "kgctl says 6 revoked; truth 8",
-    ),
-    ("kafkapython-range", "fault-rip", "explain:broker-log"): (
-        "revoked (sometimes)",
-        "kgctl says 6 revoked; truth 8",
-    ),
-    ("kafkapython-range", "fault-rip", "watch:cluster"): (
-        "revoked (sometimes)",
-        "kgctl says 6 revoked; truth 8",
     ),
 }

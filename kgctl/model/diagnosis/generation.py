@@ -289,6 +289,7 @@ def _diagnose_one(
         costs=costs,
         partitions_moved=partitions_moved(events, state, rec, moved, now_ms),
         partitions_revoked=revoked,
+        revoked_at_least=took.at_least and revoked is not None,
         advice=tuple(advice),
         notes=tuple(notes),
         group_epoch=_epochs(state, events, rec),

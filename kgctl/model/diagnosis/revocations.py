@@ -107,6 +107,10 @@ class Revoked:
     count: int | None  # None: a member reported nothing and what it owned is unknown
     inferred: tuple[tuple[str, int, str], ...] = ()  # (member, count, basis)
     eager: frozenset[str] = frozenset()  # silent members that revoked all they owned
+    # At least `count`: an eager member whose JoinGroups no source showed may have
+    # revoked again (a rejoin the broker answered with its generation gives partitions
+    # back, revoked once more for the rebalance: `_revoked_again`, seen on the wire).
+    at_least: bool = False
 
 
 def partitions_revoked(
@@ -141,7 +145,7 @@ def partitions_revoked(
     known_before = _owners_known(events, state, rec, t0)
     inferred: list[tuple[str, int, str]] = []
     eager: set[str] = set()
-    unknown = False
+    unknown = at_least = False
     for k in silent:
         held = _held(before, k)
         if not held:
@@ -160,6 +164,7 @@ def partitions_revoked(
             if prev is not None:
                 gave += _revoked_again(events, k, since, until, prev.generation)
             eager.add(k)
+            at_least = at_least or not _joins_seen(events, k, since, until)
         elif mp.protocol == COOPERATIVE:
             gave = len(held - _held(after, k))
         else:
@@ -167,7 +172,13 @@ def partitions_revoked(
             continue
         n += gave
         inferred.append((k, gave, mp.basis))
-    return Revoked(None if unknown else n, tuple(inferred), frozenset(eager))
+    return Revoked(None if unknown else n, tuple(inferred), frozenset(eager), at_least)
+
+
+def _joins_seen(events: EventIndex, member: str, since: int, until: int) -> bool:
+    """Some source showed `member`'s JoinGroups in the rebalance (the wire, its own
+    events): a rejoin it made more than the rebalance needed would show too."""
+    return any(e.type == "JoinGroupSent" for e in events.by(member, since=since, until=until))
 
 
 def _revoked_again(events: EventIndex, member: str, since: int, until: int, generation: int) -> int:

@@ -282,6 +282,8 @@ class Diagnosis:
     # Revoked from members that kept being members (reported, or inferred from their
     # protocol: see `notes`); None: a silent member's protocol or holdings are unknown.
     partitions_revoked: int | None = 0
+    # `partitions_revoked` is a lower bound (Revoked.at_least): "≥" in the text.
+    revoked_at_least: bool = False
     advice: tuple[Advice, ...] = ()
     notes: tuple[str, ...] = ()
     # False when only the broker's stored record dates the generation (no member traced,
@@ -341,6 +343,7 @@ class Diagnosis:
             "cost": [c.to_dict() for c in self.costs],
             "partitions_moved": self.partitions_moved,
             "partitions_revoked": self.partitions_revoked,
+            "partitions_revoked_at_least": self.revoked_at_least,
             "advice": [a.to_dict() for a in self.advice],
             "notes": list(self.notes),
             "protocol_change": self.protocol_change,
