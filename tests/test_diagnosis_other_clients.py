@@ -581,7 +581,10 @@ def test_a_mixed_groups_way_back_is_the_leave_of_its_consumer_protocol_member() 
         member(b, 5000, "c2"), member(a, 5000, "c1"), epoch(3, 5000),
         member(c, 5100, "c3"), epoch(4, 5100),
         member(c, 9000, None), member(a, 9000, None), member(b, 9000, None),
-        classic(3, 9100, {a: (0, 1, 2), b: (3, 4, 5)}),
+        # Back to classic with what c1 and c2 held as a consumer group (c3 had 2 and 5),
+        # then the classic rebalance the downgrade asked for gives 2 and 5 out.
+        classic(3, 9002, {a: (0, 1), b: (3, 4)}),
+        classic(4, 10200, {a: (0, 1, 2), b: (3, 4, 5)}),
     ]  # fmt: skip
     stored = Inferrer("g")
     stored.stored_source = True
@@ -592,11 +595,24 @@ def test_a_mixed_groups_way_back_is_the_leave_of_its_consumer_protocol_member() 
             stored.stored_consumer_record(rec)
         else:
             events += stored.stored_record(rec, rec.timestamp_ms)
-    d = {x.generation: x for x in explain("g", events, 10000).generations}[3]
+    by = {x.generation: x for x in explain("g", events, 20000).generations}
+    d = by[3]
     assert (d.trigger.cause, d.trigger.confidence) == ("member_left", INFERRED)
     assert "c3" in d.trigger.evidence
     # Who owned what as a consumer group is not known by name: not 10 revoked, 0 moved.
     assert (d.partitions_revoked, d.partitions_moved) == (None, None)
+    # Nor in the generation after: 2 and 5 were c3's, not nobody's (before: "0 moved").
+    assert by[4].partitions_moved is None
+    # Kafka 4.4.0's log line for that second rebalance says it is the leave's.
+    line = BrokerReason(
+        9002, "g", "Downgrade group g from consumer to classic for member leaving", 3
+    )
+    d4 = {
+        x.generation: x
+        for x in explain("g", events, 20000, Context(broker_reasons=(line,))).generations
+    }[4]
+    assert d4.trigger.cause == "member_left"  # (before: "rejoin requested", inferred)
+    assert "Downgrade group g from consumer to classic" in d4.trigger.evidence
 
 
 # -- revocations the cluster's records cannot all show --------------------------------------

@@ -129,6 +129,9 @@ _BROKER_REASONS: tuple[tuple[str, Cause | None], ...] = (
     ("max.poll", Cause.TIMED_OUT),
     ("on leavegroup", Cause.MEMBER_LEFT),
     ("leave", Cause.MEMBER_LEFT),
+    # Kafka 4's mixed group on its way back: "Downgrade group G from consumer to classic
+    # for member leaving" (its last consumer-protocol member left).
+    ("for member leaving", Cause.MEMBER_LEFT),
     ("removing member", Cause.MEMBER_LEFT),
     ("adding new member", Cause.MEMBER_JOINED),
     ("new member", Cause.MEMBER_JOINED),

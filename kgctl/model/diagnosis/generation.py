@@ -199,7 +199,14 @@ def _diagnose_one(
     chosen = read_subscription(chosen, events, state, rec, prev)
     chosen = read_growth(chosen, state, rec, prev, mine)
     if chosen.confidence == INFERRED:
-        notes.append("kgctl infers this trigger: no member, wire event or broker log said it")
+        # (a leave the broker logged without the client's reason: the line says what
+        # happened; that it says nothing would be false)
+        logged = chosen.evidence.startswith("broker log")
+        notes.append(
+            "kgctl infers this trigger: the broker log says what happened, not why"
+            if logged
+            else "kgctl infers this trigger: no member, wire event or broker log said it"
+        )
     start = rec.start_ms
     if (
         chosen.confidence == EXACT

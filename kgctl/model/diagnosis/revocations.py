@@ -245,10 +245,17 @@ def partitions_moved(
     t0, _t1 = rebalance_instants(state, rec, now_ms)
     if not _owners_known(events, state, rec, t0):
         return None
+    i = state.generations.index(rec)
+    prev = state.generations[i - 1] if i > 0 else None
+    # Right after a mixed group's way back, a partition no classic generation gave anyone
+    # was a consumer-protocol member's (the one that left): not known by name.
+    unnamed = prev is not None and _after_consumer_group(events, prev)
     n = 0
     for mv in moves:
         if not mv.after:
             continue
+        if unnamed and not mv.before:
+            return None  # (an owner before the upgrade is not its last)
         last = mv.before or _last_owners(state, (mv.topic, mv.partition), t0)
         if last and set(last) != set(mv.after):
             n += 1

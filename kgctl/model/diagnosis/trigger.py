@@ -803,7 +803,7 @@ def trigger_candidates(
     out += [
         _broker_log_trigger(br, state)
         for br in ctx.broker_reasons
-        if since < br.ts_ms <= until and br.group == state.group
+        if br.group == state.group and _line_of(br, rec, since, until)
     ]
     out = [
         _read_unsaid_leave(t, _member_id_of(t, events, state, ctx), events, state, ctx)
@@ -818,6 +818,17 @@ def trigger_candidates(
         for t in out
         if t.cause != Cause.STATIC_MEMBER_REPLACED or t.at_ms >= rec.start_ms - START_SLACK_MS
     ]
+
+
+def _line_of(br: BrokerReason, rec: GenerationRecord, since: int, until: int) -> bool:
+    """Whether a broker log line is about the rebalance that made `rec`. One that names
+    its old generation is about the rebalance from that one: Kafka 4.4.0 wrote a mixed
+    group's "Downgrade … for member leaving" in the millisecond the generation before was
+    stored, which a window by time alone gives to that generation. One that names none
+    (or a generation kgctl numbered itself), by its time."""
+    if br.generation >= 0 and not rec.inferred:
+        return br.generation == rec.generation - 1 and since <= br.ts_ms <= until
+    return since < br.ts_ms <= until
 
 
 def _member_id_of(t: Trigger, events: EventIndex, state: GroupState, ctx: Context) -> str:
