@@ -656,3 +656,37 @@ def test_revocations_the_wire_showed_are_the_count() -> None:
     found = explain(events[0].group, events, events[-1].ts_ms + 1000).generations
     assert any(d.partitions_revoked for d in found)
     assert not any(d.revoked_at_least for d in found)
+
+
+def test_a_deleted_group_made_again_long_after_is_no_upgrade() -> None:
+    # The classic group deleted (its tombstone), a consumer group of that name made a
+    # minute later, deleted, then a classic one again: nothing of the first group's
+    # members is compared with the last one's (no "a and b left").
+    from kgctl.adapters.consumer_group_records import (
+        ConsumerGroupRecord,
+        ConsumerRecordType,
+        MemberMetadata,
+    )
+    from kgctl.adapters.group_records import GroupMetadata, GroupRecord, MemberRecord
+    from kgctl.observe.infer import Inferrer
+
+    a, b, d = _id("a"), _id("b"), _id("d")
+
+    def classic(gen: int, ts: int, ids: list[str]) -> GroupRecord:
+        members = tuple(MemberRecord(m, m[:-37], "/127.0.0.1", None, 300000, 45000) for m in ids)
+        return GroupRecord(
+            "g", GroupMetadata(gen, "consumer", "range", ids[0], ts, members), gen, ts
+        )
+
+    stored = Inferrer("g")
+    stored.stored_source = True
+    stored.stored_members = {}
+    stored.stored_record(classic(1, 1000, [a, b]), 1000)
+    stored.stored_record(GroupRecord("g", None, 2, 5000), 5000)
+    value = MemberMetadata("c", "/127.0.0.1", None, ("t",), None, 300000, None)
+    stored.stored_consumer_record(
+        ConsumerGroupRecord("g", ConsumerRecordType.MEMBER_METADATA, value, "c", timestamp_ms=65000)
+    )
+    events = stored.stored_record(classic(1, 90000, [d]), 90000)
+    assert not any(e.data.get("cause") == "member_left" for e in events)
+    assert stored.stored_members is not None and set(stored.stored_members) == {d}

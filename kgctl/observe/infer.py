@@ -38,6 +38,10 @@ from kgctl.model.snapshot import GroupSnapshot, MemberSnapshot
 from kgctl.model.state import REBALANCING_STATES, SYNCING_STATES
 from kgctl.model.timeline import diff_owners
 
+# How soon after a classic group's tombstone the consumer group's records must come for
+# the tombstone to be Kafka's online upgrade (written together) rather than a deletion.
+UPGRADE_WRITE_MS = 1000
+
 
 @dataclass(frozen=True, kw_only=True)
 class Attribution:
@@ -112,6 +116,7 @@ class Inferrer:
         self.consumer_epochs_between: list[int] = []
         # The classic generation and members before the group's last tombstone.
         self.upgraded_from: tuple[int, dict[str, MemberSnapshot] | None] = (-1, None)
+        self.tombstone_ms = -1  # when that tombstone was written
 
     # -- event construction -------------------------------------------------------------
 
@@ -363,6 +368,7 @@ class Inferrer:
         if meta is None:  # a tombstone: the group was deleted; a new one starts over
             # (unless consumer-group records follow: then it was the online upgrade)
             self.upgraded_from = (self.stored_generation, self.stored_members)
+            self.tombstone_ms = rec.timestamp_ms
             self.stored_generation = self.attributed_generation = -1
             self.stored_members = None
             return []
@@ -477,16 +483,20 @@ class Inferrer:
         again when the last such member leaves. The member records say who joined meanwhile,
         so the classic record on the way back is compared with them (the member that left
         is a leave), not with the record from before the upgrade: the classic group's
-        tombstone that the upgrade wrote is not its deletion. The
-        assignments of that time are stored by topic id, not read: the next classic
-        record says its owners before are unknown."""
+        tombstone that the upgrade wrote is not its deletion. The assignments of that time
+        are stored by topic id, not read: the next classic record says its owners before
+        are unknown."""
         if self.stored_members is None:
             generation, members_before = self.upgraded_from
-            if members_before is None:
+            # The upgrade writes the tombstone and the consumer group's first records at
+            # once; a consumer group made long after a deletion is a new group.
+            late = rec.timestamp_ms - self.tombstone_ms > UPGRADE_WRITE_MS
+            if members_before is None or late:
                 return  # no classic record yet to compare the next one with
             # The classic group's tombstone was its conversion to a consumer group.
             self.stored_generation, self.stored_members = generation, members_before
             self.attributed_generation = max(self.attributed_generation, generation)
+            self.upgraded_from = (-1, None)
         if rec.kind is ConsumerRecordType.GROUP_METADATA:
             if isinstance(rec.value, GroupEpoch):
                 self.consumer_epochs_between.append(rec.value.epoch)
