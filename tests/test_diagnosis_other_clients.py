@@ -61,6 +61,14 @@ def _stored(generation: int, ts: int, member_ids: list[str], session_ms: int) ->
     )  # fmt: skip
 
 
+def _assigned(generation: int, ts: int, owned: dict[str, list[int]], assignor: str) -> Event:
+    """`_stored` with each member's assignment (of topic t) and the assignor chosen."""
+    ev = _stored(generation, ts, list(owned), 45000)
+    members = [{**m, "partitions": {"t": owned[m["member_id"]]}} for m in ev.data["members"]]
+    data = {**ev.data, "members": members, "protocol": assignor, "protocol_type": "consumer"}
+    return replace(ev, data=data)
+
+
 def _diagnoses(events: list[Event], lines: tuple[BrokerReason, ...]) -> dict[int, object]:
     report = build_report(events)
     ctx = Context(broker_reasons=lines)
@@ -511,16 +519,10 @@ def test_a_second_round_read_from_the_records_names_the_members_as_the_rest_does
     # evidence named `a` by its member id where every other line says `a`.
     a, b, c = _id("a"), _id("b"), _id("c")
 
-    def stored(gen: int, ts: int, owned: dict[str, list[int]]) -> Event:
-        ev = _stored(gen, ts, list(owned), 45000)
-        members = [{**m, "partitions": {"t": owned[m["member_id"]]}} for m in ev.data["members"]]
-        return replace(ev, data={**ev.data, "members": members, "protocol": "cooperative-sticky",
-                                 "protocol_type": "consumer"})  # fmt: skip
-
     events = [
-        stored(1, 1000, {a: [0, 1, 2], b: [3, 4, 5]}),
-        stored(2, 9000, {a: [0, 1], b: [3, 4], c: []}),
-        stored(3, 9005, {a: [0, 1], b: [3, 4], c: [2, 5]}),
+        _assigned(1, 1000, {a: [0, 1, 2], b: [3, 4, 5]}, "cooperative-sticky"),
+        _assigned(2, 9000, {a: [0, 1], b: [3, 4], c: []}, "cooperative-sticky"),
+        _assigned(3, 9005, {a: [0, 1], b: [3, 4], c: [2, 5]}, "cooperative-sticky"),
     ]
     d = _diagnoses(events, ())[3]
     assert d.trigger.reason == "second round of generation 2"
@@ -628,15 +630,9 @@ def test_an_eager_groups_revocations_from_the_records_are_a_lower_bound() -> Non
 
     a, b, c = _id("a"), _id("b"), _id("c")
 
-    def stored(gen: int, ts: int, owned: dict[str, list[int]]) -> Event:
-        ev = _stored(gen, ts, list(owned), 45000)
-        members = [{**m, "partitions": {"t": owned[m["member_id"]]}} for m in ev.data["members"]]
-        return replace(ev, data={**ev.data, "members": members, "protocol": "range",
-                                 "protocol_type": "consumer"})  # fmt: skip
-
     events = [
-        stored(1, 1000, {a: [0, 1, 2], b: [3, 4, 5]}),
-        stored(2, 9000, {a: [0, 1], b: [2, 3], c: [4, 5]}),
+        _assigned(1, 1000, {a: [0, 1, 2], b: [3, 4, 5]}, "range"),
+        _assigned(2, 9000, {a: [0, 1], b: [2, 3], c: [4, 5]}, "range"),
     ]
     x = explain("g", events, 20000)
     d = {g.generation: g for g in x.generations}[2]
