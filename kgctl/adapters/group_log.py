@@ -186,6 +186,22 @@ class GroupLogReader(threading.Thread):
             ]
             return sorted([*classic, *between], key=lambda r: r.offset)
 
+    def consumer_history(self, max_records: int = LOOKBACK_MAX_RECORDS) -> list[AnyGroupRecord]:
+        """Once (`kgctl explain` of a consumer-protocol group): every consumer-group record
+        of the group left in its partition (the newest `max_records` offsets at most), in
+        order, with the classic group's records among them (the group was, or is again, a
+        classic group). All of them, not a window: who the members are at an epoch is
+        what their records said last, however long ago. Compaction keeps only each key's newest
+        record (the newest epoch, each member's newest metadata and assignment) once a
+        segment is cleaned: what is left is what is told. Raises GroupLogUnavailable when
+        the topic cannot be read."""
+        with self._reading() as consumer:
+            tp, end, _latest, _scanned = self._start(consumer, look_back=False)
+            begin = consumer.beginning_offsets([tp])[tp]
+            lo = max(begin, end - max_records)
+            deadline = time.monotonic() + LOOKBACK_MAX_S
+            return self._scan_all(consumer, tp, lo, end, deadline)
+
     @contextlib.contextmanager
     def _reading(self) -> Iterator[Any]:
         """A consumer of the topic, closed after; any failure to read it, while building

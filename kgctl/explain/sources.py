@@ -30,6 +30,7 @@ from kgctl.model.diagnosis import UPGRADE_REFUSED, BrokerReason
 from kgctl.model.events import Event
 from kgctl.observe.broker_log import parse_broker_log, refused_upgrade_note
 from kgctl.observe.infer import Inferrer
+from kgctl.observe.stored_epochs import stored_epochs
 from kgctl.observe.watch import read_events
 from kgctl.settings import ClientSettings
 
@@ -70,6 +71,43 @@ def read_broker_log(path: Path, group: str, into: Gathered) -> None:
     into.notes += [refused_upgrade_note(br) for br in found if br.kind == UPGRADE_REFUSED]
     about = sum(1 for br in found if br.group == group)  # a growth's lines name no group
     into.sources.append(f"broker log {path} ({about} lines about the group)")
+
+
+def read_consumer_group_log(
+    settings: ClientSettings, group: str, since_ms: int, into: Gathered
+) -> None:
+    """A consumer-protocol group's stored epochs (kgctl/observe/stored_epochs.py): each a
+    rebalance, its cause from the member records written with it."""
+    try:
+        records = GroupLogReader(settings, group).consumer_history()
+    except GroupLogUnavailable as exc:
+        into.notes.append(f"__consumer_offsets not read: {exc}")
+        return
+    told = stored_epochs(group, records)
+    into.events += [e for e in told.events if e.ts_ms >= since_ms]
+    into.sources.append(
+        f"__consumer_offsets ({sum(isinstance(r, ConsumerGroupRecord) for r in records)} "
+        "consumer-group records of the group)"
+    )
+    wire = "--trace-topic through kgctl proxy, or a kgctl watch recording, has them"
+    if told.first_epoch is None:
+        into.notes.append(
+            "a consumer-protocol (KIP-848) group's past rebalances are unknown from the "
+            f"cluster: no epoch of it is left in __consumer_offsets ({wire})"
+        )
+        return
+    if told.after_classic:
+        into.notes.append(
+            f"the group became a consumer group at epoch {told.first_epoch} (Kafka's online "
+            "upgrade of a classic group, which writes its members' records anew): what "
+            "happened before that epoch is unknown from these records"
+        )
+    into.notes.append(
+        "a consumer-protocol (KIP-848) group's rebalances are told from its epoch and member "
+        f"records in __consumer_offsets, from epoch {told.first_epoch} on; its assignments "
+        "are stored by topic id, so partitions moved and revoked and the members' time "
+        f"without partitions are unknown from them ({wire})"
+    )
 
 
 def read_cluster(
@@ -117,12 +155,14 @@ def read_cluster(
                     rec, at, initial=i == 0 and stored.stored_members is None
                 )
             into.sources.append(f"__consumer_offsets ({len(records)} records of the group)")
-    elif snap.group_epoch is not None:
+    elif offsets and not snap.missing and not trace_topic:
+        read_consumer_group_log(settings, group, since_ms, into)
+    elif trace_topic and not snap.missing:
+        # The trace has every epoch's steps; the records would tell the same epochs a
+        # second time, with less (no assignments by name), and the two are not merged.
         into.notes.append(
-            "a consumer-protocol (KIP-848) group's past rebalances are unknown from the "
-            "cluster: explain does not read its epoch, member and assignment records in "
-            "__consumer_offsets; --trace-topic (kgctl proxy) or a kgctl watch recording "
-            "has them"
+            "a consumer-protocol (KIP-848) group's rebalances are told from the trace: its "
+            "epoch records in __consumer_offsets are read only without --trace-topic"
         )
     # The state now, last: its snapshot is what the exit status judges.
     live = Inferrer(group)

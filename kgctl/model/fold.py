@@ -817,6 +817,10 @@ def _on_generation_changed(s: GroupState, ev: Event, t: int) -> GroupState:
     sync = _int(d.get("sync_ms"), -1)
     if sync >= 0 and rec.sync_ms is None:
         rec = evolve(rec, sync_ms=sync)
+    stable = _int(d.get("stable_ms"), -1)
+    if stable >= 0 and rec.stable_ms is None:
+        # A consumer group's stored epoch, dated by its members' assignment records.
+        rec = evolve(rec, stable_ms=max(stable, rec.start_ms))
     s = _replace_current(s, rec)
     # `settled`: a consumer group's epoch moved and it had already reconciled by then.
     if (inferred or d.get("settled")) and s.state in ("Stable", "Empty"):

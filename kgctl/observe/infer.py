@@ -80,10 +80,18 @@ class _Pending:
     sync_ms: int | None = None
     epoch_written_ms: int | None = None  # started_ms is a consumer-group record's write time
     outage: bool = False
+    # A consumer group's stored epoch came with another hash of its subscribed topics'
+    # metadata (Kafka 4.1+ writes it with the epoch): a topic grew, appeared or went.
+    metadata_changed: bool = False
 
     def any(self) -> bool:
         return bool(
-            self.joined or self.left or self.resubscribed or self.fenced or self.saw_rebalancing
+            self.joined
+            or self.left
+            or self.resubscribed
+            or self.fenced
+            or self.saw_rebalancing
+            or self.metadata_changed
         )
 
 
@@ -243,6 +251,11 @@ class Inferrer:
                 first = p.resubscribed.get(mid, (old_sub, new_sub))[0]
                 p.resubscribed[mid] = (first, new_sub)
         return events
+
+    def stored_metadata_changed(self) -> None:
+        """A consumer group's stored epoch comes with another hash of its subscribed
+        topics' metadata than the epoch before: a cause when nothing else changed."""
+        self.pending.metadata_changed = True
 
     def stored_epoch(self, epoch: int, written_ms: int) -> None:
         """A consumer group's epoch bump as its ConsumerGroupMetadata record stored it,
@@ -672,7 +685,16 @@ def attribute(
             )
         )
     epochs = snap.group_epoch is not None
-    if base is not None and base.state == "Stable" and (snap.state == "Stable" or epochs):
+    if p.metadata_changed and not (p.joined or p.left or p.resubscribed or p.fenced):
+        found.append(
+            (
+                Cause.PARTITIONS_CHANGED,
+                "the group epoch moved with the same members and subscriptions, and with "
+                "another hash of the subscribed topics' metadata (stored with the epoch): "
+                "a subscribed topic grew, appeared or was deleted",
+            )
+        )
+    elif base is not None and base.state == "Stable" and (snap.state == "Stable" or epochs):
         # A consumer group's target assignment is known as soon as its epoch moves.
         before, after = set(base.owners()), set(snap.targets() if epochs else snap.owners())
         if before != after and not (p.joined or p.left or p.resubscribed or p.fenced):

@@ -579,10 +579,13 @@ def judge(truth: Truth, answer: dict[str, Any], view: str) -> Verdict:
         said = " ".join(str(n) for n in answer.get("notes", []))
         return Verdict(RIGHT_NONE, [], [], [] if exp.fault in said else ["fence"])
     if not window:
-        # A consumer-protocol group's records in __consumer_offsets are not read into
-        # generations: from the cluster alone kgctl says it cannot tell. The wire holds
-        # every step.
-        cannot = any("past rebalances are unknown" in n for n in answer.get("notes", []))
+        # A consumer-protocol group's rebalances kgctl says it cannot tell from the
+        # cluster alone: none of its epochs left in __consumer_offsets, or the one that
+        # made it a consumer group (the online upgrade). The wire holds every step.
+        notes = answer.get("notes", [])
+        cannot = any(
+            "past rebalances are unknown" in n or "before that epoch is unknown" in n for n in notes
+        )
         if cannot and not view.endswith(":wire"):
             return Verdict(UNKNOWN, [], [], ["rebalances"])
         return Verdict(WRONG, ["no rebalance"], ["kgctl saw no rebalance after the action"])

@@ -11,6 +11,7 @@ from kgctl.model.bounds import KAFKA_DEFAULTS
 from kgctl.model.diagnosis.members import MemberConfig
 from kgctl.model.diagnosis.restarts import Restart
 from kgctl.model.diagnosis.types import (
+    BROKER_CONFIG,
     DEFAULT_HEARTBEAT_MS,
     FENCED,
     MAIN_THREAD_TYPES,
@@ -134,6 +135,22 @@ def advise_dead_member(
                 "timed out: stopped gracefully (consumer.close()) it would have sent "
                 f"LeaveGroup; {lower} shortens the wait (its value is not known: neither "
                 "traced nor stored)",
+            )
+        ]
+    if w.session_from == BROKER_CONFIG:
+        # A consumer-protocol member sends no session: the group's is the broker's
+        # setting (or the group's own consumer.session.timeout.ms), which no client
+        # setting changes (librdkafka refuses session.timeout.ms with group.protocol=
+        # consumer), and its floor is group.consumer.min.session.timeout.ms.
+        return [
+            Advice(
+                pattern="dead-member-held-join",
+                setting="shutdown",
+                value="LeaveGroup",
+                text=f"stop {w.member} gracefully (SIGTERM, consumer.close()): it leaves the "
+                f"group (member epoch -1) and the group does not wait {session / 1000:.0f}s "
+                "for it; the session itself is the group's consumer.session.timeout.ms on the "
+                "broker, not a client setting",
             )
         ]
     hb, configured, why = _heartbeat_basis(events, w.member, members)

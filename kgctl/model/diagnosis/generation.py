@@ -29,6 +29,7 @@ from kgctl.model.diagnosis.trigger import (
     trigger_candidates,
 )
 from kgctl.model.diagnosis.types import (
+    CONSUMER_SESSION_KEY,
     EXACT,
     INFERRED,
     POLL_BREACH,
@@ -230,14 +231,23 @@ def _diagnose_one(
         rec.sync_ms is None
         and chosen.reason == "session timeout"
         and _epochs(state, events, rec)
-        and any(e.source == "wire" for e in events.by(chosen.who, until=start))
+        and (
+            any(e.source == "wire" for e in events.by(chosen.who, until=start))
+            or (chosen.who not in members and chosen.evidence.startswith("broker log"))
+        )
     ):
         # A consumer group's epoch has no join phase: what it waited for is the broker
         # noticing the silent member (the detect wait), from the epoch's start. (Only for
-        # a member the proxy traced: a kgctl member's heartbeat held by a chaos fault
-        # would get the dead member's advice, which is wrong for it.)
+        # a member the proxy traced, or one the broker's log says it removed: a kgctl
+        # member's heartbeat held by a chaos fault would get the dead member's advice,
+        # which is wrong for it.)
         timed_rec = replace(timed_rec, sync_ms=start)
-    waits = critical_path(events, timed_rec, prev, state, members, chosen, mine)
+    consumer_session = (
+        ctx.bounds.configs.get(CONSUMER_SESSION_KEY)
+        if ctx.bounds is not None and state.group_type == "consumer"
+        else None
+    )
+    waits = critical_path(events, timed_rec, prev, state, members, chosen, mine, consumer_session)
     if state.group_type == "consumer" and not waits:
         # KIP-848: no barrier; the epochs are the broker's and each member reconciles alone.
         notes.append(

@@ -213,7 +213,13 @@ def _said_fenced(e: Event, who: str, src: str) -> list[Trigger]:
 
 
 def _seen_left(e: Event, who: str, src: str) -> list[Trigger]:
-    evidence = f"snapshots: {who} missing from the broker's description"
+    epoch = e.data.get("stored_with_epoch")
+    evidence = (
+        f"snapshots: {who} missing from the broker's description"
+        if epoch is None
+        else f"the broker's records: {who}'s member record deleted with group epoch {epoch} "
+        "(the broker does not say whether it left or its session expired)"
+    )
     return [
         Trigger(
             cause=Cause.MEMBER_LEFT,
@@ -227,7 +233,12 @@ def _seen_left(e: Event, who: str, src: str) -> list[Trigger]:
 
 
 def _seen_joined(e: Event, who: str, src: str) -> list[Trigger]:
-    evidence = f"snapshots: {who} new in the broker's description"
+    epoch = e.data.get("stored_with_epoch")
+    evidence = (
+        f"snapshots: {who} new in the broker's description"
+        if epoch is None
+        else f"the broker's records: {who}'s member record written with group epoch {epoch}"
+    )
     return [
         Trigger(
             cause=Cause.MEMBER_JOINED,

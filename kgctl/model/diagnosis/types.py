@@ -52,9 +52,13 @@ ESTIMATED_RATE: Final = "rate"  # its measured rate x the time without partition
 # heartbeat.interval.ms in the Java client and kafka-python, when nothing else says it.
 DEFAULT_HEARTBEAT_MS = 3000
 # Where a member's session timeout was read ("" when it is not known).
-SessionFrom = Literal["traced", "__consumer_offsets", ""]
+SessionFrom = Literal["traced", "__consumer_offsets", "broker-config", ""]
 TRACED: Final = "traced"  # the member's own events gave it
 STORED: Final = "__consumer_offsets"  # stored with the member's generation
+# A consumer-protocol member's session is the broker's group.consumer.session.timeout.ms
+# (DescribeConfigs), unless its group sets consumer.session.timeout.ms of its own.
+BROKER_CONFIG: Final = "broker-config"
+CONSUMER_SESSION_KEY: Final = "group.consumer.session.timeout.ms"
 
 # Kinds of broker log lines.
 BrokerLineKind = Literal["preparing", "failed", "left", "partition", "upgrade_refused"]

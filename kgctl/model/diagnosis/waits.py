@@ -14,6 +14,8 @@ from kgctl.model.diagnosis.trigger import (
     static_replacements,
 )
 from kgctl.model.diagnosis.types import (
+    BROKER_CONFIG,
+    CONSUMER_SESSION_KEY,
     EXACT,
     FAILED,
     INFERRED,
@@ -52,14 +54,19 @@ def critical_path(
     members: Mapping[str, MemberConfig],
     trigger: Trigger,
     broker: Sequence[BrokerReason] = (),
+    consumer_session_ms: int | None = None,
 ) -> list[Wait]:
-    """What the join phase, the detection of a dead member and the sync phase waited for."""
+    """What the join phase, the detection of a dead member and the sync phase waited for.
+    `consumer_session_ms`: a consumer-protocol group's session, as the cluster's config
+    says it (its members store none)."""
     if rec.sync_ms is None:
         return []
     out = _join_waits(events, rec, prev, members)
     if not any(k in members for k in rec.members):
         out += _logged_waits(events, rec, state, broker)
-    detect = _detect_wait(events, rec.start_ms, state, members, trigger, broker)
+    detect = _detect_wait(
+        events, rec.start_ms, state, members, trigger, broker, consumer_session_ms
+    )
     held = _held_syncs(events, rec)
     slow = [
         w for w in _sync_waits(events, rec, members) if w.member not in {h.member for h in held}
@@ -220,6 +227,7 @@ def _detect_wait(
     members: Mapping[str, MemberConfig],
     trigger: Trigger,
     broker: Sequence[BrokerReason] = (),
+    consumer_session_ms: int | None = None,
 ) -> list[Wait]:
     """Nothing held the join, but the rebalance began only when a silent member's
     session timed out: the time went to noticing it was gone. The broker removes a
@@ -230,7 +238,7 @@ def _detect_wait(
         return []
     removal = _logged_removal(start, state, trigger, broker)
     if trigger.who not in members:
-        return _logged_detect_wait(events, trigger, removal)
+        return _logged_detect_wait(events, trigger, removal, consumer_session_ms)
     last = last_heard_ms(events, trigger.who, start)
     if last is None or start - last <= WAIT_SLACK_MS:
         return []
@@ -280,15 +288,39 @@ def _logged_removal(
 
 
 def _logged_detect_wait(
-    events: EventIndex, trigger: Trigger, removal: BrokerReason | None
+    events: EventIndex,
+    trigger: Trigger,
+    removal: BrokerReason | None,
+    consumer_session_ms: int | None = None,
 ) -> list[Wait]:
     """Untraced: the broker's log says when it removed the member on its session's
-    expiry, and __consumer_offsets how long that session was: it had been silent that
-    long when the rebalance began (a heartbeat interval or less after it died)."""
+    expiry, and __consumer_offsets how long that session was (a classic member's), or
+    the cluster's config (a consumer-protocol member's): it had been silent that long
+    when the rebalance began (a heartbeat interval or less after it died)."""
     if removal is None:
         return []
     member_id = member_id_in_broker_reason(removal.reason)
     session = stored_timeouts(events).get(member_id, (-1, -1))[0]
+    removed = (
+        f"the broker removed it at {_clock(removal.ts_ms)} when its session timed out (broker log)"
+    )
+    if session <= 0 and consumer_session_ms:
+        # The configured session, not a stored one: a group that sets its own
+        # consumer.session.timeout.ms (Kafka 4.0+) waits that instead.
+        return [
+            Wait(
+                phase="detect",
+                member=trigger.who,
+                ms=consumer_session_ms,
+                why=WAIT_DEAD,
+                detail=f"{removed}, {CONSUMER_SESSION_KEY}={consumer_session_ms} (the broker's "
+                "setting; a group's own consumer.session.timeout.ms would replace it) after "
+                "the last heartbeat it had from it; its partitions were not consumed meanwhile",
+                confidence=INFERRED,
+                session_timeout_ms=consumer_session_ms,
+                session_from=BROKER_CONFIG,
+            )
+        ]
     if session <= 0:
         return []  # how long it waited is not known: no length said
     return [
@@ -297,8 +329,7 @@ def _logged_detect_wait(
             member=trigger.who,
             ms=session,
             why=WAIT_DEAD,
-            detail=f"the broker removed it at {_clock(removal.ts_ms)} when its session timed "
-            f"out (broker log), session.timeout.ms={session} after the last heartbeat it had "
+            detail=f"{removed}, session.timeout.ms={session} after the last heartbeat it had "
             "from it (stored in __consumer_offsets); its partitions were not consumed "
             "meanwhile",
             confidence=EXACT,
