@@ -66,7 +66,8 @@ class GroupFollower:
 
     def record(self, rec: GroupRecord, now_ms: int) -> list[Diagnosed]:
         """A record of the group read from `__consumer_offsets`; a tombstone resets it
-        (the caller counts the deletion)."""
+        (the caller counts the deletion, and tells Kafka's online upgrade apart:
+        `upgraded`)."""
         if rec.metadata is None:
             done = self._complete(now_ms, flush=True)  # what completed before the deletion
             held = self.held_missing
@@ -89,11 +90,21 @@ class GroupFollower:
         self.stored_at.setdefault(rec.metadata.generation, now_ms)
         return self._feed(self.inferrer.stored_record(rec, at, initial=initial), now_ms)
 
+    def upgraded(self, tombstone: GroupRecord) -> None:
+        """The classic group's `tombstone` was Kafka's online upgrade to a consumer group
+        (its records follow: the caller asks `upgrade_follows`), not its deletion: nothing
+        starts over. The Inferrer keeps the classic members, for the way back."""
+        self.inferrer.stored_record(tombstone, tombstone.timestamp_ms)
+
     def consumer_record(self, rec: ConsumerGroupRecord, now_ms: int) -> None:
         """A record of the consumer group read from `__consumer_offsets`. An epoch bump
         newer than the last description is when its rebalance began, and makes the first
-        description after it final, as a classic group's record does. Member records only
-        make the monitor describe the group soon (the caller)."""
+        description after it final, as a classic group's record does. Member records
+        make the monitor describe the group soon (the caller) and, in a group that was
+        classic, say who joined as a consumer group: on the way back the classic record
+        is compared with them (the Inferrer's time between, as explain and watch read
+        it)."""
+        self.inferrer.stored_consumer_record(rec)
         value = rec.value
         if not isinstance(value, GroupEpoch):
             return

@@ -35,13 +35,14 @@ from typing import Any
 from kgctl.adapters.admin import ClusterAdmin, ListedGroup, ListedType
 from kgctl.adapters.consumer_group_records import ConsumerGroupRecord, GroupEpoch
 from kgctl.adapters.group_log import AnyGroupRecord
-from kgctl.adapters.group_records import OFFSETS_TOPIC, partition_for
+from kgctl.adapters.group_records import OFFSETS_TOPIC, GroupRecord, partition_for
 from kgctl.adapters.offsets_log import OffsetsLogFollower, Shard
 from kgctl.errors import ExitStatus, KgctlError
 from kgctl.model.snapshot import GroupSnapshot
 from kgctl.monitor.accounting import GroupDeleted, GroupTally, tally
 from kgctl.monitor.follower import Diagnosed, GroupFollower
 from kgctl.monitor.rounds import DescribeRounds
+from kgctl.observe.infer import upgrade_follows
 from kgctl.settings import ClientSettings
 
 log = logging.getLogger(__name__)
@@ -156,6 +157,10 @@ class Monitor:
         # Consumer groups created since the log was caught up, not followed yet: the
         # epoch record each was created with, for the rebalance its first member began.
         self.created: dict[str, ConsumerGroupRecord] = {}
+        # Classic groups' tombstones read, each held until what follows it says whether
+        # it deleted its group or was Kafka's online upgrade to a consumer group (which
+        # writes the tombstone, then the consumer group's records, at once).
+        self.tombstones: dict[str, GroupRecord] = {}
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -343,6 +348,12 @@ class Monitor:
         for rec in records:
             if self.owned is not None and rec.partition not in self.owned:
                 continue  # read before its partition was given to another monitor
+            held = self.tombstones.pop(rec.group, None)
+            if held is not None:
+                if isinstance(rec, ConsumerGroupRecord) and upgrade_follows(held.timestamp_ms, rec):
+                    self.followers[rec.group].upgraded(held)  # the group goes on
+                else:
+                    self._delete(held, out, now)
             if isinstance(rec, ConsumerGroupRecord):
                 # A consumer group's epoch, member or assignment moved: described soon.
                 # A tombstone (the group or a member gone) waits for the listing: its
@@ -356,11 +367,14 @@ class Monitor:
                 continue
             f = self._follower(rec.group)
             self.rounds.touched(rec.group)
-            out += f.record(rec, now)
             if rec.metadata is None:
-                self._count_all(out)  # what completed before the deletion counts first
-                out = []
-                self._deleted(rec.group, now)
+                self.tombstones[rec.group] = rec  # what follows it says what it was
+                continue
+            out += f.record(rec, now)
+        # A tombstone with no consumer group's record after it in the poll deleted its
+        # group, unless the group is listed as a consumer group: the records written with
+        # the tombstone are then in the next poll (a poll ends at max_records).
+        self._held_deleted(self.listed, out, now)
         return out
 
     def _described(
@@ -383,6 +397,7 @@ class Monitor:
         before, self.polled_owned = self.polled_owned, self.owned
         if listed is not None:
             listed = {g: t for g, t in listed.items() if self.ours(g)}  # asked before a change
+            self._held_deleted(listed, out, now)
         for group, snap in snaps.items():
             # A round for records read has no listing: the group is this monitor's or not.
             wanted = self.ours(group) if listed is None else group in listed
@@ -452,6 +467,24 @@ class Monitor:
             self._deleted(group, now)
         return out
 
+    def _held_deleted(
+        self, listed: dict[str, ListedGroup], done: list[Diagnosed], now: int
+    ) -> None:
+        """The tombstones held of groups `listed` does not list as consumer groups deleted
+        their groups."""
+        for group in sorted(self.tombstones):
+            listing = listed.get(group)
+            if listing is None or listing.kind != "consumer":
+                self._delete(self.tombstones.pop(group), done, now)
+
+    def _delete(self, tombstone: GroupRecord, done: list[Diagnosed], now: int) -> None:
+        """`tombstone` deleted its group: `done`, then what the group completed before
+        the deletion, are counted first (and `done` emptied)."""
+        done += self._follower(tombstone.group).record(tombstone, now)
+        self._count_all(done)
+        done.clear()
+        self._deleted(tombstone.group, now)
+
     def _deleted(self, group: str, now: int) -> None:
         """The group was deleted (its tombstone, or described missing; whichever comes
         first counts): its next generations are a new group's."""
@@ -475,6 +508,7 @@ class Monitor:
                 self.health.offsets_caught_up = False  # until the new ones are replayed
         for group in [g for g in self.followers if not self.ours(g)]:
             del self.followers[group]
+            self.tombstones.pop(group, None)
             self.changed.add(group)
             self.tallies.pop(group, None)
             self.listed.pop(group, None)

@@ -43,6 +43,14 @@ from kgctl.model.timeline import diff_owners
 UPGRADE_WRITE_MS = 1000
 
 
+def upgrade_follows(tombstone_ms: int, rec: ConsumerGroupRecord) -> bool:
+    """Whether `rec`, a record of the consumer group read after the classic group's
+    tombstone written at `tombstone_ms`, makes that tombstone Kafka's online upgrade:
+    the upgrade writes the tombstone and the consumer group's first records at once; a
+    consumer group made long after a deletion is a new group."""
+    return rec.timestamp_ms - tombstone_ms <= UPGRADE_WRITE_MS
+
+
 @dataclass(frozen=True, kw_only=True)
 class Attribution:
     """The watch's guess at why a rebalance happened: its most likely cause, whether that
@@ -501,10 +509,7 @@ class Inferrer:
         are unknown."""
         if self.stored_members is None:
             generation, members_before = self.upgraded_from
-            # The upgrade writes the tombstone and the consumer group's first records at
-            # once; a consumer group made long after a deletion is a new group.
-            late = rec.timestamp_ms - self.tombstone_ms > UPGRADE_WRITE_MS
-            if members_before is None or late:
+            if members_before is None or not upgrade_follows(self.tombstone_ms, rec):
                 return  # no classic record yet to compare the next one with
             # The classic group's tombstone was its conversion to a consumer group.
             self.stored_generation, self.stored_members = generation, members_before
