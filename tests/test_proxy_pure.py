@@ -646,3 +646,46 @@ def test_clients_connecting_as_the_proxy_closes_leave_no_writer_unclosed() -> No
             gc.collect()
     unclosed = [str(w.message) for w in seen if "StreamWriter" in str(w.message)]
     assert unclosed == []
+
+
+def test_a_connection_ending_as_the_proxy_closes_leaves_no_writer_unclosed() -> None:
+    # A client hangs up and, a few turns later, the proxy closes: close() cancels the
+    # session while it may already be cleaning up (the ResourceWarning "unclosed
+    # StreamWriter" of test_a_bad_upstream_costs_only_its_own_connection in CI, where
+    # kafka-python's admin client closed its connections just before the proxy). The
+    # collector runs while the loop still does, as on the proxy's thread; an unclosed
+    # writer then warns (after the loop, it would say "loop is closed").
+    import asyncio
+    import gc
+    import warnings
+
+    async def one_round(turns: int) -> None:
+        accepted, ended = asyncio.Event(), asyncio.Event()
+
+        async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            accepted.set()
+            await reader.read()  # the "broker": holds the connection until it closes
+            writer.close()
+            ended.set()
+
+        broker = await asyncio.start_server(hold, "127.0.0.1", 0)
+        port = broker.sockets[0].getsockname()[1]
+        proxy = Proxy([("127.0.0.1", port)], WireEmitter(lambda e: None))
+        listen = (await proxy.start()).rpartition(":")[2]
+        _, client = await asyncio.open_connection("127.0.0.1", int(listen))
+        await accepted.wait()  # the proxy's upstream connection is made
+        client.close()  # the client hangs up: its session ends
+        for _ in range(turns):  # the session somewhere in its ending
+            await asyncio.sleep(0)
+        await proxy.close()
+        gc.collect()
+        await asyncio.wait_for(ended.wait(), 5)  # the broker saw its connection closed
+        broker.close()
+        await broker.wait_closed()
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always", ResourceWarning)
+        for turns in range(30):
+            asyncio.run(one_round(turns))
+    unclosed = [str(w.message) for w in seen if issubclass(w.category, ResourceWarning)]
+    assert unclosed == []

@@ -350,10 +350,14 @@ class _Session:
         finally:
             for task in tasks:
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            self._unanswered()
+            # Closed before this block's first await: close() cancels a session that may
+            # be here already, and a cancel in the gather below skipped the closing; the
+            # upstream writer, which nothing else holds, was left to the collector (the
+            # ResourceWarning "unclosed StreamWriter" in CI, a client having just left).
             for writer in (self.c_writer, self.u_writer):
                 writer.close()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self._unanswered()
             for writer in (self.c_writer, self.u_writer):
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(writer.wait_closed(), 1.0)
