@@ -330,3 +330,33 @@ def test_the_event_log_hides_routine_kip848_heartbeats_and_on_request_commits() 
     assert "epoch=0" in shown and "epoch=3" not in shown  # the join shown, the beat not
     assert "OffsetCommit" in shown
     assert "OffsetCommit" not in text(commits=False)
+
+
+def test_a_rebalance_the_polls_saw_begin_is_said_to_take_at_least() -> None:
+    # The broker's descriptions, a second apart: Stable with a and b, then
+    # PreparingRebalance (the rebalance began between those two polls, not at the second),
+    # then Stable with c too. Before, the row said "to stable 1.0s" and explain "began
+    # 00:00:02 took 1.0s", as if the poll had seen the rebalance begin; a live run of three
+    # librdkafka members showed 124 ms where the broker's log gave 394 ms.
+    from kgctl.model.explanation import explain
+    from kgctl.render.explain_text import render_diagnosis
+
+    events = infer(
+        snap("Stable", member("a", "app-a", [0, 1]), member("b", "app-b", [2, 3])),
+        snap("PreparingRebalance", member("a", "app-a", None), member("b", "app-b", None)),
+        snap(
+            "Stable",
+            member("a", "app-a", [0]),
+            member("b", "app-b", [2]),
+            member("c", "app-c", [1, 3]),
+        ),
+    )
+    state = fold_all(GroupState(events[0].group), events, now_ms=NOW)
+    [g] = state.generations
+    assert (g.start_ms, g.start_exact) == (2000, False)
+    assert "≥1.0s" in screen(state, 160, 40)
+    [d] = explain(state.group, events, NOW).generations
+    assert d.start_bound and d.duration_ms == 1000
+    console = Console(record=True, width=100, color_system=None, file=io.StringIO())
+    console.print(render_diagnosis(d))
+    assert "began by 00:00:02.000  took ≥1.0s" in console.export_text()

@@ -244,10 +244,11 @@ def _replace_current(s: GroupState, rec: GenerationRecord) -> GroupState:
     return evolve(s, generations=s.generations[:-1] + (rec,))
 
 
-def _begin_rebalance(s: GroupState, t: int) -> GroupState:
+def _begin_rebalance(s: GroupState, t: int, polled: bool = False) -> GroupState:
+    """`polled`: seen in the broker's description, not in a step of the rebalance."""
     if s.rebalancing:
         return s
-    return evolve(s, rebalancing=True, rebalance_started_ms=t)
+    return evolve(s, rebalancing=True, rebalance_started_ms=t, rebalance_start_polled=polled)
 
 
 def _open_generation(
@@ -260,13 +261,14 @@ def _open_generation(
     # generation began (the broker may already say Stable when the number changes).
     started = s.rebalance_started_ms
     cur = s.current
+    polled = s.rebalance_start_polled
     if started is None or (cur is not None and started <= cur.start_ms):
-        started = t
+        started, polled = t, inferred
     # A consumer group's epoch record says when the broker bumped it: the rebalance began
     # then, before the description whose changes began it here (kgctl/monitor).
     written = _int(data.get("epoch_written_ms"), -1)
     if written >= 0 and (cur is None or written > cur.start_ms):
-        started = min(started, written)
+        started, polled = min(started, written), False
         if s.rebalance_started_ms is not None:
             # The start the descriptions saw is this generation's, not the next one's.
             s = evolve(s, rebalance_started_ms=min(started, t))
@@ -279,6 +281,8 @@ def _open_generation(
     rec = GenerationRecord(
         generation=generation,
         start_ms=start,
+        # (a start seen only by the polls: the rebalance began at it or before)
+        start_exact=not polled,
         inferred=inferred,
         cause=str(data.get("cause", "")),
         cause_guess=bool(data.get("guess", True)),
@@ -611,7 +615,7 @@ def _on_group_observed(s: GroupState, ev: Event, t: int) -> GroupState:
             if m.alive and m.sources == frozenset({"observer"}) and key not in described:
                 s = _member_gone(s, key, t, PHASE_LEFT, "no longer described by the broker")
     if broker_state in REBALANCING_STATES:
-        s = _begin_rebalance(s, t)
+        s = _begin_rebalance(s, t, polled=True)
     s = _apply_lag(s, d.get("lag"), d.get("total_lag"))
     return s
 
@@ -755,9 +759,9 @@ def _on_state_changed(s: GroupState, ev: Event, t: int) -> GroupState:
         return s
     s = evolve(s, state=to)
     if to == "PreparingRebalance":
-        s = _begin_rebalance(s, t)
+        s = _begin_rebalance(s, t, polled=True)
     elif to in REBALANCING_STATES:
-        s = _begin_rebalance(s, t)
+        s = _begin_rebalance(s, t, polled=True)
         rec = s.current
         # The assignment is known from CompletingRebalance / Reconciling on, not Assigning.
         unsynced = rec is not None and rec.stable_ms is None and rec.sync_ms is None

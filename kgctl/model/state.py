@@ -181,6 +181,9 @@ class GroupState:
     generation_inferred: bool = False
     rebalancing: bool = False
     rebalance_started_ms: int | None = None
+    # That start is the first description that showed the rebalance, not a step anyone
+    # made: it began between that poll and the one before, so it is a bound.
+    rebalance_start_polled: bool = False
     members: Mapping[str, MemberState] = field(default_factory=dict)
     generations: tuple[GenerationRecord, ...] = ()
     ownership: Mapping[TopicPartition, tuple[OwnershipSpan, ...]] = field(default_factory=dict)

@@ -18,20 +18,29 @@ def _line(label: str, body: str, style: str = "") -> tuple[Text, Text]:
     return Text(label, style="dim"), Text(body, style=style)
 
 
+def _began(d: Diagnosis) -> str:
+    """How the start is known: said (began), seen by a poll (began by: then or before),
+    or only when the broker stored the generation (stored)."""
+    if not d.timed:
+        return "  stored "
+    return "  began by " if d.start_bound else "  began "
+
+
 def render_diagnosis(d: Diagnosis, superseded: bool = False) -> RenderableType:
     """One rebalance: when, trigger (and how we know), critical path, cost, advice
     (`superseded`: a newer rebalance began before this one was stable)."""
     if not d.timed:
         took = "? (when it began is not known)"
     elif d.duration_ms is not None:
-        took = fmt_ms(d.duration_ms)
+        # (began at the poll that saw it, or before: at least this long)
+        took = ("≥" if d.start_bound else "") + fmt_ms(d.duration_ms)
     else:
         took = (
             "- (the next rebalance began before it was stable)" if superseded else "not stable yet"
         )
     head = Text.assemble(
         (d.label, "bold"),
-        ("  began " if d.timed else "  stored ", "dim"),
+        (_began(d), "dim"),
         fmt_clock(d.start_ms),
         ("  took ", "dim"),
         took,

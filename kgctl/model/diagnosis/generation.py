@@ -312,6 +312,12 @@ def _diagnose_one(
         group_epoch=_epochs(state, events, rec),
         protocol_change=protocol_change,
         timed=timed,
+        # Dated by the polls alone (no step, broker line or member's words moved it).
+        start_bound=timed
+        and not traced
+        and not rec.start_exact
+        and start == rec.start_ms
+        and not (chosen.confidence == EXACT and 0 < chosen.at_ms <= start),
     )
 
 

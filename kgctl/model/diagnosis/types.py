@@ -293,6 +293,10 @@ class Diagnosis:
     # False when only the broker's stored record dates the generation (no member traced,
     # no broker log): when its rebalance began is unknown.
     timed: bool = True
+    # The start is the first description of the broker's that showed the rebalance (the
+    # polls saw it begin between two of them): it began then or before, and took at
+    # least `duration_ms`.
+    start_bound: bool = False
     group_epoch: bool = False  # a consumer-protocol (KIP-848) group: `generation` is its epoch
     # A mixed group that changed protocol at this generation, in words (one of `notes`
     # too): chaos's step report says it.
@@ -341,6 +345,7 @@ class Diagnosis:
             "stable_ms": self.stable_ms,
             "duration_ms": self.duration_ms,
             "timed": self.timed,
+            "start_at_latest": self.start_bound,
             "trigger": self.trigger.to_dict(),
             "also": [t.to_dict() for t in self.also],
             "critical_path": [w.to_dict() for w in self.critical_path],
