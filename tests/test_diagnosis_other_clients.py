@@ -605,6 +605,10 @@ def test_a_mixed_groups_way_back_is_the_leave_of_its_consumer_protocol_member() 
     assert (d.partitions_revoked, d.partitions_moved) == (None, None)
     # Nor in the generation after: 2 and 5 were c3's, not nobody's (before: "0 moved").
     assert by[4].partitions_moved is None
+    # The records alone: the same members after the way back rejoined for the leave (the
+    # broker rebalances a group it converts back for a member leaving), not for nothing.
+    assert (by[4].trigger.cause, by[4].trigger.confidence) == ("member_left", INFERRED)
+    assert "back to the classic protocol as c3" in by[4].trigger.evidence
     # Kafka 4.4.0's log line for that second rebalance says it is the leave's.
     line = BrokerReason(
         9002, "g", "Downgrade group g from consumer to classic for member leaving", 3

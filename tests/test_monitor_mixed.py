@@ -11,6 +11,8 @@ generation) with a and b, and x's join bumps it to 3.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from test_monitor_orders import BOTH, CLIENT, R0, R1, R2, A, B, G, _record
 from test_monitor_rounds import _monitor
 
@@ -24,6 +26,7 @@ from kgctl.adapters.consumer_group_records import (
 )
 from kgctl.adapters.group_records import GroupRecord
 from kgctl.model.snapshot import GroupSnapshot, MemberSnapshot
+from kgctl.monitor.accounting import Protocol, Rebalance, tally
 from kgctl.monitor.follower import Diagnosed
 
 X = "Zp602+XvRQ62afZMqpzXHw"  # the broker's own id for a consumer-protocol member
@@ -193,3 +196,102 @@ def test_the_way_back_to_classic_is_no_deletion() -> None:
     assert t.counts[("member_joined", "classic")] == 2 and t.total > 3
     rows, _ = mon.view()
     assert (rows[G].protocol, rows[G].generation) == ("classic", 4)
+
+
+# -- the way back: the classic record at the consumer group's last epoch ------------------
+
+# x leaves: Kafka deletes the consumer group's records and writes the classic group again
+# with a and b at the consumer group's last epoch (3, ClassicGroup.fromConsumerGroup): the
+# record that stores x's leave. Then the rebalance the downgrade asks for ("Downgrade
+# group … from consumer to classic for member leaving", Kafka's log) makes generation 4.
+GONE = [
+    ConsumerGroupRecord(G, kind, None, member, timestamp_ms=9000, partition=7)
+    for kind, member in [
+        (ConsumerRecordType.MEMBER_METADATA, X), (ConsumerRecordType.MEMBER_METADATA, A),
+        (ConsumerRecordType.MEMBER_METADATA, B), (ConsumerRecordType.GROUP_METADATA, None),
+    ]
+]  # fmt: skip
+WAY_BACK = [*GONE, _record(3, [A, B], 9002), _record(4, [A, B], 10200)]
+# DescribeGroups' answer once the group is classic again (the adapter says it is classic).
+BACK = replace(BOTH, group_type="classic")
+
+
+def _rounds(apply, listed, snap, taken: int) -> None:  # type: ignore[no-untyped-def]
+    # As _settled, with the rounds' own time: taken before a record is read, a round
+    # does not describe what the record stored.
+    for _ in range(40):
+        apply("described", (listed, {G: snap}, set(), 0.01, taken))
+
+
+def _upgraded_group():  # type: ignore[no-untyped-def]
+    """The group counted through its upgrade (x's join, epoch 3), its rounds taken
+    before the way back is read."""
+    mon, apply = _counted_classic_group()
+    apply("records", (UPGRADE, len(UPGRADE)))
+    _rounds(apply, CONSUMER, MIXED, 0)
+    assert mon.tallies[G].counts[("member_joined", "consumer")] == 1
+    counted: list[Diagnosed] = []
+    mon.listeners.append(counted.append)
+    return mon, apply, counted
+
+
+def _said(counted: list[Diagnosed]) -> list[tuple[int, str, str]]:
+    return [(d.rebalance.generation, d.rebalance.protocol, d.rebalance.cause) for d in counted]
+
+
+def test_the_way_back_counts_the_leave_its_classic_record_stores() -> None:
+    # Before: generation 3 (classic) had the number of epoch 3 (x's join, counted), so it
+    # was not counted, and generation 4 was counted as rejoin_requested on the consumer
+    # protocol: counted [(4, 'consumer', 'rejoin_requested')].
+    mon, apply, counted = _upgraded_group()
+    apply("records", (WAY_BACK, len(WAY_BACK)))
+    _rounds(apply, CLASSIC, BACK, 10**6)  # described after the records were read
+    said = _said(counted)
+    assert said[0] == (3, "classic", "member_left")
+    assert "kgctl-x" in counted[0].diagnosis.trigger.evidence
+    assert [g for g, _, _ in said] == [3, 4]  # each once
+    assert said[1][1:] == ("classic", "member_left")  # the leave's, as explain's
+    t = mon.tallies[G]
+    assert t.deletions == 0
+    assert t.counts == {
+        ("member_joined", "classic"): 2,
+        ("member_joined", "consumer"): 1,
+        ("member_left", "classic"): 2,
+    }
+    rows, _ = mon.view()
+    assert (rows[G].protocol, rows[G].generation, rows[G].tally.total) == ("classic", 4, 5)
+
+
+def test_the_way_back_described_before_its_records_are_read() -> None:
+    # The polls saw the group classic again before the log reader read the records: x's
+    # leave is still the record's, and the downgrade's rebalance (the same members) is
+    # the leave's, by the diagnosis explain runs. Before: counted
+    # [(4, 'classic', 'rejoin_requested')], generation 3 not at all.
+    mon, apply, counted = _upgraded_group()
+    _rounds(apply, CLASSIC, BACK, 0)
+    apply("records", (WAY_BACK, len(WAY_BACK)))
+    _rounds(apply, CLASSIC, BACK, 10**6)
+    assert _said(counted) == [(3, "classic", "member_left"), (4, "classic", "member_left")]
+    assert "back to the classic protocol as kgctl-x" in counted[1].diagnosis.trigger.evidence
+    t = mon.tallies[G]
+    assert t.total == 5 and t.counts[("member_left", "classic")] == 2
+
+
+def test_a_classic_generation_and_a_consumer_epoch_of_one_number_are_two() -> None:
+    # The tally's own de-duplication: by protocol and generation. A record read again
+    # (the history replayed, a later poll) is still counted once.
+    def rebalance(gen: int, protocol: Protocol, cause: str) -> Rebalance:
+        return Rebalance(G, gen, protocol, cause, "inferred", 1000 * gen, None)
+
+    t = None
+    for r in [
+        rebalance(2, "classic", "member_joined"),
+        rebalance(3, "consumer", "member_joined"),
+        rebalance(3, "classic", "member_left"),
+        rebalance(3, "consumer", "member_joined"),  # read again
+        rebalance(3, "classic", "member_left"),  # read again
+        rebalance(4, "classic", "member_left"),
+    ]:
+        t = tally(t, r, 10_000)
+    assert t is not None and t.total == 4 and t.counted_generation == 4
+    assert t.counts[("member_left", "classic")] == 2

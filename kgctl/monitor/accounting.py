@@ -3,9 +3,10 @@
 No I/O, no clock (`now_ms` is passed in), nothing of Kafka: the monitor turns each
 completed, diagnosed rebalance into a `Rebalance`, and a deleted group into a
 `GroupDeleted`; `tally` folds them. A generation is counted once per incarnation of the
-group: the same record read again (the history replayed at start, a poll after the
-record) is not a second rebalance, and a group deleted and created again starts its
-generations over without losing its counts.
+group and protocol: the same record read again (the history replayed at start, a poll
+after the record) is not a second rebalance, a mixed group's classic generation is not
+its consumer group's epoch of the same number, and a group deleted and created again
+starts its generations over without losing its counts.
 """
 
 from __future__ import annotations
@@ -76,11 +77,19 @@ class GroupTally:
     group: str
     counts: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (cause, protocol)
     recent: tuple[int, ...] = ()  # end times within the last hour, oldest first
-    counted_generation: int = -1  # the newest generation counted in this incarnation
+    # The newest generation counted in this incarnation, by protocol: a mixed group's
+    # classic generation N and its consumer group's epoch N are two rebalances (the way
+    # back writes the classic group at the consumer group's last epoch).
+    counted: Mapping[str, int] = field(default_factory=dict)
     last: Rebalance | None = None
     longest_wait_ms: int = 0  # the longest wait of any rebalance counted
     session_timeout_waits: int = 0
     deletions: int = 0
+
+    @property
+    def counted_generation(self) -> int:
+        """The newest generation counted in this incarnation, of either protocol."""
+        return max(self.counted.values(), default=-1)
 
     @property
     def total(self) -> int:
@@ -91,8 +100,8 @@ def tally(t: GroupTally | None, event: MonitorEvent, now_ms: int) -> GroupTally:
     """The group's tally after `event`."""
     t = t if t is not None else GroupTally(event.group)
     if isinstance(event, GroupDeleted):
-        return replace(t, counted_generation=-1, deletions=t.deletions + 1)
-    if event.generation <= t.counted_generation:
+        return replace(t, counted={}, deletions=t.deletions + 1)
+    if event.generation <= t.counted.get(event.protocol, -1):
         return t  # already counted (read again), or older than what was counted
     key = (event.cause, event.protocol)
     counts = dict(t.counts)
@@ -102,7 +111,7 @@ def tally(t: GroupTally | None, event: MonitorEvent, now_ms: int) -> GroupTally:
         t,
         counts=counts,
         recent=recent,
-        counted_generation=event.generation,
+        counted={**t.counted, event.protocol: event.generation},
         last=event,
         longest_wait_ms=max(t.longest_wait_ms, event.longest_wait_ms),
         session_timeout_waits=t.session_timeout_waits + event.session_timeout_waits,

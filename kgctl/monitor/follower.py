@@ -45,9 +45,7 @@ class GroupFollower:
     def _reset(self) -> None:
         self.inferrer = Inferrer(self.group)
         self.inferrer.stored_source = self.stored_source
-        self.state = GroupState(self.group, log_limit=LOG_KEPT)
-        self.events: deque[Event] = deque(maxlen=EVENTS_KEPT)
-        self.diagnosed_generation = -1
+        self._new_story()
         self.snapshot: GroupSnapshot | None = None
         self.records_seen = 0
         self.empty_generations: set[int] = set()  # stored with no members
@@ -56,6 +54,14 @@ class GroupFollower:
         # folded was taken: a stored generation is final once described after its record.
         self.stored_at: dict[int, int] = {}
         self.described_ms: int | None = None
+
+    def _new_story(self) -> None:
+        """The folded state and the events it is diagnosed from start over; the Inferrer
+        (who the group's members are) and what was described go on."""
+        self.state = GroupState(self.group, log_limit=LOG_KEPT)
+        self.events: deque[Event] = deque(maxlen=EVENTS_KEPT)
+        self.diagnosed_generation = -1
+        self.classic_stored: set[int] = set()  # generations a classic record stored
 
     @property
     def protocol(self) -> Protocol:
@@ -75,6 +81,22 @@ class GroupFollower:
             if held is not None:  # described missing before: the group starts from nothing
                 done += self.observed(held, now_ms)
             return done
+        before: list[Diagnosed] = []  # what the story before it completed
+        generation = rec.metadata.generation
+        if (
+            self.inferrer.consumer_epochs_between
+            and generation != self.inferrer.stored_generation
+            and generation <= self.state.generation
+        ):
+            # A mixed group's way back: its last consumer-protocol member left, and Kafka
+            # wrote the classic group again at the consumer group's last epoch
+            # (ClassicGroup.fromConsumerGroup), a number the fold already holds as that
+            # epoch. It is another rebalance (that member's leave): the classic group's
+            # generations start a story of their own, as explain reads them
+            # (stored_epochs.py); the Inferrer compares the record with who the consumer
+            # group's records said was in it.
+            before = self._complete(now_ms, flush=True)
+            self._new_story()
         if self.records_seen == 0 and self.state.generation < 0:
             # The first record of the group read: one of its first generations began in
             # an empty group (its members joined), a later one was found already made.
@@ -87,8 +109,9 @@ class GroupFollower:
         if not rec.metadata.members:
             self.empty_generations.add(rec.metadata.generation)
         at = rec.timestamp_ms if rec.timestamp_ms > 0 else now_ms
-        self.stored_at.setdefault(rec.metadata.generation, now_ms)
-        return self._feed(self.inferrer.stored_record(rec, at, initial=initial), now_ms)
+        self.stored_at.setdefault(generation, now_ms)
+        self.classic_stored.add(generation)
+        return before + self._feed(self.inferrer.stored_record(rec, at, initial=initial), now_ms)
 
     def upgraded(self, tombstone: GroupRecord) -> None:
         """The classic group's `tombstone` was Kafka's online upgrade to a consumer group
@@ -203,6 +226,7 @@ class GroupFollower:
             out.append(Diagnosed(self._rebalance(d, rec.stable_ms or now_ms), d))
         for generation in [g for g in self.stored_at if g <= self.diagnosed_generation]:
             del self.stored_at[generation]  # bounded: only what is still to be diagnosed
+        self.classic_stored = {g for g in self.classic_stored if g > self.diagnosed_generation}
         return out
 
     def _empty(self, generation: int, newest: bool) -> bool:
@@ -214,10 +238,22 @@ class GroupFollower:
         return newest and self.records_seen == 0 and snap is not None and snap.state == "Empty"
 
     def _rebalance(self, d: Diagnosis, stable_ms: int) -> Rebalance:
+        # The protocol of the generation it made, which with the generation is what the
+        # tally counts once. A classic record's generation is classic even while the
+        # group is still described as a consumer group: on the way back the record (at
+        # the consumer group's last epoch) stores the leave of its last consumer-protocol
+        # member, the rebalance that made the group classic again.
+        protocol: Protocol = (
+            "classic"
+            if d.generation in self.classic_stored
+            else "consumer"
+            if d.group_epoch
+            else self.protocol
+        )
         return Rebalance(
             group=self.group,
             generation=d.generation,
-            protocol="consumer" if d.group_epoch else self.protocol,
+            protocol=protocol,
             cause=d.trigger.cause_name,
             confidence=d.trigger.confidence,
             ended_ms=d.stable_ms if d.stable_ms is not None else stable_ms,

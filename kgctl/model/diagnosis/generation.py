@@ -17,7 +17,7 @@ from kgctl.model.diagnosis.advice import (
 from kgctl.model.diagnosis.cost import member_costs
 from kgctl.model.diagnosis.epochs import read_epochs
 from kgctl.model.diagnosis.members import MemberConfig, member_configs
-from kgctl.model.diagnosis.mixed import assigned_late, describe_protocol_change
+from kgctl.model.diagnosis.mixed import assigned_late, describe_protocol_change, downgrade_leave
 from kgctl.model.diagnosis.protocol_advice import advise_consumer_protocol, advise_cooperative
 from kgctl.model.diagnosis.restarts import Restart, indexed_restarts
 from kgctl.model.diagnosis.revocations import partitions_moved, partitions_revoked, revoked_note
@@ -143,6 +143,24 @@ def _fallback_trigger(
             reason="",
             confidence=INFERRED,
             evidence="already made when the sources begin: what started it was not seen",
+        )
+    elif (
+        prev is not None
+        and _same_stored_members(events, prev.generation, rec.generation)
+        and (left := downgrade_leave(events, prev))
+    ):
+        # The same members rejoined because Kafka rebalances a mixed group it converted
+        # back to classic as its last consumer-protocol member left (prev's record).
+        return Trigger(
+            cause=Cause.MEMBER_LEFT,
+            who="",
+            reason="",
+            confidence=INFERRED,
+            evidence=f"generation {prev.generation} took the group back to the classic "
+            f"protocol as {left}; the broker rebalances a group it converts back for a member "
+            "leaving (Kafka's \"Downgrade group … from consumer to classic for member "
+            'leaving"): the same members rejoined for that leave',
+            at_ms=rec.start_ms,
         )
     elif prev is not None and _same_stored_members(events, prev.generation, rec.generation):
         # Nobody came or went between two generations the broker numbered: one of the

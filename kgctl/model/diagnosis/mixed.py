@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from kgctl.model.diagnosis.members import MemberConfig
 from kgctl.model.event_index import EventIndex
+from kgctl.model.reasons import Cause
 from kgctl.model.state import (
     GenerationRecord,
 )
@@ -118,3 +119,19 @@ def describe_protocol_change(
             "policy) and now assigns every member's partitions, classic members' included"
         )
     return ""
+
+
+def downgrade_leave(events: EventIndex, prev: GenerationRecord | None) -> str:
+    """The leave `prev` stored when it took a mixed group back to classic (its record,
+    the first classic one after the consumer group's epochs, misses a member the consumer
+    group had), in the observer's words; "" when `prev` is no such generation. Kafka
+    rebalances the classic group it converts back for a member leaving ("Downgrade group
+    … from consumer to classic for member leaving", its log): the generation after it is
+    that leave's."""
+    if prev is None or prev.cause != Cause.MEMBER_LEFT.value:
+        return ""
+    way_back = any(
+        e.generation == prev.generation and e.data.get("consumer_epochs_between")
+        for e in events.of("GenerationChanged")
+    )
+    return (prev.evidence or "a member left") if way_back else ""
