@@ -32,6 +32,7 @@ from kgctl.model.diagnosis.types import (
     WAIT_SLOW_ASSIGNMENT,
     BrokerReason,
     Confidence,
+    SessionFrom,
     Trigger,
     Wait,
     WaitReason,
@@ -304,24 +305,20 @@ def _logged_detect_wait(
     removed = (
         f"the broker removed it at {_clock(removal.ts_ms)} when its session timed out (broker log)"
     )
-    if session <= 0 and consumer_session_ms:
+    source: SessionFrom
+    conf: Confidence
+    if session > 0:
+        setting, source, conf = f"session.timeout.ms={session}", STORED, EXACT
+        whence = " (stored in __consumer_offsets)"
+    elif consumer_session_ms:
         # The configured session, not a stored one: a group that sets its own
         # consumer.session.timeout.ms (Kafka 4.0+) waits that instead.
-        return [
-            Wait(
-                phase="detect",
-                member=trigger.who,
-                ms=consumer_session_ms,
-                why=WAIT_DEAD,
-                detail=f"{removed}, {CONSUMER_SESSION_KEY}={consumer_session_ms} (the broker's "
-                "setting; a group's own consumer.session.timeout.ms would replace it) after "
-                "the last heartbeat it had from it; its partitions were not consumed meanwhile",
-                confidence=INFERRED,
-                session_timeout_ms=consumer_session_ms,
-                session_from=BROKER_CONFIG,
-            )
-        ]
-    if session <= 0:
+        session, source, conf = consumer_session_ms, BROKER_CONFIG, INFERRED
+        setting = f"{CONSUMER_SESSION_KEY}={session}"
+        whence = (
+            " (the broker's setting; a group's own consumer.session.timeout.ms would replace it)"
+        )
+    else:
         return []  # how long it waited is not known: no length said
     return [
         Wait(
@@ -329,12 +326,11 @@ def _logged_detect_wait(
             member=trigger.who,
             ms=session,
             why=WAIT_DEAD,
-            detail=f"{removed}, session.timeout.ms={session} after the last heartbeat it had "
-            "from it (stored in __consumer_offsets); its partitions were not consumed "
-            "meanwhile",
-            confidence=EXACT,
+            detail=f"{removed}, {setting} after the last heartbeat it had from it{whence}; its "
+            "partitions were not consumed meanwhile",
+            confidence=conf,
             session_timeout_ms=session,
-            session_from=STORED,
+            session_from=source,
         )
     ]
 
