@@ -99,6 +99,17 @@ def test_a_rejoin_answered_with_the_same_generation_revoked_but_started_nothing(
     assert 100 <= costs["c3"] <= 153 and 250 <= costs["c1"] <= 332, costs
 
 
+def test_a_rejoin_answered_within_its_millisecond_gave_its_partitions_back() -> None:
+    # librdkafka on range, the proxy answering c3's heartbeat REBALANCE_IN_PROGRESS: c3
+    # rejoined, the stable group handed it generation 3 again and its SyncGroup gave
+    # [4, 5] back, all at .491 (the proxy's answers took 0.4 and 0.3 ms); it revoked them
+    # once more at its heartbeat at .994 for generation 4. Its callbacks: c1 2, c2 2, c3
+    # 2 + 2 = 8; the answer within the rejoin's millisecond was missed (6).
+    first = after("wire_rdkafka-range_fault-rip-same-ms.jsonl.gz", 1796356150183)[0]
+    assert (first.generation, first.partitions_revoked) == (4, 8)
+    assert any("fault-rip-rdkafka-range-c3 4 " in n for n in first.notes)
+
+
 def test_a_redundant_rejoin_long_before_is_not_the_trigger() -> None:
     # kafka-python sent JoinGroup again right after generation 3 formed (it finished that
     # join outside poll()); the broker answered generation 3: no rebalance. Seven seconds

@@ -24,11 +24,11 @@ def answered_unchanged(events: EventIndex, sent: Event, generation: int | None) 
 
 def unchanged_rejoins(
     events: EventIndex, member: str, since: int, until: int, generation: int
-) -> list[int]:
-    """When `member` sent, in since < ts <= until, the JoinGroups the broker answered
-    with `generation` unchanged."""
+) -> list[Event]:
+    """The JoinGroups `member` sent in since < ts <= until that the broker answered with
+    `generation` unchanged."""
     return [
-        e.ts_ms
+        e
         for e in events.by(member, since=since, until=until)
         if e.type == "JoinGroupSent"
         and e.data.get("member_id")

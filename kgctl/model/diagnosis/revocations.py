@@ -187,14 +187,15 @@ def _revoked_again(events: EventIndex, member: str, since: int, until: int, gene
     which it revoked again as it rejoined for the rebalance. (A SyncGroup that failed
     gave nothing back, and a rejoin after it revoked nothing.)"""
     total = 0
-    for ts in unchanged_rejoins(events, member, since, until, generation):
-        later = events.by(member, since=ts, until=until)
-        back = next((e for e in later if e.type == "JoinCompleted"), None)
-        if back is None or not any(
-            e.type == "JoinGroupSent" and e.ts_ms >= back.ts_ms for e in later
-        ):
+    for sent in unchanged_rejoins(events, member, since, until, generation):
+        # From the rejoin on, in order: its SyncGroup may be answered within the same
+        # millisecond (an unloaded proxy: 0.3 ms), and the JoinGroup after it too.
+        mine = events.by(member, since=sent.ts_ms - 1, until=until)
+        later = mine[next(i for i, e in enumerate(mine) if e is sent) + 1 :]
+        back = next((i for i, e in enumerate(later) if e.type == "JoinCompleted"), None)
+        if back is None or not any(e.type == "JoinGroupSent" for e in later[back + 1 :]):
             continue
-        parts = back.data.get("assignment") or {}
+        parts = later[back].data.get("assignment") or {}
         total += sum(len(v) for v in parts.values() if isinstance(v, list))
     return total
 
