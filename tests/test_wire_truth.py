@@ -99,6 +99,38 @@ def test_a_rejoin_answered_with_the_same_generation_revoked_but_started_nothing(
     assert 100 <= costs["c3"] <= 153 and 250 <= costs["c1"] <= 332, costs
 
 
+def test_a_rejoin_after_the_rebalance_answered_with_its_generation_is_its_revocation() -> None:
+    # librdkafka on range, the topic grown from 6 to 9 partitions: c1 (the leader) and c2
+    # rejoined as they saw it, c3 at its heartbeat; generation 4 was stable at .265. Then
+    # c3's metadata showed the grown topic and it rejoined once more (.367): the broker
+    # handed it generation 4 again, and [6, 7, 8] back (.399). Its callbacks: 2 + 2 + 2
+    # revoked in the rebalance, then c3 its 3 again: 9; c3 108 ms without partitions. The
+    # rebalance's own count was 6, and c3 70 ms, under the load of the suite's full run.
+    first = after("wire_rdkafka-range_growth-late-rejoin.jsonl.gz", 1796355628348)[0]
+    assert first.generation == 4 and first.partitions_revoked == 9
+    assert not first.revoked_at_least
+    assert any("growth-rdkafka-range-c3 3" in n for n in first.notes)
+    costs = {c.member.rsplit("-", 1)[1]: c.unassigned_ms for c in first.costs}
+    assert 95 <= costs["c3"] <= 108, costs
+    # The same rejoin before the group was stable: c1's and c2's SyncGroup answers moved
+    # 150 ms later, after c3's second one.
+    lines = gzip.decompress((DATA / "wire_rdkafka-range_growth-late-rejoin.jsonl.gz").read_bytes())
+    events = []
+    for line in lines.decode().splitlines():
+        e = Event.from_json(line)
+        if e.type == "SyncGroupTraced" and e.generation == 4 and e.client_id[-3:] in ("-c1", "-c2"):
+            late = dict(e.data, latency_ms=float(e.data["latency_ms"]) + 150)
+            e = replace(e, ts_ms=e.ts_ms + 150, data=late)
+        events.append(e)
+    events.sort(key=lambda e: e.ts_ms)
+    found = explain(events[0].group, events, events[-1].ts_ms).generations
+    gen4 = next(d for d in found if d.generation == 4)
+    assert gen4.stable_ms is not None and gen4.stable_ms > 1796355629399  # c3's answer
+    assert gen4.partitions_revoked == 9
+    costs = {c.member.rsplit("-", 1)[1]: c.unassigned_ms for c in gen4.costs}
+    assert 95 <= costs["c3"] <= 108, costs
+
+
 def test_a_rejoin_answered_within_its_millisecond_gave_its_partitions_back() -> None:
     # librdkafka on range, the proxy answering c3's heartbeat REBALANCE_IN_PROGRESS: c3
     # rejoined, the stable group handed it generation 3 again and its SyncGroup gave
@@ -108,6 +140,16 @@ def test_a_rejoin_answered_within_its_millisecond_gave_its_partitions_back() -> 
     first = after("wire_rdkafka-range_fault-rip-same-ms.jsonl.gz", 1796356150183)[0]
     assert (first.generation, first.partitions_revoked) == (4, 8)
     assert any("fault-rip-rdkafka-range-c3 4 " in n for n in first.notes)
+
+
+def test_a_rejoin_right_after_a_rebalance_is_not_the_next_ones() -> None:
+    # kafka-python's c2 sent JoinGroup again right after generation 3 formed (a join it
+    # finished outside poll()) and got generation 3 back: it revoked its 2 partitions
+    # then, seven seconds before c3 stalled past max.poll.interval.ms (generation 4). Those
+    # 2 are generation 3's aftermath; generation 4 took c1's 2 and c2's 2.
+    found = explained("wire_kafkapython-range_max-poll.jsonl.gz").generations
+    by = {d.generation: d for d in found}
+    assert (by[3].partitions_revoked, by[4].partitions_revoked) == (8, 4)
 
 
 def test_a_redundant_rejoin_long_before_is_not_the_trigger() -> None:

@@ -7,6 +7,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from kgctl.model.diagnosis.rejoins import aftermath, answered_unchanged, lead_up_since
 from kgctl.model.diagnosis.types import ESTIMATED_RATE, MEASURED_LAG, Cost
 from kgctl.model.event_index import EventIndex
 from kgctl.model.events import Event
@@ -111,9 +112,11 @@ def _eager_unassigned(
     """How long a silent eager member owned nothing: from its revocation, as it sent a
     JoinGroup, to the assignment its next SyncGroup answer gave (or the group stable).
     It may rejoin more than once in a rebalance: a JoinGroup answered NOT_COORDINATOR is
-    sent again (it revoked at the first), and one answered with the generation the group
-    was in gets its partitions back before it revokes them again for the rebalance (each
-    time from a JoinGroup to an assignment counts). None when no JoinGroup was seen."""
+    sent again (it revoked at the first), one answered with the generation the group was
+    in gets its partitions back before it revokes them again for the rebalance, and one
+    sent once it had its assignment, answered with this generation, gives that back
+    (each time from a JoinGroup to an assignment counts). None when no JoinGroup was
+    seen."""
     total, empty_since, sent = 0, None, False
     for e in events.by(key, since=since, until=t1):
         if e.type == "JoinGroupSent" and empty_since is None:
@@ -121,11 +124,32 @@ def _eager_unassigned(
         elif e.type == "JoinCompleted" and empty_since is not None:
             total += max(0, e.ts_ms - empty_since)
             empty_since = None
-            if e.generation == rec.generation:
-                return total
     if not sent:
         return None
     return total + (max(0, t1 - empty_since) if empty_since is not None else 0)
+
+
+def _unassigned_after(
+    events: EventIndex, rec: GenerationRecord, key: str, since: int, until: int
+) -> int:
+    """How long a silent eager member owned nothing after the rebalance, in (since,
+    until]: from each rejoin the broker answered with `rec`'s generation unchanged to the
+    SyncGroup answer that gave its partitions back (rejoins.py's aftermath). A rejoin
+    whose answer is not seen yet counts nothing (the wire's time is a lower bound)."""
+    total, empty_since = 0, None
+    for e in events.by(key, since=since, until=until):
+        if (
+            e.type == "JoinGroupSent"
+            and empty_since is None
+            and e.data.get("member_id")
+            and answered_unchanged(events, e, rec.generation)
+        ):
+            empty_since = e.ts_ms
+        elif e.type == "JoinCompleted" and e.generation == rec.generation:
+            if empty_since is not None:
+                total += max(0, e.ts_ms - empty_since)
+            empty_since = None
+    return total
 
 
 def member_costs(
@@ -161,12 +185,18 @@ def member_costs(
             for k, ms in unassigned.items()
             if k not in state.members or state.members[k].sources != frozenset({"observer"})
         }
-    # A JoinGroup after the previous generation was stable is one of this rebalance.
+    # A JoinGroup after the previous generation was stable is one of this rebalance,
+    # unless it was the previous rebalance's aftermath (rejoins.py).
     i = state.generations.index(rec)
     prev = state.generations[i - 1] if i > 0 else None
-    since = prev.stable_ms if prev is not None and prev.stable_ms is not None else t0
+    since = t0
+    if prev is not None and prev.stable_ms is not None:
+        since = lead_up_since(state, prev, now_ms)
+    window = aftermath(state, rec, now_ms)
     for key in eager:
         eager_ms = _eager_unassigned(events, rec, key, min(since + 1, t0), t1)
+        if window is not None and (later := _unassigned_after(events, rec, key, *window)):
+            eager_ms = (eager_ms or 0) + later
         if eager_ms is None and polled:
             # Seen by polls only: the rebalance as they saw it begin and end (an eager
             # member revokes as it learns of it, within a heartbeat of its start).

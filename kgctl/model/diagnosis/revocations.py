@@ -22,7 +22,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from kgctl.model.diagnosis.rejoins import unchanged_rejoins
+from kgctl.model.diagnosis.rejoins import (
+    aftermath,
+    answered_unchanged,
+    lead_up_since,
+    unchanged_rejoins,
+)
 from kgctl.model.event_index import EventIndex
 from kgctl.model.state import GenerationRecord, GroupState, TopicPartition
 from kgctl.model.timeline import Move, owners_at, rebalance_instants
@@ -111,6 +116,9 @@ class Revoked:
     # revoked again (a rejoin the broker answered with its generation gives partitions
     # back, revoked once more for the rebalance: `_revoked_again`, seen on the wire).
     at_least: bool = False
+    # Of `count`, what silent eager members revoked once given their assignment, at
+    # rejoins the broker answered with this generation (rejoins.py): (member, count).
+    again: tuple[tuple[str, int], ...] = ()
 
 
 def partitions_revoked(
@@ -143,26 +151,43 @@ def partitions_revoked(
         return Revoked(n)
     before, after = owners_at(state, t0), owners_at(state, t1)
     known_before = _owners_known(events, state, rec, t0)
+    # Rejoins answered with the previous generation after its aftermath lead up to this
+    # rebalance (rejoins.py); those before were the previous rebalance's.
+    lead = lead_up_since(state, prev, now_ms) if prev is not None else since
+    # Until when a rejoin answered with this generation is this rebalance's (rejoins.py).
+    after_rec = aftermath(state, rec, now_ms)
+    last = after_rec[1] if after_rec is not None else until
     inferred: list[tuple[str, int, str]] = []
     eager: set[str] = set()
+    again: list[tuple[str, int]] = []
     unknown = at_least = False
     for k in silent:
         held = _held(before, k)
+        mp = member_protocol(events, state, k, rec.stable_ms or now_ms)
+        # Once given its assignment, at a rejoin the broker answered with this generation
+        # (no new rebalance), an eager member revoked it (and got it back).
+        later = (
+            0
+            if mp.protocol != EAGER
+            else _rejoins_after(events, k, lead, last, rec.generation, None)[0]
+        )
+        if later:
+            eager.add(k)
+            again.append((k, later))
+        gave: int | None = 0
         if not held:
             # Nothing known held: a member that joined in this rebalance had nothing to
             # give up; one of the previous generation's, with no owners known, is unknown.
             if prev is not None and k in prev.members and not known_before:
                 unknown = True
-            continue
-        mp = member_protocol(events, state, k, rec.stable_ms or now_ms)
-        if _rejoined_as_new(events, k, since, until):
+                continue
+            gave = None
+        elif _rejoined_as_new(events, k, since, until):
             # Removed from the group (its session or poll interval ran out), it lost its
             # partitions rather than revoking them, and joined again without a member id.
-            continue
-        if mp.protocol == EAGER:
-            gave = len(held)
-            if prev is not None:
-                gave += _revoked_again(events, k, since, until, prev.generation)
+            gave = None
+        elif mp.protocol == EAGER:
+            gave = _eager_gave(events, k, len(held), prev, since, lead, until)
             eager.add(k)
             at_least = at_least or not _joins_seen(events, k, since, until)
         elif mp.protocol == COOPERATIVE:
@@ -170,9 +195,60 @@ def partitions_revoked(
         else:
             unknown = True
             continue
-        n += gave
-        inferred.append((k, gave, mp.basis))
-    return Revoked(None if unknown else n, tuple(inferred), frozenset(eager), at_least)
+        if gave is not None or later:
+            n += (gave or 0) + later
+            inferred.append((k, (gave or 0) + later, mp.basis))
+    return Revoked(
+        None if unknown else n, tuple(inferred), frozenset(eager), at_least, tuple(again)
+    )
+
+
+def _eager_gave(
+    events: EventIndex,
+    member: str,
+    held: int,
+    prev: GenerationRecord | None,
+    since: int,
+    lead: int,
+    until: int,
+) -> int:
+    """What an eager `member` holding `held` partitions once the previous generation was
+    stable (at `since`) revoked for this rebalance: all it held once the previous
+    rebalance's aftermath was over (at `lead`), and again what rejoins answered with the
+    previous generation gave back after it."""
+    if prev is None:
+        return held
+    if lead > since:
+        held = _rejoins_after(events, member, since, lead, prev.generation, held)[1]
+    return held + _revoked_again(events, member, lead, until, prev.generation)
+
+
+def _rejoins_after(
+    events: EventIndex,
+    member: str,
+    since: int,
+    until: int,
+    generation: int,
+    holding: int | None,
+) -> tuple[int, int]:
+    """An eager `member`'s rejoins in (since, until] that the broker answered with
+    `generation` once it had that generation's assignment: what it revoked at them (all
+    it held at each) and what it held after them (what the SyncGroup after each gave
+    back; nothing after one that failed). `holding`: what it held at `since`, None when
+    it had not joined `generation` yet (its JoinGroup for it is no rejoin)."""
+    revoked = 0
+    for e in events.by(member, since=since, until=until):
+        if (
+            holding is not None
+            and e.type == "JoinGroupSent"
+            and e.data.get("member_id")
+            and answered_unchanged(events, e, generation)
+        ):
+            revoked, holding = revoked + holding, 0
+        elif e.type == "JoinCompleted" and e.generation == generation:
+            parts = e.data.get("assignment") or {}
+            holding = sum(len(v) for v in parts.values() if isinstance(v, list))
+    return revoked, holding or 0
 
 
 def _joins_seen(events: EventIndex, member: str, since: int, until: int) -> bool:
@@ -217,9 +293,16 @@ def revoked_note(revoked: Revoked, names: Mapping[str, str]) -> str:
     for k, n, basis in revoked.inferred:
         by_basis.setdefault(basis, []).append(f"{names.get(k, k)} {n}")
     parts = [f"{', '.join(who)} ({basis}: {_rule(basis)})" for basis, who in by_basis.items()]
+    after = ""
+    if revoked.again:
+        who = ", ".join(f"{names.get(k, k)} {n}" for k, n in revoked.again)
+        after = (
+            f"; of them, once given their assignment, at a rejoin the broker answered "
+            f"with this generation (no new rebalance): {who}"
+        )
     return (
         "revoked partitions inferred from the assignor's protocol (the members did not "
-        "report their callbacks): " + "; ".join(parts)
+        "report their callbacks): " + "; ".join(parts) + after
     )
 
 
