@@ -131,6 +131,21 @@ def test_a_rejoin_after_the_rebalance_answered_with_its_generation_is_its_revoca
     assert 95 <= costs["c3"] <= 108, costs
 
 
+def test_each_member_of_a_growth_that_joined_twice_has_its_time_without_partitions() -> None:
+    # librdkafka on range, the topic grown from 6 to 9 partitions: c2 rejoined first and
+    # the stable group handed it generation 3 back, but c1 (the leader) rejoined too and
+    # c2's SyncGroup was refused (REBALANCE_IN_PROGRESS): it joined again for generation
+    # 4. c3, answered generation 4, saw the grown topic and sent JoinGroup once more
+    # before its SyncGroup. Its callbacks: c1 980 ms, c2 971 ms and c3 715 ms without
+    # partitions, 6 revoked. Before bee097e an eager member with two JoinGroups in the
+    # rebalance had no time at all (c2 and c3 0 ms: the suite's "c2 0 ms, truth 720 ms").
+    first = after("wire_rdkafka-range_growth-two-joins.jsonl.gz", 1796354884637)[0]
+    assert (first.generation, first.partitions_revoked) == (4, 6)
+    costs = {c.member.rsplit("-", 1)[1]: c.unassigned_ms for c in first.costs}
+    assert 900 <= costs["c2"] <= 971 and 650 <= costs["c3"] <= 715, costs
+    assert all(c.unassigned_basis == "wire" for c in first.costs)
+
+
 def test_a_rejoin_answered_within_its_millisecond_gave_its_partitions_back() -> None:
     # librdkafka on range, the proxy answering c3's heartbeat REBALANCE_IN_PROGRESS: c3
     # rejoined, the stable group handed it generation 3 again and its SyncGroup gave

@@ -12,51 +12,11 @@ docs/explain.md):
 
 from __future__ import annotations
 
-# tag -> the defect it stands for
-DEFECTS: dict[str, str] = {
-    "revoked (sometimes)": "audit 5: revocations of clients that report nothing are "
-    "inferred from the assignor's protocol (eager: all a member owned, at each rejoin); in "
-    "the range fault-rip the member whose heartbeat kgctl proxy answered "
-    "REBALANCE_IN_PROGRESS rejoins while the group is still stable, the broker hands it its "
-    "generation and its partitions back (no rebalance), and it revokes them once more for "
-    "the rebalance (librdkafka truth 10, kafka-python 8, kgctl 6; right in runs where its "
-    "SyncGroup was already refused). "
-    "The wire views see that JoinGroup and its answer and count it; the cluster's records "
-    "and the broker's log do not show it, so there the count is given as at least 6 (a "
-    "lower bound, right). In the librdkafka range growth (the situations run at most "
-    "twelve at a time) the wire views at times count 6 where the truth is 10: a second "
-    "revocation within the generation, likely the same rejoin answered with the "
-    "generation, not yet traced",
-    "no-partitions time (sometimes)": "audit 5: a member's time without partitions from "
-    "the wire is missing when the rebalance runs long under load: in h2's full run "
-    "(2 cores, every situation at once) the range join-not-coord gave the late member c1 "
-    "no cost where it was 2.1 s without partitions, and the range growth c2 none for "
-    "0.7 s; right in runs of the slice alone. (A wire time that is short, the protocol's "
-    "JoinGroup to SyncGroup answer against the callbacks' revoke to assign, is now said "
-    "as a lower bound, `unassigned_basis: wire`, and holds: the max-poll cells.) One "
-    "cause found on 12-03: an eager member that sent more than one JoinGroup in the "
-    "rebalance (a retry after NOT_COORDINATOR, a rejoin the stable group answered with "
-    "its generation) was given no time at all; each JoinGroup to the assignment after it "
-    "now counts (a full run showed it in the range fault-rip: c2 0 ms, truth 677 ms). "
-    "Kept as sometimes-wrong until full runs show no other cause",
-}
+# tag -> the defect it stands for. None left: the last, the librdkafka range growth's and
+# join-not-coord's wire views, wrong "(sometimes)", were a rejoin after the rebalance that
+# the broker answered with its generation (its revocation in no rebalance's count) and an
+# eager member with two JoinGroups in a rebalance given no time without partitions.
+DEFECTS: dict[str, str] = {}
 
 # (client, situation, view) -> (the table's tags, the defect: kgctl says X, truth is Y)
-KNOWN_WRONG: dict[tuple[str, str, str], tuple[str, str]] = {
-    ("rdkafka-range", "growth", "explain:wire"): (
-        "revoked (sometimes), no-partitions time (sometimes)",
-        "kgctl says 6 revoked; truth 10; or c2 0 ms without partitions, truth 720 ms",
-    ),
-    ("rdkafka-range", "growth", "watch:wire"): (
-        "revoked (sometimes), no-partitions time (sometimes)",
-        "kgctl says 6 revoked; truth 10; or c2 0 ms without partitions, truth 720 ms",
-    ),
-    ("rdkafka-range", "join-not-coord", "explain:wire"): (
-        "no-partitions time (sometimes)",
-        "kgctl says c1 0 ms without partitions (no cost line); truth 2144 ms",
-    ),
-    ("rdkafka-range", "join-not-coord", "watch:wire"): (
-        "no-partitions time (sometimes)",
-        "kgctl says c1 0 ms without partitions (no cost line); truth 2144 ms",
-    ),
-}
+KNOWN_WRONG: dict[tuple[str, str, str], tuple[str, str]] = {}
