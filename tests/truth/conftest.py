@@ -102,6 +102,7 @@ def truth_outcomes(
             _create(admin, topic, 6)
             expected = SITUATIONS[situation](run, ctx)
             out.truth = truth_of(run, expected)
+            out.callbacks = run.callbacks(expected.action_ms - 5000)
             proxy.await_published(group)  # the wire views read the trace topic
             for view in VIEWS:
                 out.answers[view] = ask(
@@ -205,6 +206,7 @@ def _dump(path: Path, outcomes: dict[tuple[str, str], Outcome]) -> None:
                 "settled_ms": out.truth.settled_ms,
             },
             "verdicts": {v: vars(verdict) for v, verdict in out.verdicts.items()},
+            "callbacks": out.callbacks,
             "said": {
                 view: [
                     {

@@ -793,3 +793,6 @@ class Outcome:
     verdicts: dict[str, Verdict] = field(default_factory=dict)
     error: str | None = None
     seconds: float = 0.0
+    # The members' own lines from a little before the action on (KGCTL_TRUTH_DUMP): who
+    # revoked what when, which the truth's sums do not say.
+    callbacks: list[dict[str, Any]] = field(default_factory=list)
