@@ -790,7 +790,7 @@ def trigger_candidates(
     out = [
         _named_as_views_name(t, member_name(state, e.member_id)) if e.source == "observer" else t
         for e in events.of(*_TRIGGER_TYPES, since=since, until=until)
-        if _is_news_for_rebalance(e, state, prev)
+        if _is_news_for_rebalance(e, state, prev) and not _joined_before(e, events, prev)
         for t in _triggers_said_by(e)
     ]
     replaced, gone = static_replacements(events, since, until, prev)
@@ -879,6 +879,24 @@ def _is_news_for_rebalance(e: Event, state: GroupState, prev: GenerationRecord |
     if is_type(e, "MemberLeftGroup"):
         return key in prev.members
     return True
+
+
+def _joined_before(e: Event, events: EventIndex, prev: GenerationRecord | None) -> bool:
+    """A JoinGroup that the broker answered into `prev` (or earlier): it was that
+    rebalance's, not news for the next one. A new member whose first JoinGroup an error
+    sent back (kgctl proxy's NOT_COORDINATOR) joins with the next; should the previous
+    generation's end be missing from the trace, that retry would fall in the next
+    rebalance's window and read as its trigger."""
+    if prev is None or not is_type(e, "JoinGroupSent"):
+        return False
+    who = e.member or e.client_id
+    for later in events.by(who, since=e.ts_ms - 1):
+        gen = later.data.get("generation")
+        if is_type(later, "JoinGroupReceived") and isinstance(gen, int) and gen >= 0:
+            # (the first answer with a generation: one sent back with an error, such as
+            # MEMBER_ID_REQUIRED, is followed by the join it asked for)
+            return later.ts_ms >= e.ts_ms and gen <= prev.generation
+    return False
 
 
 def _what_changed(e: Event) -> str:
