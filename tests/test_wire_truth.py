@@ -308,3 +308,19 @@ def test_a_new_members_retried_join_is_not_the_next_rounds_trigger() -> None:
         # never c3's join again.
         assert not (second.cause == "member_joined" and second.who.endswith("-c3")), second
         assert second.cause == "unknown" or "second round" in second.reason
+
+
+def test_a_poll_timeout_read_from_a_leave_and_a_new_join_is_advised_as_inferred() -> None:
+    # Three range members with max.poll.interval.ms=4000; c3 stalls 8 s: librdkafka
+    # leaves without a reason (LeaveGroup v4 has none) and joins again with a new member
+    # id at its next poll. The audit's defect 5: such a member "gets no wait and no
+    # advice". The trigger was already read as the poll timeout (inferred); its advice
+    # names the interval the client's JoinGroup carried and says it is inferred.
+    x = explained("wire_rdkafka-range_max-poll.jsonl.gz")
+    [d] = [d for d in x.generations if d.trigger.cause == "timed_out"]
+    assert d.trigger.who.endswith("-c3")
+    [a] = [a for a in d.advice if a.pattern == "max-poll-interval"]
+    assert a.setting == "max.poll.interval.ms"
+    assert "max.poll.interval.ms=4000" in a.text and "inferred" in a.text
+    # No processing was traced: nothing is measured or proposed as a number.
+    assert a.value == ""

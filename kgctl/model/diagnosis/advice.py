@@ -205,11 +205,35 @@ def advise_dead_member(
 
 
 def advise_poll_interval(
-    events: EventIndex, member: str, members: Mapping[str, MemberConfig], until: int
+    events: EventIndex,
+    member: str,
+    members: Mapping[str, MemberConfig],
+    until: int,
+    inferred: bool = False,
 ) -> list[Advice]:
-    """Processing longer than max.poll.interval.ms: the batch and its time, measured."""
+    """Processing longer than max.poll.interval.ms: the batch and its time, measured.
+    `inferred`: no source said the interval ran out; the member's leave and join with a
+    new member id suggest it (a restart looks the same), and the advice says so."""
     info = members.get(member)
     limit = info.max_poll_ms if info else None
+    if inferred and (
+        limit is None or not any(is_type(e, "RecordsConsumed") for e in events.by(member))
+    ):
+        # A client that reports nothing (librdkafka, Java through the proxy): what its
+        # batches take is not known, nor always its interval.
+        setting = f"max.poll.interval.ms={limit}" if limit else "max.poll.interval.ms"
+        return [
+            Advice(
+                pattern="max-poll-interval",
+                setting="max.poll.interval.ms",
+                value="",
+                text=f"{member} left without a reason and joined again with a new member id, "
+                f"as a client whose processing outlived {setting} does (inferred: a "
+                "restart looks the same); if a batch can take that long, raise it above the "
+                "longest batch, or make batches shorter (no batch was traced: kgctl cannot "
+                "measure their time)",
+            )
+        ]
     mine = events.by(member, until=until + 60_000)
     worst: tuple[int, int] | None = None  # (batch ms, records)
     for i, e in enumerate(mine):

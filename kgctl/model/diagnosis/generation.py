@@ -23,6 +23,7 @@ from kgctl.model.diagnosis.restarts import Restart, indexed_restarts
 from kgctl.model.diagnosis.revocations import partitions_moved, partitions_revoked, revoked_note
 from kgctl.model.diagnosis.rounds import as_second_round
 from kgctl.model.diagnosis.trigger import (
+    UNSAID_LEAVE,
     choose_trigger,
     read_growth,
     read_subscription,
@@ -197,6 +198,19 @@ def _fallback_trigger(
         )
 
 
+def _poll_advice(
+    events: EventIndex, chosen: Trigger, members: Mapping[str, MemberConfig]
+) -> list[Advice]:
+    """max.poll.interval.ms advice when the trigger is a poll interval that ran out: said
+    (a member's or the client's reason), or read from a leave without a reason and a join
+    back with a new member id (trigger.py's _read_unsaid_leave: inferred, and so advised)."""
+    if chosen.reason in (POLL_BREACH, RejoinReason.POLL_INTERVAL_EXCEEDED.value):
+        return advise_poll_interval(events, chosen.who, members, chosen.at_ms)
+    if chosen.cause == Cause.TIMED_OUT and chosen.reason == UNSAID_LEAVE:
+        return advise_poll_interval(events, chosen.who, members, chosen.at_ms, inferred=True)
+    return []
+
+
 def _diagnose_one(
     state: GroupState,
     events: EventIndex,
@@ -301,9 +315,8 @@ def _diagnose_one(
             advice += advise_dead_member(w, members, ctx, events)
         elif w.why == WAIT_PROCESSING:
             advice += advise_batch_size(events, w, rec.start_ms)
-    if chosen.reason == POLL_BREACH or chosen.reason == (RejoinReason.POLL_INTERVAL_EXCEEDED.value):
-        if not any(a.pattern == "max-poll-interval" for a in advice):
-            advice += advise_poll_interval(events, chosen.who, members, chosen.at_ms)
+    if not any(a.pattern == "max-poll-interval" for a in advice):
+        advice += _poll_advice(events, chosen, members)
     advice += advise_static_membership(chosen, found_restarts, since, until, ctx)
     advice += advise_replaced_static_member(events, chosen, prev, until)
     advice += advise_cooperative(
