@@ -94,9 +94,21 @@ def advise_cooperative(
             text=f"the eager protocol revoked {plural(revoked, 'partition')} from members "
             "that stayed; "
             f"cooperative-sticky, re-run on this generation's members and subscriptions, "
-            f"would have revoked {moving} and left the others consuming",
+            f"would have revoked {moving} and left the others consuming; {SWITCH_TO_COOPERATIVE}",
         )
     ]
+
+
+# How a running group moves from an eager assignor to cooperative-sticky depends on the
+# client: Java's KIP-429 upgrade takes two rolling restarts through a list of both;
+# librdkafka refuses a list that mixes cooperative and eager assignors (seen by the
+# client-truth audit with confluent-kafka 2.x), so its members all restart at once.
+SWITCH_TO_COOPERATIVE = (
+    "to switch a running group, Java clients take two rolling restarts (first "
+    "partition.assignment.strategy=cooperative-sticky,range, then cooperative-sticky alone); "
+    "librdkafka refuses a list that mixes the two, so its members all restart with "
+    "cooperative-sticky"
+)
 
 
 def _owned_before(
