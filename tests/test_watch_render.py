@@ -360,3 +360,31 @@ def test_a_rebalance_the_polls_saw_begin_is_said_to_take_at_least() -> None:
     console = Console(record=True, width=100, color_system=None, file=io.StringIO())
     console.print(render_diagnosis(d))
     assert "began by 00:00:02.000  took ≥1.0s" in console.export_text()
+
+
+def test_a_mixed_group_back_to_classic_is_shown_classic() -> None:
+    # The audit's defect 2: a consumer-protocol member left a mixed group and the broker
+    # made it classic again (DescribeGroups: Stable, k2 and k3), yet the live view still
+    # said "protocol consumer (KIP-848) … group epoch 3 … reconciling 1 of 2": the epochs
+    # and the members' targets of the last ConsumerGroupDescribe stayed, and the member
+    # that left still counted as one speaking the consumer protocol.
+    from dataclasses import replace
+
+    from helpers import KIP848_GROUP
+
+    from kgctl.model.snapshot import GroupSnapshot
+
+    k1 = cmember("k1", 3, [0, 1, 2])
+    k2 = replace(cmember("k2", 3, [3, 4, 5]), member_type="classic")
+    back = GroupSnapshot(
+        group=KIP848_GROUP, state="Stable", protocol_type="consumer", protocol="range",
+        coordinator="1 h:9092", group_type="classic",
+        members=(member("k2", "c-k2", [0, 1, 2]), member("k3", "c-k3", [3, 4, 5])),
+    )  # fmt: skip
+    events = infer(csnap("Stable", 3, k1, k2), back, back)
+    state = fold_all(GroupState(KIP848_GROUP), events, now_ms=NOW)
+    text = screen(state, 120, 40)
+    assert "protocol classic" in text
+    assert "KIP-848" not in text and "group epoch" not in text and "reconciling" not in text
+    assert state.group_epoch == -1
+    assert all(m.target is None and m.epoch == -1 for m in state.members.values() if m.alive)

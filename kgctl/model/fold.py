@@ -592,6 +592,7 @@ def _on_failed(s: GroupState, ev: Event, t: int) -> GroupState:
 def _on_group_observed(s: GroupState, ev: Event, t: int) -> GroupState:
     d = ev.data
     broker_state = str(d.get("state", "") or s.state)
+    classic = d.get("group_type") == "classic"  # DescribeGroups (a classic group) says so
     s = evolve(
         s,
         state=broker_state,
@@ -599,8 +600,10 @@ def _on_group_observed(s: GroupState, ev: Event, t: int) -> GroupState:
         protocol=str(d.get("protocol", "") or s.protocol),
         coordinator=str(d.get("coordinator", "") or s.coordinator),
         group_type=str(d.get("group_type", "") or s.group_type),
-        group_epoch=_int(d.get("group_epoch"), s.group_epoch),
-        assignment_epoch=_int(d.get("assignment_epoch"), s.assignment_epoch),
+        # A classic group has no epochs: one back from being a consumer group (a mixed
+        # group's way back) keeps none of its last ones.
+        group_epoch=-1 if classic else _int(d.get("group_epoch"), s.group_epoch),
+        assignment_epoch=-1 if classic else _int(d.get("assignment_epoch"), s.assignment_epoch),
         missing=bool(d.get("missing", False)),
         observed_ms=t,
         connected=True,
@@ -609,7 +612,7 @@ def _on_group_observed(s: GroupState, ev: Event, t: int) -> GroupState:
     raw_members = d.get("members")
     described: set[str] = set()
     if isinstance(raw_members, list):
-        s, described = _observe_members(s, raw_members, broker_state, t)
+        s, described = _observe_members(s, raw_members, broker_state, t, classic)
         # Members only the broker knew about are gone once it stops describing them.
         for key, m in list(s.members.items()):
             if m.alive and m.sources == frozenset({"observer"}) and key not in described:
@@ -621,7 +624,7 @@ def _on_group_observed(s: GroupState, ev: Event, t: int) -> GroupState:
 
 
 def _observe_members(
-    s: GroupState, raws: list[Any], broker_state: str, t: int
+    s: GroupState, raws: list[Any], broker_state: str, t: int, classic: bool = False
 ) -> tuple[GroupState, set[str]]:
     """Every member of one description, as `_observe_member` one after the other would
     leave them, with one copy of the members mapping instead of one per member (a
@@ -658,7 +661,7 @@ def _observe_members(
             index = dict(s.member_index)
         found = members.get(key) if member_id in index else None
         rebuild = rebuild or (found is None and key in members)
-        member, owned = _observed(found, raw, member_id, t, with_partitions)
+        member, owned = _observed(found, raw, member_id, t, with_partitions, classic)
         members[member.key] = member
         index.setdefault(member_id, member.key)
         if owned is not None:
@@ -673,9 +676,12 @@ def _observed(
     member_id: str,
     t: int,
     with_partitions: bool,
+    classic: bool = False,
 ) -> tuple[MemberState, Owned | None]:
     """A described member's record, and the partitions to give it (an untraced member
-    in a description that carries assignments), else None."""
+    in a description that carries assignments), else None. `classic`: a classic group's
+    description, whose members have no member epoch or target (one that had them while
+    the group was a consumer group keeps none)."""
     key = found.key if found is not None else member_id
     # Described again after it was thought gone: alive, its last known reason kept.
     old = (
@@ -684,7 +690,7 @@ def _observed(
         else _new_member(key, t)
     )
     sub = raw.get("subscription")
-    target = owned_from(raw["target"]) if "target" in raw else old.target
+    target = owned_from(raw["target"]) if "target" in raw else None if classic else old.target
     phase = old.phase
     if with_partitions and "member" not in old.sources:
         reconciled = target is None or dict(target) == dict(owned_from(raw.get("partitions")))
@@ -699,9 +705,9 @@ def _observed(
         last_seen_ms=max(old.last_seen_ms, t),
         phase=phase,
         sources=old.sources if "observer" in old.sources else old.sources | {"observer"},
-        epoch=_int(raw.get("member_epoch"), old.epoch),
+        epoch=_int(raw.get("member_epoch"), -1 if classic else old.epoch),
         target=target,
-        protocol=str(raw.get("member_type") or old.protocol),
+        protocol=str(raw.get("member_type") or ("classic" if classic else old.protocol)),
         regex=_opt_str(raw.get("regex")) or old.regex,
     )
     if with_partitions and "partitions" in raw and "member" not in old.sources:

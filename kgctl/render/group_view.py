@@ -160,8 +160,11 @@ def fmt_clock(ts_ms: int) -> str:
 
 def _consumer_protocol(s: GroupState) -> bool:
     """A KIP-848 group: epochs instead of generations, and no leader. The broker says so
-    (ConsumerGroupDescribe), or the members do (kgctl consumer-protocol members)."""
-    return s.group_type == "consumer" or any(m.protocol == "consumer" for m in s.members.values())
+    (ConsumerGroupDescribe; DescribeGroups says classic: a mixed group back to classic
+    is one again), else the live members do (kgctl consumer-protocol members)."""
+    if s.group_type:
+        return s.group_type == "consumer"
+    return any(m.alive and m.protocol == "consumer" for m in s.members.values())
 
 
 def _generation_text(s: GroupState) -> str:
