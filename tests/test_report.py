@@ -296,6 +296,10 @@ def test_a_watch_recording_of_librdkafka_clients_raises_no_false_ownership_viola
     assert report.violations == ()
     judged = [c for c in report.checks if c.rule == "complete-ownership"]
     assert judged  # the stable generations were judged, once their owners were described
+    # Who went without partitions, named as the other views name them (the audit: whole
+    # member ids, a client id and a UUID each, over eight lines).
+    named = {k for r in report.rebalances for k in r.unassigned_ms}
+    assert named and named <= {"c1", "c2", "c3", "c4"}
 
 
 def _renamed(events: list[Event], kind: str, key: str, old: str, new: str) -> list[Event]:

@@ -481,10 +481,19 @@ def _rebalance(
         end_ms=rec.end_ms,
         leader=rec.leader,
         members=rec.members,
-        unassigned_ms=rebalance_unassigned(state, rec, last_ms),
+        unassigned_ms=_by_name(state, rebalance_unassigned(state, rec, last_ms)),
         moves=rebalance_moves(state, rec, last_ms),
         errors=_errors(in_rebalance),
     )
+
+
+def _by_name(state: GroupState, by_key: Mapping[str, int]) -> dict[str, int]:
+    """Members named as the views name them: a member known from the broker's
+    descriptions alone is keyed by its member id (the client id and a UUID), which the
+    report printed whole; two members of one name keep their keys."""
+    names = {k: state.members[k].name if k in state.members else k for k in by_key}
+    taken = list(names.values())
+    return {(names[k] if taken.count(names[k]) == 1 else k): ms for k, ms in by_key.items()}
 
 
 # A cause and, for one Cause does not list, the name it was given (see named_cause).
