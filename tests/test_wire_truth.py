@@ -324,3 +324,28 @@ def test_a_poll_timeout_read_from_a_leave_and_a_new_join_is_advised_as_inferred(
     assert "max.poll.interval.ms=4000" in a.text and "inferred" in a.text
     # No processing was traced: nothing is measured or proposed as a number.
     assert a.value == ""
+
+
+def test_a_mixed_groups_classic_generations_are_not_called_epochs() -> None:
+    # Two range members (generations 1 and 2, by JoinGroup); a third joins with
+    # group.protocol=consumer and Kafka makes the group a consumer group (epoch 3). The
+    # audit's defect 2: explain, told by the broker that the group is a consumer group
+    # now, labelled every generation an epoch, "group epoch 1 (consumer protocol): no join
+    # barrier", the classic ones before the upgrade too.
+    from kgctl.model.snapshot import GroupSnapshot
+    from kgctl.observe.infer import Inferrer
+
+    name = "wire_rdkafka-range_mixed-join.jsonl.gz"
+    lines = gzip.decompress((DATA / name).read_bytes()).decode().splitlines()
+    events = [Event.from_json(line) for line in lines if line.strip()]
+    group = events[0].group
+    now = GroupSnapshot(group=group, state="Stable", group_type="consumer", group_epoch=3)
+    described = Inferrer(group).observe(now, events[-1].ts_ms + 500)
+    events += [e for e in described if e.type == "GroupObserved"]
+    found = {d.generation: d for d in explain(group, events, events[-1].ts_ms + 1000).generations}
+    assert [found[n].label for n in (1, 2, 3)] == [
+        "generation 1",
+        "generation 2",
+        "group epoch 3",
+    ]
+    assert not any("no join barrier" in n for n in found[1].notes + found[2].notes)

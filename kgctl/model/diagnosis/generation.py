@@ -35,6 +35,7 @@ from kgctl.model.diagnosis.types import (
     INFERRED,
     POLL_BREACH,
     PREPARING,
+    START_SLACK_MS,
     WAIT_DEAD,
     WAIT_PROCESSING,
     Advice,
@@ -280,7 +281,7 @@ def _diagnose_one(
         else None
     )
     waits = critical_path(events, timed_rec, prev, state, members, chosen, mine, consumer_session)
-    if state.group_type == "consumer" and not waits:
+    if _epochs(state, events, rec) and state.group_type == "consumer" and not waits:
         # KIP-848: no barrier; the epochs are the broker's and each member reconciles alone.
         notes.append(
             f"group epoch {rec.generation} (consumer protocol): no join barrier, each member "
@@ -369,9 +370,19 @@ def _epochs(state: GroupState, events: EventIndex, rec: GenerationRecord) -> boo
     members heartbeat on the consumer protocol at this epoch and nobody in the events
     joined by JoinGroup (a trace alone; a mixed group is mixed.py's to tell)."""
     if state.group_type == "consumer":
-        return True
+        # A mixed group's classic generations before its upgrade (the first consumer-
+        # protocol heartbeat came after they began) were generations, not epochs.
+        first = events.memo("first consumer heartbeat", _first_consumer_heartbeat)
+        return first is None or first <= rec.start_ms + START_SLACK_MS
     answered = events.memo("epochs answered", _epochs_answered)
     return rec.generation in answered and not events.of("JoinGroupReceived")
+
+
+def _first_consumer_heartbeat(events: EventIndex) -> int | None:
+    """When the first ConsumerGroupHeartbeat was answered (a member on the consumer
+    protocol: before it, the group was classic), if the events show one."""
+    answered = events.of("GroupHeartbeatAnswered")
+    return min((e.ts_ms for e in answered), default=None)
 
 
 def _epochs_answered(events: EventIndex) -> frozenset[int]:
