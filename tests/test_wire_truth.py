@@ -349,3 +349,30 @@ def test_a_mixed_groups_classic_generations_are_not_called_epochs() -> None:
         "group epoch 3",
     ]
     assert not any("no join barrier" in n for n in found[1].notes + found[2].notes)
+
+
+def test_cooperative_members_that_kept_partitions_are_not_said_without() -> None:
+    # The audit's defect 6: in the live view's "no partitions" column, a cooperative
+    # member that kept its partitions through the rebalance read as without them ("c3
+    # 1.1s" where c3 held [4,5] throughout). Two cooperative-sticky members; a third
+    # joins: c1 and c2 each give up one partition and keep the rest.
+    import io
+
+    from rich.console import Console
+
+    from kgctl.render.group_view import render_generations
+
+    x = explained("wire_rdkafka-cooperative_scale-out.jsonl.gz")
+    found = {d.generation: d for d in x.generations}
+    out = io.StringIO()
+    Console(file=out, width=200, color_system=None).print(
+        render_generations(x.state, x.now_ms, 200, 10, found)
+    )
+    rows = {
+        line.split()[0]: line for line in out.getvalue().splitlines() if line[:5].strip().isdigit()
+    }
+    for gen in ("3", "4"):  # the join and its second round
+        cell = rows[gen].rsplit("  ", 1)[-1]
+        assert "cooperative-c1" not in cell and "cooperative-c2" not in cell, rows[gen]
+    # explain says the same: only the joiner went without partitions.
+    assert {c.member[-2:] for d in (found[3], found[4]) for c in d.costs} == {"c3"}
