@@ -349,6 +349,12 @@ def test_a_mixed_groups_classic_generations_are_not_called_epochs() -> None:
         "group epoch 3",
     ]
     assert not any("no join barrier" in n for n in found[1].notes + found[2].notes)
+    # And the change is said where it happened, from the clients' own requests (c3's
+    # ConsumerGroupHeartbeat, the others' JoinGroups): the audit's "no protocol change
+    # noted".
+    change = found[3].protocol_change
+    assert "became a consumer-protocol group" in change and "mixed-join-rdkafka-range-c3" in change
+    assert not found[2].protocol_change
 
 
 def test_cooperative_members_that_kept_partitions_are_not_said_without() -> None:

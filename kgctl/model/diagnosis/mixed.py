@@ -45,7 +45,7 @@ def consumer_protocol_members(events: EventIndex, g: GenerationRecord) -> list[s
     other)."""
 
     def started(index: EventIndex) -> list[tuple[int, str, str]]:
-        return [
+        said = [
             (
                 e.ts_ms,
                 e.member,
@@ -54,6 +54,17 @@ def consumer_protocol_members(events: EventIndex, g: GenerationRecord) -> list[s
             for e in index.of("MemberStarted")
             if e.source in ("member", "wire") and e.member
         ]
+        # A client the proxy traced says nothing of its settings: its requests do. Its
+        # first ConsumerGroupHeartbeat answered, or its first JoinGroup, from then on.
+        named = {member for _, member, _ in said}
+        heard: dict[str, tuple[int, str]] = {}
+        for e in index.of("GroupHeartbeatAnswered", "JoinGroupSent"):
+            who = e.member or e.client_id
+            if e.source != "wire" or not who or who in named or who in heard:
+                continue
+            heard[who] = (e.ts_ms, "consumer" if e.type == "GroupHeartbeatAnswered" else "classic")
+        said += [(ts, who, protocol) for who, (ts, protocol) in heard.items()]
+        return sorted(said)
 
     # A member restarted within the rebalance is in the generation too, speaking what it
     # restarted with: the cut is when the generation was stable (or ended), not began.
