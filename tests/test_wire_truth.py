@@ -382,3 +382,17 @@ def test_cooperative_members_that_kept_partitions_are_not_said_without() -> None
         assert "cooperative-c1" not in cell and "cooperative-c2" not in cell, rows[gen]
     # explain says the same: only the joiner went without partitions.
     assert {c.member[-2:] for d in (found[3], found[4]) for c in d.costs} == {"c3"}
+
+
+def test_a_join_the_broker_refused_is_not_the_trigger() -> None:
+    # Three range members through kgctl proxy with `SyncGroup:hang` on c1's third
+    # SyncGroup (the audit's hung SyncGroup, by hand on 12-04): c1 goes silent, the broker
+    # removes it at its 10 s session; c1 then sends JoinGroup with its old member id
+    # (answered UNKNOWN_MEMBER_ID: it started nothing) and at once without one (the join
+    # that did). Before: "c1: rejoin requested (a member rejoined on its own)".
+    found = {
+        d.generation: d for d in explained("wire_rdkafka-range_sync-hang.jsonl.gz").generations
+    }
+    joined = found[5].trigger
+    assert (joined.cause, joined.who, joined.confidence) == ("member_joined", "c1", EXACT)
+    assert not any(t.cause == "rejoin_requested" for t in found[5].also)

@@ -311,6 +311,7 @@ def _wire_rejoins(
             and not (e.data.get("wire_reason") or e.data.get("reason"))
             and who not in told
             and not answered_unchanged(events, e, prev.generation if prev else None)
+            and not _refused(events, e)
         ):
             leader = prev is not None and prev.leader in (who, e.member_id)
             role = "the leader" if leader else "a member"
@@ -879,6 +880,16 @@ def _is_news_for_rebalance(e: Event, state: GroupState, prev: GenerationRecord |
     if is_type(e, "MemberLeftGroup"):
         return key in prev.members
     return True
+
+
+def _refused(events: EventIndex, sent: Event) -> bool:
+    """A JoinGroup the broker answered with an error (UNKNOWN_MEMBER_ID: the member id of
+    a member it had removed): it started nothing; the join after it, if any, did."""
+    who = sent.member or sent.client_id
+    for later in events.by(who, since=sent.ts_ms - 1):
+        if is_type(later, "JoinGroupReceived") and later.ts_ms >= sent.ts_ms:
+            return later.data.get("error") not in (None, "", "NONE")
+    return False
 
 
 def _joined_before(e: Event, events: EventIndex, prev: GenerationRecord | None) -> bool:
