@@ -396,3 +396,29 @@ def test_a_join_the_broker_refused_is_not_the_trigger() -> None:
     joined = found[5].trigger
     assert (joined.cause, joined.who, joined.confidence) == ("member_joined", "c1", EXACT)
     assert not any(t.cause == "rejoin_requested" for t in found[5].also)
+
+
+def test_a_member_the_proxy_left_unanswered_is_not_advised_as_a_dead_one() -> None:
+    # The same run: kgctl proxy's `SyncGroup:hang` left c1's SyncGroup unanswered, and
+    # every answer after it on that connection (its heartbeats'): the broker removed it at
+    # its 10 s session (its log's line below). Before: the wait named no cause and the
+    # advice was a dead member's ("stop c1 gracefully", a shorter session.timeout.ms),
+    # blaming a member the fault had silenced.
+    from kgctl.model.diagnosis import FAILED, BrokerReason, Context
+
+    name = "wire_rdkafka-range_sync-hang.jsonl.gz"
+    lines = gzip.decompress((DATA / name).read_bytes()).decode().splitlines()
+    events = [Event.from_json(line) for line in lines if line.strip()]
+    group = events[0].group
+    removed = BrokerReason(
+        1796359523807,
+        group,
+        "member c1-90add341-d7ec-4cb4-baa7-9fca223b3e37 has failed (session timeout), removed",
+        kind=FAILED,
+    )
+    x = explain(group, events, events[-1].ts_ms + 1000, Context(broker_reasons=(removed,)))
+    d = {g.generation: g for g in x.generations}[4]
+    assert (d.trigger.cause, d.trigger.who) == ("timed_out", "c1")
+    [wait] = d.critical_path
+    assert "kgctl proxy" in wait.detail and "SyncGroup:hang" in wait.detail
+    assert not any(a.pattern == "dead-member-held-join" for a in d.advice)

@@ -24,6 +24,7 @@ from kgctl.model.diagnosis.revocations import partitions_moved, partitions_revok
 from kgctl.model.diagnosis.rounds import as_second_round
 from kgctl.model.diagnosis.trigger import (
     UNSAID_LEAVE,
+    chaos_silenced_by,
     choose_trigger,
     read_growth,
     read_subscription,
@@ -46,6 +47,7 @@ from kgctl.model.diagnosis.types import (
 )
 from kgctl.model.diagnosis.waits import critical_path
 from kgctl.model.event_index import EventIndex, index
+from kgctl.model.event_types import is_type
 from kgctl.model.events import Event
 from kgctl.model.reasons import Cause, RejoinReason, named_cause
 from kgctl.model.state import (
@@ -199,6 +201,13 @@ def _fallback_trigger(
         )
 
 
+def _cut_off_by_proxy(events: EventIndex, member: str, until: int) -> bool:
+    """A member kgctl proxy left unanswered (a fault rule's hang or blackhole) was no
+    dead process: a graceful stop or its own session is no advice for it."""
+    silenced = chaos_silenced_by(events, member, until)
+    return silenced is not None and is_type(silenced, "FaultInjected")
+
+
 def _poll_advice(
     events: EventIndex, chosen: Trigger, members: Mapping[str, MemberConfig]
 ) -> list[Advice]:
@@ -312,7 +321,7 @@ def _diagnose_one(
         notes.append(said)
     advice: list[Advice] = []
     for w in waits:
-        if w.why == WAIT_DEAD:
+        if w.why == WAIT_DEAD and not _cut_off_by_proxy(events, w.member, rec.start_ms):
             advice += advise_dead_member(w, members, ctx, events)
         elif w.why == WAIT_PROCESSING:
             advice += advise_batch_size(events, w, rec.start_ms)

@@ -456,10 +456,18 @@ def _events_with_instance_id(events: EventIndex) -> list[Event]:
 
 
 def chaos_silenced_by(events: EventIndex, member: str, until: int) -> Event | None:
-    """kgctl chaos's own word that it killed, froze or cut off `member` (its
-    ActionPerformed: a fault naming it `cut_off` holds or drops what it sends; or the
-    MemberFailed it wrote when the process ended without a word), before `until`."""
+    """kgctl's own word that it killed, froze or cut off `member` before `until`: kgctl
+    chaos's ActionPerformed (a fault naming it `cut_off` holds or drops what it sends) or
+    the MemberFailed it wrote when the process ended without a word; kgctl proxy's
+    FaultInjected that never answered one of its requests (`hang`, `blackhole`: every
+    later answer on that connection waits behind it, its heartbeats' too)."""
     found = None
+    for e in events.of("FaultInjected", until=until):
+        silencing = e.data.get("effect") in _SILENCING_FAULTS
+        if e.source == "wire" and silencing and (e.member or e.client_id) == member:
+            found = e
+    if found is not None:
+        return found
     for e in events.of("ActionPerformed", "MemberFailed", until=until):
         if e.source != "chaos":
             continue
@@ -481,9 +489,17 @@ def chaos_silenced_by(events: EventIndex, member: str, until: int) -> Event | No
 # Chaos actions after which a member says nothing more: the broker finds out at its
 # session timeout.
 _SILENCING = ("member-kill", "member-pause")
+# kgctl proxy's fault effects that leave a request unanswered for good (docs/proxy.md).
+_SILENCING_FAULTS = ("hang", "blackhole")
 
 
 def chaos_said(e: Event) -> str:
+    if is_type(e, "FaultInjected"):
+        return (
+            f"kgctl proxy at {_clock(e.ts_ms)}: fault rule {e.data.get('text', '?')} left its "
+            f"{e.data.get('api', 'request')} unanswered, and every answer after it on that "
+            "connection"
+        )
     what = str(e.data.get("description") or e.data.get("error") or e.type)
     return f"kgctl chaos at {_clock(e.ts_ms)}: {what}"
 
