@@ -143,9 +143,15 @@ def test_the_epoch_a_classic_group_was_upgraded_at_is_the_start_not_a_rebalance(
 
 def test_a_deleted_consumer_group_made_again_starts_over() -> None:
     deleted = ConsumerGroupRecord("g", ConsumerRecordType.GROUP_METADATA, None, timestamp_ms=50000)
-    told = stored_epochs("g", [*RUN, deleted, _member(C2, 60000, "c2"), _epoch(1, 60000)])
+    again = [_member(C2, 60000, "c2"), _epoch(1, 60000), _assigned(C2, 60100, 1, 6),
+             _member(C1, 61000, "c1"), _epoch(2, 61000), _assigned(C2, 61200, 2, 3),
+             _assigned(C1, 61300, 2, 3)]  # fmt: skip
+    told = stored_epochs("g", [*RUN, deleted, *again])
     # Epoch 1 of the new group is its start; nothing of the old one is compared with it.
     assert told.first_epoch == 1
-    assert [e.data["group_epoch"] for e in told.events if e.type == "GenerationChanged"] == [
-        3, 4, 5, 6, 7,
-    ]  # fmt: skip
+    changed = [e.data for e in told.events if e.type == "GenerationChanged"]
+    assert [d["group_epoch"] for d in changed] == [3, 4, 5, 6, 7, 2]
+    # Each group's epochs are dated by its own records (the new group's epoch 2 is not
+    # the old one's, reconciled at 1000), the old group's epoch 7 by its own.
+    stable = {d["group_epoch"]: d.get("stable_ms") for d in changed}
+    assert stable[2] == 61300 and stable[7] == 47200

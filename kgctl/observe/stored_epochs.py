@@ -61,6 +61,7 @@ def stored_epochs(group: str, records: Sequence[AnyGroupRecord]) -> StoredEpochs
     first: int | None = None
     after_classic = False
     events: list[Event] = []
+    told: list[Event] = []  # a deleted consumer group's, dated: a new one reuses epochs
     # The epoch each member must reach, and who has not yet: once nobody is left to, the
     # group was reconciled (Stable) at that record's write time.
     epoch_now, waiting, reconciled = -1, set[str](), dict[int, int]()
@@ -70,7 +71,7 @@ def stored_epochs(group: str, records: Sequence[AnyGroupRecord]) -> StoredEpochs
             # group that follows starts a story of its own.
             inferrer, members, member_epochs, last_hash, first = Inferrer(group), {}, {}, None, None
             inferrer.stored_source, after_classic = True, True
-            events = []
+            events, epoch_now, waiting, reconciled = [], -1, set(), {}
             continue
         value, mid = rec.value, rec.member_id
         if rec.kind is ConsumerRecordType.MEMBER_METADATA and mid:
@@ -117,7 +118,10 @@ def stored_epochs(group: str, records: Sequence[AnyGroupRecord]) -> StoredEpochs
             # The consumer group deleted: one made again later is a new group.
             inferrer, members, member_epochs, last_hash, first = Inferrer(group), {}, {}, None, None
             inferrer.stored_source = True
-    return StoredEpochs(tuple(_dated(e, reconciled) for e in events), first, after_classic)
+            told += [_dated(e, reconciled) for e in events]
+            events, epoch_now, waiting, reconciled = [], -1, set(), {}
+    told += [_dated(e, reconciled) for e in events]
+    return StoredEpochs(tuple(told), first, after_classic)
 
 
 def _reached(
