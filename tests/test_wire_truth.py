@@ -59,6 +59,35 @@ def test_a_cooperative_second_round_is_the_first_rounds_not_a_trigger() -> None:
     assert not any(t.cause == "rejoin_requested" for t in second.also)
 
 
+def test_a_growth_soon_after_a_second_round_is_not_a_third_round() -> None:
+    # Three cooperative-sticky members: c3 joined (generation 3), c1 gave up partition 3
+    # and rejoined from its SyncGroup answer (.790), sending JoinGroup at .792: generation
+    # 4, the second round. The topic grew from 6 to 9 partitions 3 s later and c1 (the
+    # leader) rejoined: generation 5, nothing revoked (their callbacks). In a CI run
+    # generation 5 read "rejoin_requested by (nobody), inferred": the second round of
+    # generation 4, since the wire dated c1's gen-3 answer and its gen-4 JoinGroup in one
+    # millisecond, and what it gave up for generation 3 counted as given up in 4. Here
+    # that JoinGroup's round trip is made 2 ms longer (sent at .790), as in that run.
+    name = "wire_rdkafka-cooperative_growth.jsonl.gz"
+    lines = gzip.decompress((DATA / name).read_bytes()).decode().splitlines()
+    events = [Event.from_json(line) for line in lines if line.strip()]
+    same_ms = []
+    for e in events:
+        if e.type == "JoinGroupTraced" and e.generation == 4 and e.client_id.endswith("-c1"):
+            e = replace(e, data=dict(e.data, latency_ms=float(e.data["latency_ms"]) + 2))
+        same_ms.append(e)
+    for trace in (events, same_ms):
+        found = {
+            d.generation: d
+            for d in explain(trace[0].group, trace, trace[-1].ts_ms + 1000).generations
+        }
+        assert found[4].trigger.reason == "second round of generation 3"
+        growth = found[5].trigger
+        assert (growth.cause, growth.who[-3:]) == ("partitions_changed", "-c1"), growth
+        assert "second round" not in growth.evidence
+    assert found[4].start_ms == 1796357562790  # the millisecond of c1's gen-3 answer
+
+
 def test_a_second_round_known_only_from_the_clusters_records_may_be_one() -> None:
     """`kgctl watch` of cooperative librdkafka members without a trace: the stored
     records show the same members twice in a row, on cooperative-sticky, but not who

@@ -165,20 +165,22 @@ def _given_up(
     events: EventIndex, state: GroupState, prev: GenerationRecord, rec: GenerationRecord
 ) -> set[str]:
     """Members of both generations that gave partitions up during the first round: their
-    own revocations, or an ownership of theirs that ended then (assignments traced)."""
+    own revocations, or an ownership of theirs that ended then (assignments traced).
+    A cooperative member gives up what the round's assignment drops, so from when the
+    round's JoinGroups were answered: a member that gave partitions up in the round
+    before rejoins from its SyncGroup answer, and the wire dates that answer and the
+    rejoin that began this round in one millisecond at times (a second round then read
+    the topic's growth 3 s later as its own third one)."""
     stayed = set(prev.members) & set(rec.members)
+    since = prev.sync_ms if prev.sync_ms is not None else prev.start_ms
     out = {
         e.member
-        for e in events.of("PartitionsRevoked", since=prev.start_ms - 1, until=rec.start_ms)
+        for e in events.of("PartitionsRevoked", since=since - 1, until=rec.start_ms)
         if e.member in stayed and e.data.get("partitions")
     }
     for spans in state.ownership.values():
         for sp in spans:
-            if (
-                sp.member in stayed
-                and sp.end_ms is not None
-                and prev.start_ms <= sp.end_ms <= rec.start_ms
-            ):
+            if sp.member in stayed and sp.end_ms is not None and since <= sp.end_ms <= rec.start_ms:
                 out.add(sp.member)
     return out
 
