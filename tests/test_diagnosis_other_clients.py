@@ -495,6 +495,24 @@ def test_a_second_process_with_a_static_members_id_replaces_it_on_the_wire() -> 
     assert not x.generations[0].generation > 1, "no rebalance of its own"
 
 
+def test_a_second_process_answered_within_a_millisecond_still_replaces_the_first() -> None:
+    """The same trace, the second process's JoinGroup answered in under a millisecond: the
+    proxy dates the join by its answer less its whole milliseconds, so the join and its
+    answer (which names the new member id) have one time, the answer read first. The
+    new id was then read as the holder the join replaced: no replacement, no fence (the
+    truth suite's static conflict said "fence unknown" from the wire in some runs)."""
+    from kgctl.recordings import recording_lines
+    from kgctl.report.summary import parse_lines
+
+    events, _ = parse_lines(recording_lines(DATA / "rdkafka_wire_static_conflict.jsonl.gz"))
+    second = [e for e in events if e.type == "JoinGroupTraced"][-1]
+    fast = [replace(e, data={**e.data, "latency_ms": 0.6}) if e is second else e for e in events]
+    x = explain("g-sc9", fast, max(e.ts_ms for e in fast))
+    (r,) = x.replaced
+    assert r.old_member_id.endswith("040763b11e22") and r.fenced_ms is not None
+    assert r.at_ms == second.ts_ms  # the join, in its answer's millisecond
+
+
 def test_a_member_fenced_on_the_wire_without_its_successor_traced_is_gone() -> None:
     """The same trace without the second process's exchanges (it connected elsewhere):
     the fenced member is gone, and nothing says who replaced it."""

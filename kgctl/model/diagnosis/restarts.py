@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kgctl.model.diagnosis.members import MemberConfig, member_configs
-from kgctl.model.diagnosis.trigger import instance_id_of, member_id_of
+from kgctl.model.diagnosis.trigger import InstanceHolders, instance_id_of, member_id_of
 from kgctl.model.diagnosis.types import FENCED, START_SLACK_MS
 from kgctl.model.event_index import EventIndex, index
 from kgctl.model.event_types import is_type
@@ -133,7 +133,7 @@ def replacements(state: GroupState, events: Sequence[Event]) -> tuple[Replacemen
     """Every static member whose group.instance.id another process took (a process of
     another name: one of the same name restarting is a `Restart`)."""
     ordered = sorted(events, key=lambda e: e.ts_ms)
-    holder: dict[str, tuple[str, str]] = {}  # instance id -> (member, member id)
+    holders = InstanceHolders()
     out = []
     for e in ordered:
         iid = instance_id_of(e)
@@ -141,8 +141,10 @@ def replacements(state: GroupState, events: Sequence[Event]) -> tuple[Replacemen
             continue
         who = e.member or e.client_id
         member_id = member_id_of(e)
-        if is_type(e, "JoinGroupSent") and not member_id and iid in holder:
-            old, old_id = holder[iid]
+        joining = is_type(e, "JoinGroupSent") and not member_id
+        held = holders.before_join(iid, e) if joining else None
+        if held is not None:
+            old, old_id = held
             # A process of the same name is a second one, not a restart, when its
             # predecessor was told FENCED_INSTANCE_ID after it joined (on the wire, two
             # processes of one application often share the client id: only their member
@@ -161,7 +163,7 @@ def replacements(state: GroupState, events: Sequence[Event]) -> tuple[Replacemen
                 began = any(abs(g.start_ms - e.ts_ms) <= START_SLACK_MS for g in state.generations)
                 out.append(Replacement(iid, old, who, e.ts_ms, fenced, began, old_id))
         elif member_id:
-            holder[iid] = (who or member_id, member_id)
+            holders.hold(iid, who or member_id, member_id)
     return tuple(out)
 
 

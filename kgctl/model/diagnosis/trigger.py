@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from kgctl.model.diagnosis.causes import (
     broker_cause,
@@ -419,7 +419,7 @@ def static_replacements(
     replaced: set[str] = set()
     if prev is None:
         return [], replaced
-    holder: dict[str, tuple[str, str]] = {}  # instance id -> (member, member id)
+    holders = InstanceHolders()
     out: list[Trigger] = []
     for e in events.memo("instanced", _events_with_instance_id):
         iid = instance_id_of(e)
@@ -428,8 +428,9 @@ def static_replacements(
         who = e.member or e.client_id
         member_id = member_id_of(e)
         joining = is_type(e, "JoinGroupSent") and e.source in ("member", "wire") and not member_id
-        if joining and since < e.ts_ms and iid in holder and holder[iid][0] in prev.members:
-            old, old_id = holder[iid]
+        held = holders.before_join(iid, e) if joining else None
+        if joining and since < e.ts_ms and held is not None and held[0] in prev.members:
+            old, old_id = held
             src = "wire" if e.source == "wire" else "trace"
             by = f"{old} (member id {old_id})" if old != who else f"its previous process ({old_id})"
             replaced.add(old)
@@ -445,8 +446,35 @@ def static_replacements(
                 )
             )
         elif member_id and e.source in ("member", "wire", "observer"):
-            holder[iid] = (e.member or who or member_id, member_id)
+            holders.hold(iid, e.member or who or member_id, member_id)
     return out, replaced
+
+
+@dataclass
+class InstanceHolders:
+    """Who held each group.instance.id (member, member id) as events are read in time
+    order, and who held it before. A join's own answer can come first: the proxy dates a
+    JoinGroup by its answer less its round trip in whole milliseconds, so a join
+    answered within a millisecond sorts after its answer (the trace's JoinGroupTraced,
+    the step JoinGroupReceived), which already names the new member id. Read as the
+    holder, the newcomer replaced itself, and the process it fenced was not named
+    (the truth suite's static conflict, its wire view "fence unknown" in some runs)."""
+
+    now: dict[str, tuple[str, str]] = field(default_factory=dict)
+    before: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def hold(self, iid: str, member: str, member_id: str) -> None:
+        held = self.now.get(iid)
+        if held is not None and held[1] != member_id:
+            self.before[iid] = held
+        self.now[iid] = (member, member_id)
+
+    def before_join(self, iid: str, join: Event) -> tuple[str, str] | None:
+        """Who held `iid` when `join` (a JoinGroupSent without a member id) was sent."""
+        held = self.now.get(iid)
+        if held is not None and join.member_id and held[1] == join.member_id:
+            return self.before.get(iid)  # its own answer, read first
+        return held
 
 
 def _events_with_instance_id(events: EventIndex) -> list[Event]:
