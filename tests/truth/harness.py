@@ -100,6 +100,10 @@ class Member:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
+        # The reader reads to the end of what the process wrote: a stdout closed under it
+        # failed its thread (ValueError: I/O operation on closed file) and, warnings
+        # being errors, the suite (a fenced static member's process, ended on its own).
+        self._reader.join(timeout=10)
         for stream in (self.proc.stdin, self.proc.stdout):
             if stream is not None:
                 try:
@@ -368,6 +372,8 @@ class Proxy:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout=10)
+        if hasattr(self, "_reader"):  # (a proxy that failed to start has none)
+            self._reader.join(timeout=10)  # to the end of its stdout, as Member.end
         for stream in (self.proc.stdin, self.proc.stdout):
             if stream is not None:
                 stream.close()
