@@ -400,7 +400,9 @@ def normalise(
     # The clients stamp their calls in whole milliseconds (truncated) and the test its
     # SIGTERM to the microsecond: a member's reaction in the stop's own millisecond can
     # look older than the stop (seen: kgctl's revoke at close, stamped 0.4 ms "before"
-    # it). A stop counts from the start of its millisecond, ahead of what is stamped in it.
+    # it). A stop counts from the start of its millisecond, ahead of what is stamped in it;
+    # the test sends one only once the clock has left the millisecond of everything it
+    # saw, so what it waited for is never stamped in the stop's millisecond.
     marks = [Mark(float(math.floor(m.at_ms)), m.what) if m.what == "stop" else m for m in marks]
     stops = [m.at_ms for m in marks if m.what == "stop"]
     callbacks = settle_lost(requests, callbacks, min(stops) if stops else None)

@@ -416,13 +416,26 @@ def _heartbeat_request(
     )
 
 
-def window_start() -> float:
-    """Now, as the start of the compared run: the start of this millisecond. The members
-    and the proxy stamp in whole milliseconds (truncated), so what happens just after now
-    may be stamped just before it; what is stamped in this millisecond before the rules
-    are armed is the member's own steady traffic (answered heartbeats and commits, never
-    steps)."""
-    return float(math.floor(time.time() * 1000))
+def window_start(seen_ms: float = 0.0) -> float:
+    """Now, as the start of the compared run: the start of this millisecond, once the
+    clock has left the millisecond of `seen_ms`, the last stamp the test saw before it
+    (`past_millisecond_of`). The members and the proxy stamp in whole milliseconds
+    (truncated), so what happens just after now may be stamped just before it; what is
+    stamped in this millisecond before the rules are armed is the member's own steady
+    traffic (answered heartbeats and commits, never steps), not what the test waited
+    for (seen: the first `assigned` a fast settle check saw, stamped in the window's
+    first millisecond, counted as the situation's)."""
+    return float(math.floor(past_millisecond_of(seen_ms)))
+
+
+def past_millisecond_of(stamp_ms: float) -> float:
+    """Now (ms since the epoch), taken once the clock is past the millisecond `stamp_ms`
+    falls in: waits for that clock tick, never more than a millisecond (a stamp ahead of
+    the clock, which a step back of it would make, counts as now)."""
+    tick = math.floor(min(stamp_ms, time.time() * 1000)) + 1
+    while (now := time.time() * 1000) < tick:
+        time.sleep((tick - now) / 1000)
+    return now
 
 
 def requests_of(
@@ -657,7 +670,7 @@ class Runner:
             if member.proc.poll() is not None:
                 run.marks.append(Mark(time.time() * 1000, "exited"))
             else:
-                run.marks.append(Mark(time.time() * 1000, "stop"))
+                run.marks.append(Mark(self._stop_time(member), "stop"))
                 member.stop()
             run.exit_code = member.proc.returncode
             run.callbacks = member.callbacks()
@@ -701,7 +714,7 @@ class Runner:
             ]
         for stage in s.stages[1:]:
             run.armed += [f"{r}:client={cid}" for r in stage]
-        run.since_ms = window_start()
+        run.since_ms = window_start(self._last_seen(member))
         if peer is not None and s.peer_rules:
             peer_id = peer.name
             for r in s.peer_rules:
@@ -733,9 +746,23 @@ class Runner:
         if s.until == "exited":
             self._wait(lambda: member.proc.poll() is not None, SETTLE_S, member)
             return
-        self._wait(lambda: self._settled(member, run, since=run.since_ms), SETTLE_S, member)
-        if s.steady:
-            self._wait(lambda: self._steady(member, run) > s.steady, SETTLE_S, member)
+        waited = f"settle within {SETTLE_S:.0f} s"
+        settled = self._wait(
+            lambda: self._settled(member, run, since=run.since_ms), SETTLE_S, member
+        )
+        if settled and s.steady:
+            waited = f"send {s.steady} steady heartbeats within {SETTLE_S:.0f} s of settling"
+            settled = self._wait(lambda: self._steady(member, run) > s.steady, SETTLE_S, member)
+        if (
+            not settled
+            and member.proc.poll() is None
+            and self._all_applied(run, self.events(member.client_id))
+        ):
+            # Still running when the wait ran out: stopped now, its trace would end in the
+            # middle of whatever it was doing and the comparison would blame the stop's
+            # place. A member that exited is compared (`exited`); a rule that never
+            # applied is said by `_run`.
+            run.problem = f"the member did not {waited}"
 
     def _steady(self, member: Member, run: Run) -> int:
         """Steady heartbeats (`conformance_form.steady`) since the window opened."""
@@ -753,12 +780,17 @@ class Runner:
             e.type == "FaultInjected" and e.data.get("api") == api for e in self.events(client_id)
         )
 
+    @staticmethod
+    def _all_applied(run: Run, events: list[Event]) -> bool:
+        """Every rule armed for the run has applied at least once (`events`: the member's)."""
+        applied = {str(e.data.get("text")) for e in events if e.type == "FaultInjected"}
+        return all(r in applied for r in run.armed)
+
     def _settled(self, member: Member, run: Run, since: float) -> bool:
         """A member again: every armed rule applied, then a SyncGroup answered NONE sent
         after the last one applied, then an assignment given to the listener."""
         events = self.events(member.client_id)
-        applied = {str(e.data.get("text")) for e in events if e.type == "FaultInjected"}
-        if any(r not in applied for r in run.armed):
+        if not self._all_applied(run, events):
             return False
         last_fault = max(
             [e.ts_ms for e in events if e.type == "FaultInjected"] + [since], default=since
@@ -775,6 +807,23 @@ class Runner:
             return False
         after = syncs[-1].answered_ms
         return any(c.kind == "assigned" and c.at_ms >= after for c in member.callbacks())
+
+    def _last_seen(self, member: Member) -> float:
+        """The latest stamp of the member's the test has seen: a listener call, or a
+        proxy event about it (what a wait has just been satisfied by)."""
+        seen = [c.at_ms for c in member.callbacks()]
+        seen += [float(e.ts_ms) for e in self.events(member.client_id)]
+        return max(seen, default=0.0)
+
+    def _stop_time(self, member: Member) -> float:
+        """When the stop about to be sent is sent: once the clock has left the millisecond
+        of the last stamp the test has seen, at most 1 ms on. Both are stamped in whole
+        milliseconds (truncated), and `normalise` puts a stop before whatever is stamped
+        in its own millisecond, a reaction to it; what the test saw before it stopped
+        the member must not share that millisecond. (Seen in CI: the `assigned` a settle
+        waited for, stamped in the millisecond the test then stopped the member in, came
+        after `<stop>` in the trace.)"""
+        return past_millisecond_of(self._last_seen(member))
 
     @staticmethod
     def _wait(check: Callable[[], bool], timeout: float, member: Member) -> bool:
