@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import signal
 import threading
 import time
 from typing import Any
@@ -653,3 +654,25 @@ def test_the_missing_topic_check_sends_a_timed_out_request_again() -> None:
     with pytest.raises(Errors.TopicAuthorizationFailedError):
         existing_topics(refused)  # type: ignore[arg-type]
     assert refused.asked == 1
+
+
+def test_a_signal_landing_inside_the_idle_wake_still_stops_the_member() -> None:
+    # A handler runs on the main thread between two bytecodes, perhaps inside
+    # `_idle_wake.set()` with the event's lock held (the CI hang: a SIGTERMed member asleep
+    # for good). Holding that lock here, the handler must still return and mark the stop.
+    config = MemberConfig(group="g", topics=["t"], read_stdin=False)
+    member = Member(config, ClientSettings(bootstrap="127.0.0.1:9092"), [])
+    returned = threading.Event()
+
+    def handler() -> None:
+        member._on_signal(signal.SIGTERM, None)
+        returned.set()
+
+    with member._idle_wake._cond:  # the lock set() takes
+        thread = threading.Thread(target=handler, daemon=True)
+        thread.start()
+        took_no_lock = returned.wait(2)
+    thread.join(5)
+    assert took_no_lock, "the SIGTERM handler waited for the idle wake's lock"
+    assert member._should_stop()
+    assert member._exit == ExitStatus.OK

@@ -305,16 +305,24 @@ class Member:
 
     # -- stopping -------------------------------------------------------------------------
     def request_stop(self, reason: str, status: ExitStatus = ExitStatus.OK) -> None:
+        self._mark_stop(reason, status)
+        self._idle_wake.set()
+
+    def _mark_stop(self, reason: str, status: ExitStatus) -> None:
         if self._stop is None:
             self._stop = reason
             self._exit = status
-        self._idle_wake.set()
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
+        # A handler runs on the main thread between two of its bytecodes, possibly inside
+        # `_idle_wake.set()` (an event emitted there) with the event's lock held: setting
+        # the event here would wait for that lock forever (seen: a SIGTERMed member hung
+        # asleep, never leaving). It takes no lock; the loop sees the mark after its poll
+        # (200 ms) or, with every partition paused, its idle wait (1 s).
         if signum == signal.SIGINT:
-            self.request_stop("SIGINT", ExitStatus.INTERRUPTED)
+            self._mark_stop("SIGINT", ExitStatus.INTERRUPTED)
         else:
-            self.request_stop(signal.Signals(signum).name, ExitStatus.OK)
+            self._mark_stop(signal.Signals(signum).name, ExitStatus.OK)
 
     def _install_signals(self) -> dict[int, Any]:
         previous: dict[int, Any] = {}
