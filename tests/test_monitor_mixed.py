@@ -295,3 +295,39 @@ def test_a_classic_generation_and_a_consumer_epoch_of_one_number_are_two() -> No
         t = tally(t, r, 10_000)
     assert t is not None and t.total == 4 and t.counted_generation == 4
     assert t.counts[("member_left", "classic")] == 2
+
+
+def test_a_group_that_stays_upgraded_keeps_only_the_members_it_has() -> None:
+    # Consumer-protocol processes started again and again: each joins under a new member
+    # id and leaves (its record deleted, the epoch bumped). Before: every id stayed in the
+    # inferrer until a classic record came (one more per restart, for months), and one
+    # epoch more per rebalance. The way back still reads x's leave alone.
+    from kgctl.observe.infer import EPOCHS_KEPT
+
+    mon, apply, counted = _upgraded_group()
+    epoch, ts, churn = 3, 6000, []
+    for i in range(300):
+        mid = f"churn-{i}"
+        value = MemberMetadata(f"kgctl-{mid}", "/127.0.0.1", None, ("t",), None, 300000, None)
+        churn += [
+            ConsumerGroupRecord(G, ConsumerRecordType.MEMBER_METADATA, value, mid,
+                                timestamp_ms=ts, partition=7),
+            _epoch(epoch + 1, ts),
+            ConsumerGroupRecord(G, ConsumerRecordType.MEMBER_METADATA, None, mid,
+                                timestamp_ms=ts + 10, partition=7),
+            _epoch(epoch + 2, ts + 10),
+        ]  # fmt: skip
+        epoch, ts = epoch + 2, ts + 20
+    apply("records", (churn, len(churn)))
+    inferrer = mon.followers[G].inferrer
+    assert set(inferrer.stored_members or {}) == {A, B, X}
+    assert len(inferrer.consumer_epochs_between) <= EPOCHS_KEPT
+    # The way back, at the consumer group's last epoch: x's leave, and only x's.
+    gone = [replace(r, timestamp_ms=ts) for r in GONE]
+    back = [*gone, _record(epoch, [A, B], ts + 2)]
+    apply("records", (back, len(back)))
+    _rounds(apply, CLASSIC, BACK, 10**6)
+    said = _said(counted)
+    assert said[-1] == (epoch, "classic", "member_left")
+    evidence = counted[-1].diagnosis.trigger.evidence
+    assert "kgctl-x" in evidence and "churn" not in evidence

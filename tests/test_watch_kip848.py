@@ -329,3 +329,32 @@ def test_a_member_id_coming_back_is_a_fenced_member_rejoining() -> None:
     assert [c["cause"] for c in causes] == ["member_left", "timed_out"]
     assert causes[1]["guess"] is True and "same member id" in causes[1]["evidence"]
     assert any(e.type == "MemberJoinedGroup" and e.member_id == "b" for e in events)
+
+
+def test_a_consumer_group_run_for_months_keeps_only_the_newest_ids_that_left() -> None:
+    # Each process started again joins under a new member id: the ids that left were all
+    # kept (one more per restart, for the life of the watch or the monitor). The newest
+    # GONE_KEPT are, and a member fenced and back is still told apart from a newcomer.
+    from kgctl.observe.infer import GONE_KEPT, Inferrer
+
+    inf = Inferrer(KIP848_GROUP)
+    epoch, t = 1, 1000
+    inf.observe(csnap("Stable", epoch, cmember("a", epoch, [0, 1])), t)
+    for i in range(GONE_KEPT + 200):
+        joined = cmember(f"r{i}", epoch + 1, [1])
+        for snap in (
+            csnap("Stable", epoch + 1, cmember("a", epoch + 1, [0]), joined),
+            csnap("Stable", epoch + 2, cmember("a", epoch + 2, [0, 1])),
+        ):
+            t += 1000
+            inf.observe(snap, t)
+        epoch += 2
+    assert len(inf.gone) == GONE_KEPT
+    last = f"r{GONE_KEPT + 199}"
+    events = inf.observe(
+        csnap("Stable", epoch + 1, cmember("a", epoch + 1, [0]), cmember(last, epoch + 1, [1])),
+        t + 1000,
+    )
+    [cause] = [e.data for e in events if e.type == "RebalanceAttributed"]
+    assert cause["cause"] == "timed_out" and "same member id" in cause["evidence"]
+    assert last not in inf.gone  # back: no longer among those that left

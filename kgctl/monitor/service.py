@@ -33,7 +33,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kgctl.adapters.admin import ClusterAdmin, ListedGroup, ListedType
-from kgctl.adapters.consumer_group_records import ConsumerGroupRecord, GroupEpoch
+from kgctl.adapters.consumer_group_records import (
+    ConsumerGroupRecord,
+    ConsumerRecordType,
+    GroupEpoch,
+)
 from kgctl.adapters.group_log import AnyGroupRecord
 from kgctl.adapters.group_records import OFFSETS_TOPIC, GroupRecord, partition_for
 from kgctl.adapters.offsets_log import OffsetsLogFollower, Shard
@@ -364,6 +368,10 @@ class Monitor:
                         self.followers[rec.group].consumer_record(rec, now)
                     elif self.rounds.caught_up and isinstance(rec.value, GroupEpoch):
                         self.created.setdefault(rec.group, rec)
+                elif rec.kind is ConsumerRecordType.MEMBER_METADATA and rec.group in self.followers:
+                    # (a member's record deleted: with the epoch after it, a leave the
+                    # follower of a once-classic group stops keeping the member for)
+                    self.followers[rec.group].consumer_record(rec, now)
                 continue
             f = self._follower(rec.group)
             self.rounds.touched(rec.group)

@@ -22,6 +22,7 @@ still diffed between settled snapshots.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,11 @@ from kgctl.model.timeline import diff_owners
 # How soon after a classic group's tombstone the consumer group's records must come for
 # the tombstone to be Kafka's online upgrade (written together) rather than a deletion.
 UPGRADE_WRITE_MS = 1000
+# What a long-lived group's inferrer keeps of its past: the member ids that left (to
+# know one coming back as fenced), and the consumer-group epochs between two classic
+# records (whether there were any is what is read).
+GONE_KEPT = 1024
+EPOCHS_KEPT = 16
 
 
 def upgrade_follows(tombstone_ms: int, rec: ConsumerGroupRecord) -> bool:
@@ -116,9 +122,11 @@ class Inferrer:
         self.baseline: GroupSnapshot | None = None  # the last settled snapshot
         self.subscriptions: dict[str, tuple[str, ...]] = {}
         self.pending = _Pending()
-        # Consumer groups: member ids that left. A consumer-protocol client keeps its
-        # member id, so one coming back was fenced and rejoined.
-        self.gone: set[str] = set()
+        # Consumer groups: member ids that left (the newest GONE_KEPT, oldest first). A
+        # consumer-protocol client keeps its member id, so one coming back was fenced and
+        # rejoined; a process started again has a new id, so on a group that runs for
+        # months the ids that left would only add up.
+        self.gone: dict[str, None] = {}
         self.connected = True
         self.down_since_ms: int | None = None
         self.started_mid_rebalance = False
@@ -128,8 +136,11 @@ class Inferrer:
         self.attributed_generation = -1  # the latest generation a cause went to
         self.stored_members: dict[str, MemberSnapshot] | None = None  # of that generation
         # The epochs the group stored as a consumer group since its last classic record
-        # (a mixed group, on Kafka's online upgrade and its way back).
-        self.consumer_epochs_between: list[int] = []
+        # (a mixed group, on Kafka's online upgrade and its way back): the newest
+        # EPOCHS_KEPT, as a group that stays upgraded stores one every rebalance.
+        self.consumer_epochs_between: deque[int] = deque(maxlen=EPOCHS_KEPT)
+        # Members whose consumer-group record was deleted since the last epoch stored.
+        self.members_deleted: set[str] = set()
         # The classic generation and members before the group's last tombstone.
         self.upgraded_from: tuple[int, dict[str, MemberSnapshot] | None] = (-1, None)
         self.tombstone_ms = -1  # when that tombstone was written
@@ -222,6 +233,7 @@ class Inferrer:
         for mid in sorted(after.keys() - before.keys()):
             m = after[mid]
             if mid in self.gone and snap.group_epoch is not None:
+                del self.gone[mid]
                 p.fenced[mid] = m
             else:
                 p.joined[mid] = m
@@ -234,7 +246,9 @@ class Inferrer:
             else:
                 p.left[mid] = m
             if snap.group_epoch is not None:
-                self.gone.add(mid)
+                self.gone[mid] = None
+                if len(self.gone) > GONE_KEPT:
+                    del self.gone[next(iter(self.gone))]
             if prev.state in REBALANCING_STATES and snap.group_epoch is None:
                 # It was there while the group waited for rejoins, then dropped: it did
                 # not rejoin within the rebalance timeout. (A consumer group waits for
@@ -422,7 +436,9 @@ class Inferrer:
         if before is None and self.baseline is not None and not initial:
             before = {m.member_id: m for m in self.baseline.members}
         self.stored_members = members
-        between, self.consumer_epochs_between = self.consumer_epochs_between, []
+        between = list(self.consumer_epochs_between)
+        self.consumer_epochs_between.clear()
+        self.members_deleted = set()
         # The record is written while the group completes its rebalance: its state
         # timestamp is when the join phase ended, i.e. when SyncGroup began.
         synced = meta.state_ts_ms if meta.members and meta.state_ts_ms > 0 else None
@@ -518,12 +534,27 @@ class Inferrer:
         if rec.kind is ConsumerRecordType.GROUP_METADATA:
             if isinstance(rec.value, GroupEpoch):
                 self.consumer_epochs_between.append(rec.value.epoch)
+                if self.members_deleted:
+                    # An epoch stored after a member's record was deleted: it left the
+                    # consumer group (its leave bumps the epoch). Kept, a group that
+                    # stays upgraded would hold every member id it ever had.
+                    self.stored_members = {
+                        k: v
+                        for k, v in self.stored_members.items()
+                        if k not in self.members_deleted
+                    }
+                    self.members_deleted = set()
             return
         if rec.kind is not ConsumerRecordType.MEMBER_METADATA or not rec.member_id:
             return
-        # Tombstones are not read as leaves: the conversion back to classic deletes
-        # every member's record at once, the one that left and those that stay. Who
-        # left is who the classic record after it does not list.
+        if rec.value is None:
+            # Not a leave yet: the conversion back to classic deletes every member's
+            # record at once, the one that left and those that stay, and then the epoch
+            # too (no epoch after it). Who left then is who the classic record after it
+            # does not list.
+            self.members_deleted.add(rec.member_id)
+            return
+        self.members_deleted.discard(rec.member_id)
         members = dict(self.stored_members)
         if isinstance(rec.value, MemberMetadata) and rec.member_id not in members:
             v = rec.value
