@@ -417,3 +417,46 @@ def test_the_live_view_reads_a_proxys_wire_trace_as_explain_does() -> None:
     growth = shown[max(told)]
     assert growth.trigger.who == "app-a"
     assert [(w.member, w.why) for w in growth.critical_path] == [("app-c", "dead")]
+
+
+def test_the_live_view_shows_no_cooperative_member_without_the_partitions_it_kept() -> None:
+    """The audit's defects 6 and 8, on a live `watch --trace-topic --record` of the
+    audit's librdkafka consumers (cooperative-sticky, through kgctl proxy): c1, c2, c3
+    start, c4 joins, the topic grows to 9, c2 is killed, c4 stops. The clients' own logs:
+    c2 was assigned [0..5] at 14:13:20.362, gave up [0,1,2,3] at 21.374 and kept [4,5];
+    c1 and c3 were first assigned at 21.891 ([1,3] and [0,2]). Fed to the live view one
+    event at a time, generation 3's "no partitions" must name c1 and c3 (517 ms by their
+    logs), never c2. At the audited commit it read "c1 5ms, c2 5ms, c3 5ms"; from 36e5880
+    to f22136a^, some frames read "c2 6ms" (a follower's JoinGroup answer ended everyone's
+    ownership). Defect 8 (a row gone for a frame, then back): no frame loses a row a
+    later frame shows again (this passes at the audited commit too)."""
+    import gzip
+    import re
+
+    from kgctl.render.group_view import render_generations
+    from kgctl.report.summary import parse_lines
+
+    path = Path(__file__).parent / "truth" / "data" / "watch_rdkafka_cooperative_live.jsonl.gz"
+    events, _ = parse_lines(gzip.open(path, "rt").read().splitlines())
+    group = next(e.group for e in events if e.group)
+    third: list[str] = []  # generation 3's "no partitions", frame after frame
+    frames: list[set[str]] = []
+    with Watch(ClientSettings(), group, observe=False) as watch:
+        watch.background = False
+        for e in events:  # as the trace topic and the polls hand them over
+            watch.queue.put(e)
+            watch.drain(clock=lambda e=e: e.ts_ms)
+            table = render_generations(watch.state, e.ts_ms, 160, 8, watch.diagnoses(e.ts_ms))
+            labels = [str(c) for c in table.columns[0].cells]
+            unassigned = [str(c) for c in table.columns[-1].cells]
+            frames.append(set(labels) - {"-"})
+            if "3" in labels:
+                third.append(unassigned[labels.index("3")])
+    assert third, "generation 3 was never shown"
+    assert not [c for c in third if "c2" in c], "c2 kept [4,5] all along"
+    assert "c1" in third[-1] and "c3" in third[-1], third[-1]
+    for ms in re.findall(r"(\d+)ms", third[-1]):
+        assert 400 <= int(ms) <= 650, third[-1]  # 517 ms by the clients' logs
+    for k in range(1, len(frames)):
+        gone = frames[k - 1] - frames[k]
+        assert not [g for g in gone if any(g in later for later in frames[k + 1 :])], k
