@@ -91,7 +91,10 @@ def test_each_stored_epoch_after_the_first_is_a_rebalance_with_its_cause() -> No
     # Same members and subscriptions, another hash of the topics' metadata: a growth.
     assert said[6] == ("partitions_changed", "", INFERRED)
     assert "hash of the subscribed topics' metadata" in by[6].trigger.evidence  # type: ignore[attr-defined]
-    assert said[7][0] == "member_left"
+    # c2 joined with the first epoch read, so it was never told as joining: its leave is
+    # still named (before: none, as CI's truth table said of java-consumer's stop when
+    # the member stopped was the first to join).
+    assert said[7] == ("member_left", "c2", INFERRED)
     # Assignments are stored by topic id: nothing moved or revoked is claimed.
     for n in (4, 5, 6, 7):
         d = by[n]
@@ -155,3 +158,21 @@ def test_a_deleted_consumer_group_made_again_starts_over() -> None:
     # the old one's, reconciled at 1000), the old group's epoch 7 by its own.
     stable = {d["group_epoch"]: d.get("stable_ms") for d in changed}
     assert stable[2] == 61300 and stable[7] == 47200
+
+
+def test_the_first_members_leave_is_named_as_any_others() -> None:
+    # CI's truth run of java-consumer's stop (12-04): c3 joined first (epoch 2, where the
+    # story starts), c1 and c2 after it; c3 stopped (epoch 5). Its join was never told,
+    # so its leave was not news for the rebalance: "member left", nobody named, which the
+    # docs table's cell said only when the member stopped happened to join first.
+    records: list[AnyGroupRecord] = [
+        _member(C3, 18103, "c3"), _epoch(2, 18103), _assigned(C3, 18103, 2, 6),
+        _member(C1, 18275, "c1"), _epoch(3, 18275),
+        _member(C2, 18326, "c2"), _epoch(4, 18326),
+        _assigned(C1, 19853, 4, 2), _assigned(C2, 19865, 4, 2), _assigned(C3, 19710, 4, 2),
+        _member(C3, 22639, None), _epoch(5, 22639),
+        _assigned(C1, 22992, 5, 3), _assigned(C2, 23007, 5, 3),
+    ]  # fmt: skip
+    told = stored_epochs("g", records)
+    [d] = [d for d in explain("g", list(told.events), 30000, None).generations if d.generation == 5]
+    assert (d.trigger.cause, d.trigger.who, d.trigger.confidence) == ("member_left", "c3", INFERRED)

@@ -832,10 +832,18 @@ def trigger_candidates(
     ctx: Context,
 ) -> list[Trigger]:
     """Everything in (since, until] that could have started the rebalance."""
+    window = list(events.of(*_TRIGGER_TYPES, since=since, until=until))
+    # A member record deleted with this epoch in the millisecond the epoch before was
+    # reconciled: the leave that reconciled it (nobody left to wait for) began this one.
+    window += [
+        e
+        for e in events.of(*_TRIGGER_TYPES, since=rec.start_ms - 1, until=since)
+        if e.data.get("stored_with_epoch") == rec.generation
+    ]
     out = [
-        _named_as_views_name(t, member_name(state, e.member_id)) if e.source == "observer" else t
-        for e in events.of(*_TRIGGER_TYPES, since=since, until=until)
-        if _is_news_for_rebalance(e, state, prev) and not _joined_before(e, events, prev)
+        _named_as_views_name(t, _view_name(state, e)) if e.source == "observer" else t
+        for e in window
+        if _is_news_for_rebalance(e, state, prev, rec) and not _joined_before(e, events, prev)
         for t in _triggers_said_by(e)
     ]
     replaced, gone = static_replacements(events, since, until, prev)
@@ -910,11 +918,28 @@ def _named_as_views_name(t: Trigger, name: str) -> Trigger:
     )
 
 
-def _is_news_for_rebalance(e: Event, state: GroupState, prev: GenerationRecord | None) -> bool:
+def _view_name(state: GroupState, e: Event) -> str:
+    """The views' name of the member an observer's event is about; one the state does
+    not know (a member of the first epoch read, never told as joining) by the client id
+    its record gave."""
+    if state.find_member(e.member_id) is None and e.client_id:
+        return e.client_id
+    return member_name(state, e.member_id)
+
+
+def _is_news_for_rebalance(
+    e: Event, state: GroupState, prev: GenerationRecord | None, rec: GenerationRecord
+) -> bool:
     """Whether an observer's join or leave is news for this rebalance: a member seen new
     that was already in the last generation (the watch started after it joined), or seen
     gone that was not in it (dropped by an earlier rebalance, seen at the next poll),
-    started nothing."""
+    started nothing. One read from the group's records is news for its own epoch only:
+    its member record was written or deleted with it (a member of the first epoch read,
+    which the story starts from, was never told as joining, so it is in no generation's
+    members)."""
+    stored = e.data.get("stored_with_epoch")
+    if e.source == "observer" and isinstance(stored, int):
+        return stored == rec.generation
     if e.source != "observer" or prev is None:
         return True
     found = state.find_member(e.member_id)
