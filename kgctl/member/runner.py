@@ -40,7 +40,8 @@ POLL_MS = 200
 # A member that does not fetch (`--no-fetch`) has no records to wait for: it polls without
 # waiting and then sleeps until an event, a control command or a stop wakes it, or this long
 # at most (auto-commit and max.poll.interval are kept by these polls; the heartbeats run on
-# kafka-python's I/O thread and each one's event wakes it anyway).
+# kafka-python's I/O thread and each one's event wakes it anyway). A signal's stop does not
+# wake it (its handler takes no lock): it is seen within this long.
 IDLE_WAIT_MS = 1000
 # The most a stopping member spends on its last commit and LeaveGroup together.
 CLOSE_BUDGET_S = 10.0

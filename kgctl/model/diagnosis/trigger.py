@@ -831,7 +831,8 @@ def trigger_candidates(
     members: Mapping[str, MemberConfig],
     ctx: Context,
 ) -> list[Trigger]:
-    """Everything in (since, until] that could have started the rebalance."""
+    """Everything in (since, until] that could have started the rebalance, and what the
+    group's records stored with its epoch from its start on (see below)."""
     window = list(events.of(*_TRIGGER_TYPES, since=since, until=until))
     # A member record deleted with this epoch in the millisecond the epoch before was
     # reconciled: the leave that reconciled it (nobody left to wait for) began this one.
