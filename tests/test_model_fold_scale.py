@@ -4,6 +4,7 @@ the plain way."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import gzip
 import json
@@ -13,7 +14,7 @@ import pytest
 from helpers import FOLD_GROUP, mev, oev
 
 from kgctl.model.events import Event
-from kgctl.model.fold import _observe_member, fold, fold_all
+from kgctl.model.fold import _observe_member, fold, fold_all, fold_many
 from kgctl.model.state import (
     GenerationRecord,
     GroupState,
@@ -21,6 +22,8 @@ from kgctl.model.state import (
     OwnershipSpan,
     evolve,
 )
+from kgctl.model.wire import member_steps
+from kgctl.recordings import recording_lines
 
 DATA = Path(__file__).parent / "data"
 G = FOLD_GROUP
@@ -149,3 +152,72 @@ def test_lag_is_read_from_json_keys_and_numbers_as_before() -> None:
     s = fold(s, oev("GroupObserved", 30, state="Stable", lag=json.loads(line)), 30)
     assert dict(s.lag) == {("t", 0): 3, ("t", 1): 4, ("t", 3): 5, ("t", 4): 6}
     assert s.members["m1"].lag == 18
+
+
+TRUTH_DATA = Path(__file__).parent / "truth" / "data"
+
+
+def _every_recording() -> list[Path]:
+    return sorted(p for d in (DATA, TRUTH_DATA) for p in d.glob("*.jsonl*"))
+
+
+def _same_state(a: GroupState, b: GroupState) -> None:
+    """Equal as the views read them: every compared field, the members' order, and an
+    index that finds what a scan finds."""
+    assert a == b
+    assert list(a.members) == list(b.members)
+    assert dict(a.ownership) == dict(b.ownership)
+    assert (a.member_index_of is a.members) == (b.member_index_of is b.members)
+    for m in b.members.values():
+        assert a.find_member(m.member_id) == _scan(a, m.member_id)
+
+
+@pytest.mark.parametrize("path", _every_recording(), ids=lambda p: p.name)
+def test_a_batch_folds_every_recording_to_the_state_of_one_event_at_a_time(path: Path) -> None:
+    """`fold_many` changes one private draft in place: every kept recording, of every
+    group in it and as the views order it (a proxy's trace as its member steps), gives
+    the state `fold` gives one event at a time, whether folded in one batch or in the
+    live view's batches of a few events; and a state a batch started from is left as
+    it was (the watch's diagnoses read it on a worker while the fold moves on)."""
+    events = [Event.from_json(line) for line in recording_lines(path) if line.strip()]
+    for group in sorted({e.group for e in events}):
+        ordered = sorted(member_steps(e for e in events if e.group == group), key=lambda e: e.ts_ms)
+        one_by_one = GroupState(group)
+        for ev in ordered:
+            one_by_one = fold(one_by_one, ev, ev.ts_ms)
+        whole = fold_many(GroupState(group), ((ev, ev.ts_ms) for ev in ordered))
+        _same_state(whole, one_by_one)
+
+        s = GroupState(group)
+        for k in range(0, len(ordered), 7):
+            before = copy.deepcopy(s)
+            s_next = fold_many(s, ((ev, ev.ts_ms) for ev in ordered[k : k + 7]))
+            _same_state(s, before)  # untouched
+            s = s_next
+        _same_state(s, one_by_one)
+
+
+def test_a_batch_of_a_thousand_member_rebalance_is_the_state_of_one_event_at_a_time() -> None:
+    from bench.micro import _Stamp, rebalance_events
+
+    stamp = _Stamp(G, 1_800_000_000_000)
+    setup = rebalance_events(stamp, 50, 500, 1) + rebalance_events(stamp, 50, 500, 2)
+    base = fold_all(GroupState(G), setup, stamp.t)
+    rebalance = rebalance_events(stamp, 50, 500, 3)
+    before = copy.deepcopy(base)
+    one_by_one = base
+    for ev in rebalance:
+        one_by_one = fold(one_by_one, ev, stamp.t)
+    batch = fold_many(base, ((ev, stamp.t) for ev in rebalance))
+    _same_state(batch, one_by_one)
+    _same_state(base, before)
+    assert batch.generation == 3 and not batch.rebalancing
+
+
+def test_a_batch_hands_back_an_ordinary_state() -> None:
+    """What a batch returns is never changed again: the next fold makes a new state."""
+    s = fold_many(GroupState(G), [(mev("JoinGroupSent", 10, "m1"), 10)])
+    kept = copy.deepcopy(s)
+    t = fold(s, mev("JoinCompleted", 20, "m1", 1, generation=1, assignment={"t": [0]}), 20)
+    assert t is not s and t.members is not s.members and t.ownership is not s.ownership
+    _same_state(s, kept)

@@ -20,7 +20,7 @@ from kgctl.model.diagnosis import (
 from kgctl.model.diagnosis.faults import unfollowed_faults
 from kgctl.model.event_index import index
 from kgctl.model.events import Event
-from kgctl.model.fold import fold
+from kgctl.model.fold import fold_many
 from kgctl.model.state import REBALANCING_STATES, GroupState
 from kgctl.model.timeline import plural
 from kgctl.model.wire import member_steps
@@ -120,9 +120,7 @@ def explain(
     # A proxy's trace of clients that report nothing themselves counts as their steps.
     mine = member_steps(e for e in events if e.group == group)
     ordered = sorted(mine, key=lambda e: e.ts_ms)
-    state = GroupState(group, log_limit=0)
-    for ev in ordered:
-        state = fold(state, ev, ev.ts_ms)
+    state = fold_many(GroupState(group, log_limit=0), ((ev, ev.ts_ms) for ev in ordered))
     diags = diagnose(state, ordered, now_ms, ctx)
     notes = [*notes, *unfollowed_faults(index(ordered), diags)]
     total = len(diags)

@@ -16,7 +16,7 @@ from kgctl.adapters.consumer_group_records import ConsumerGroupRecord, GroupEpoc
 from kgctl.adapters.group_records import GroupRecord
 from kgctl.model.diagnosis import Diagnosis, diagnose
 from kgctl.model.events import Event
-from kgctl.model.fold import fold
+from kgctl.model.fold import fold_many
 from kgctl.model.snapshot import GroupSnapshot
 from kgctl.model.state import GroupState, evolve
 from kgctl.monitor.accounting import Protocol, Rebalance, WaitSeen
@@ -183,9 +183,8 @@ class GroupFollower:
     # -- fold and diagnose ----------------------------------------------------------------
 
     def _feed(self, events: list[Event], now_ms: int) -> list[Diagnosed]:
-        state = self.state
+        state = fold_many(self.state, ((ev, now_ms) for ev in events))
         for ev in events:
-            state = fold(state, ev, now_ms)
             if ev.type != "GroupObserved" or ev.data.get("changed"):
                 self.events.append(ev)
         gens = state.generations

@@ -30,7 +30,7 @@ from kgctl.adapters.trace import TraceTopicReader
 from kgctl.errors import ConnectError, KgctlError, NotFoundError, UsageError
 from kgctl.model.diagnosis import NEEDED_BEFORE_MS, Diagnosis, diagnose, keep_diagnoses
 from kgctl.model.events import Event
-from kgctl.model.fold import fold
+from kgctl.model.fold import fold_many
 from kgctl.model.snapshot import GroupListing
 from kgctl.model.state import GroupState
 from kgctl.model.wire import WireSteps
@@ -495,14 +495,17 @@ class Watch:
         except queue.Empty:
             pass
         now = clock()
+        steps: list[tuple[Event, int]] = []
         for ev in out:
             for step in self._as_steps(ev):
                 # A step read from the wire happened when the wire says (a JoinGroup
                 # sent seconds before its answer came), not when the watch read it.
-                self.state = fold(self.state, step, now if step is ev else min(now, step.ts_ms))
+                steps.append((step, now if step is ev else min(now, step.ts_ms)))
                 self._remember(step)
             if self._record is not None:
                 self._record.write(ev.to_json() + "\n")
+        if steps:
+            self.state = fold_many(self.state, steps)
         if out and self._record is not None:
             self._record.flush()
         return out
