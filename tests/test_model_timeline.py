@@ -8,13 +8,14 @@ from helpers import mev, two_member_eager_history
 
 from kgctl.model.fold import fold_all
 from kgctl.model.reasons import CAUSE_ORDER, Cause, cause_of_reason, cause_text
-from kgctl.model.state import GroupState
+from kgctl.model.state import GroupState, OwnershipSpan
 from kgctl.model.timeline import (
     Move,
     counted_errors,
     diff_owners,
     generations_since,
     moves,
+    owners_at,
     rebalance_moves,
     rebalance_unassigned,
     unassigned_by_member,
@@ -128,3 +129,64 @@ def test_a_dead_members_partitions_move_from_it_not_from_no_one() -> None:
         ("t-2", ("m2",), ("m1",)),
         ("t-3", ("m2",), ("m1",)),
     ]
+
+
+def _recorded_states() -> list[GroupState]:
+    from pathlib import Path
+
+    from kgctl.model.events import Event
+    from kgctl.model.fold import fold_many
+    from kgctl.model.wire import member_steps
+    from kgctl.recordings import recording_lines
+
+    here = Path(__file__).parent
+    out = []
+    for path in sorted(
+        p for d in (here / "data", here / "truth" / "data") for p in d.glob("*.jsonl*")
+    ):
+        events = [Event.from_json(line) for line in recording_lines(path) if line.strip()]
+        for group in sorted({e.group for e in events}):
+            mine = sorted(
+                member_steps(e for e in events if e.group == group), key=lambda e: e.ts_ms
+            )
+            out.append(fold_many(GroupState(group), ((e, e.ts_ms) for e in mine)))
+    return out
+
+
+def test_owners_read_from_the_intervals_are_the_spans_owners_at_every_instant() -> None:
+    """`owners_at` reads the spans grouped by member and interval: at every span's start
+    and end, a millisecond either side, and now, it gives what `GroupState.owners` gives,
+    for every group of every kept recording."""
+    states = _recorded_states()
+    assert sum(len(s.ownership) for s in states) > 100
+    for s in states:
+        instants = {None} | {
+            t + d
+            for spans in s.ownership.values()
+            for sp in spans
+            for t in (sp.start_ms, sp.end_ms)
+            if t is not None
+            for d in (-1, 0, 1)
+        }
+        for t in instants:
+            assert owners_at(s, t) == s.owners(t), (s.group, t)
+
+
+def test_a_partition_with_two_owners_at_once_has_them_in_their_spans_order() -> None:
+    """Two members own one partition at the same time (a cooperative handover folded
+    before the old owner's revocation): both are named, in the order they took it."""
+    s = GroupState(
+        G,
+        ownership={
+            ("t", 0): (OwnershipSpan("b", 1, 100, 300), OwnershipSpan("a", 2, 200)),
+            ("t", 1): (OwnershipSpan("a", 1, 100, 300), OwnershipSpan("b", 2, 200)),
+        },
+    )
+    assert owners_at(s, 250) == {("t", 0): ("b", "a"), ("t", 1): ("a", "b")} == s.owners(250)
+    assert owners_at(s, None) == {("t", 0): ("a",), ("t", 1): ("b",)} == s.owners()
+
+
+def test_owners_in_another_order_or_kind_of_sequence_are_no_move() -> None:
+    before = {("t", 0): ("a", "b"), ("t", 1): ["a"]}
+    after = {("t", 0): ("b", "a"), ("t", 1): ("a",)}
+    assert diff_owners(before, after) == ()

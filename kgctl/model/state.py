@@ -227,13 +227,14 @@ class GroupState:
 
     def owners(self, at_ms: int | None = None) -> dict[TopicPartition, tuple[str, ...]]:
         """Who owns each known partition, now (open spans) or at an instant."""
-        out: dict[TopicPartition, tuple[str, ...]] = {}
-        for tp, spans in self.ownership.items():
-            if at_ms is None:
-                out[tp] = tuple(s.member for s in spans if s.end_ms is None)
-            else:
-                out[tp] = tuple(s.member for s in spans if s.covers(at_ms))
-        return out
+        return {tp: self.owners_of(tp, at_ms) for tp in self.ownership}
+
+    def owners_of(self, tp: TopicPartition, at_ms: int | None = None) -> tuple[str, ...]:
+        """Who owns one partition, now (open spans) or at an instant."""
+        spans = self.ownership.get(tp, ())
+        if at_ms is None:
+            return tuple(s.member for s in spans if s.end_ms is None)
+        return tuple(s.member for s in spans if s.covers(at_ms))
 
     def find_member(self, member_id: str) -> MemberState | None:
         if not member_id:

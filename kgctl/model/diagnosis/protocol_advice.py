@@ -213,7 +213,7 @@ def advise_consumer_protocol(
     )
     if held <= 1000 and sum(idle.values()) <= 1000:
         return []
-    owned = len(state.owners(rec.stable_ms or rec.start_ms))
+    owned = len(owners_at(state, rec.stable_ms or rec.start_ms))
     # Only a partition taken from a live owner pauses (revoked, then assigned); a new
     # partition is assigned at once, a dead member's waits for its session either way.
     handed = sum(1 for m in moved if set(m.before) & stayed)
