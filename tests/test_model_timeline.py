@@ -3,10 +3,14 @@ and of the cause vocabulary (kgctl/model/reasons.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from helpers import FOLD_GROUP as G
 from helpers import mev, two_member_eager_history
 
-from kgctl.model.fold import fold_all
+from kgctl.model.events import Event
+from kgctl.model.fold import fold_all, fold_many
 from kgctl.model.reasons import CAUSE_ORDER, Cause, cause_of_reason, cause_text
 from kgctl.model.state import GroupState, OwnershipSpan
 from kgctl.model.timeline import (
@@ -21,6 +25,8 @@ from kgctl.model.timeline import (
     unassigned_by_member,
     unassigned_ms,
 )
+from kgctl.model.wire import member_steps
+from kgctl.recordings import recording_lines
 
 
 def state_of(events: list) -> GroupState:  # type: ignore[type-arg]
@@ -131,14 +137,8 @@ def test_a_dead_members_partitions_move_from_it_not_from_no_one() -> None:
     ]
 
 
-def _recorded_states() -> list[GroupState]:
-    from pathlib import Path
-
-    from kgctl.model.events import Event
-    from kgctl.model.fold import fold_many
-    from kgctl.model.wire import member_steps
-    from kgctl.recordings import recording_lines
-
+def _recorded_streams() -> list[list[Event]]:
+    """Each group of each kept recording, as the views order it."""
     here = Path(__file__).parent
     out = []
     for path in sorted(
@@ -146,11 +146,16 @@ def _recorded_states() -> list[GroupState]:
     ):
         events = [Event.from_json(line) for line in recording_lines(path) if line.strip()]
         for group in sorted({e.group for e in events}):
-            mine = sorted(
-                member_steps(e for e in events if e.group == group), key=lambda e: e.ts_ms
+            out.append(
+                sorted(member_steps(e for e in events if e.group == group), key=lambda e: e.ts_ms)
             )
-            out.append(fold_many(GroupState(group), ((e, e.ts_ms) for e in mine)))
     return out
+
+
+def _recorded_states() -> list[GroupState]:
+    return [
+        fold_many(GroupState(ev[0].group), ((e, e.ts_ms) for e in ev)) for ev in _recorded_streams()
+    ]
 
 
 def test_owners_read_from_the_intervals_are_the_spans_owners_at_every_instant() -> None:
@@ -190,3 +195,81 @@ def test_owners_in_another_order_or_kind_of_sequence_are_no_move() -> None:
     before = {("t", 0): ("a", "b"), ("t", 1): ["a"]}
     after = {("t", 0): ("b", "a"), ("t", 1): ("a",)}
     assert diff_owners(before, after) == ()
+
+
+def test_a_diagnosis_and_the_frames_reading_two_states_keep_both_memos() -> None:
+    """The live view diagnoses one state on a worker while its frames read newer ones:
+    what was worked out for each mapping stays while the other is read (with one memo
+    for the last mapping, each reading threw the other's away)."""
+    from kgctl.model.timeline import _memo_of
+
+    older = state_of(two_member_eager_history())
+    newer = GroupState(G, ownership={("t", 0): (OwnershipSpan("a", 1, 100),)})
+    memo = _memo_of(older)
+    memo["probe"] = 1
+    for _ in range(3):
+        _memo_of(newer)
+        assert _memo_of(older) is memo
+    fresh = [GroupState(G, ownership={("t", k): ()}) for k in range(5)]
+    for s in fresh:
+        _memo_of(s)
+    assert "probe" not in _memo_of(older)  # the least recently read went first
+
+
+def test_moves_are_those_of_every_partition_compared_sorted() -> None:
+    """`diff_owners` compares only what differs as given: the same moves as sorting and
+    comparing every partition's owners, on random pictures of who owns what."""
+    import random
+
+    rng = random.Random(27)
+
+    def picture() -> dict[tuple[str, int], object]:
+        out: dict[tuple[str, int], object] = {}
+        for p in rng.sample(range(30), rng.randint(0, 30)):
+            who = rng.sample("abc", rng.randint(0, 2))
+            out[("t", p)] = rng.choice([tuple(who), list(who)])
+        return out
+
+    for _ in range(300):
+        before, after = picture(), picture()
+        expected = tuple(
+            Move(tp[0], tp[1], a, b)
+            for tp in sorted(set(before) | set(after))
+            if (a := tuple(sorted(before.get(tp, ())))) != (b := tuple(sorted(after.get(tp, ()))))
+        )
+        assert diff_owners(before, after) == expected  # type: ignore[arg-type]
+
+
+def test_intervals_worked_out_from_the_last_mappings_are_those_of_every_span(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While a rebalance runs the intervals are worked out from the last mapping read,
+    where partitions' spans changed: after every event of every kept recording (and of
+    a generated rebalance of 50 members), they hold what a pass over every span finds."""
+    import kgctl.model.timeline as timeline
+    from kgctl.model.fold import fold
+
+    changed = []
+    real = timeline._intervals_changed
+
+    def counted(ownership):  # type: ignore[no-untyped-def]
+        found = real(ownership)
+        changed.append(found is not None)
+        return found
+
+    monkeypatch.setattr(timeline, "_intervals_changed", counted)
+    from bench.micro import _Stamp, rebalance_events
+
+    stamp = _Stamp(G, 1_800_000_000_000)
+    generated = [rebalance_events(stamp, 50, 500, g) for g in (1, 2, 3)]
+    streams = [[e for gen in generated for e in gen], *(_recorded_streams())]
+    for events in streams:
+        s = GroupState(events[0].group)
+        for ev in events:
+            s = fold(s, ev, ev.ts_ms)
+            found = timeline._intervals(s)
+            every = timeline.intervals_of(s.ownership)
+            assert {k: sorted(v) for k, v in found.items()} == {
+                k: sorted(v) for k, v in every.items()
+            }
+    assert sum(changed) > 500 and not all(changed)

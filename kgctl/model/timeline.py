@@ -19,6 +19,7 @@ Pure and clock-free: every window is given by the caller.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -100,12 +101,15 @@ def diff_owners(
 ) -> tuple[Move, ...]:
     """The moves between two pictures of who owns what (`GroupState.owners()`, or the
     broker's snapshots), in partition order."""
+    # The same owners in the same order are no move (most partitions, most times): only
+    # the others are sorted, and put in partition order.
+    differ = [
+        tp for tp, a in before.items() if not (type(a) is type(b := after.get(tp, ())) and a == b)
+    ]
+    differ += [tp for tp, b in after.items() if tp not in before and b != ()]
     out: list[Move] = []
-    for tp in sorted(before.keys() | after.keys()):
-        a, b = before.get(tp, ()), after.get(tp, ())
-        if type(a) is type(b) and a == b:
-            continue  # the same owners, in the same order (most partitions, most times)
-        a, b = tuple(sorted(a)), tuple(sorted(b))
+    for tp in sorted(differ):
+        a, b = tuple(sorted(before.get(tp, ()))), tuple(sorted(after.get(tp, ())))
         if a != b:
             out.append(Move(tp[0], tp[1], a, b))
     return tuple(out)
@@ -150,22 +154,31 @@ def alive_ms(state: GroupState, member: str, t0: int, t1: int) -> int:
     return 0 if m is None else _covered(_clip(m.lives, t0, t1))
 
 
-# The last ownership mapping's spans per member and owners at an instant. A frame of the
-# live view asks for them several times per generation (diagnosis, costs, its own row),
-# of the same immutable mapping (the fold replaces it only when an assignment changes):
-# at 1,000 members and 10,000 partitions each pass over it cost tens of milliseconds.
-_OwnedCache = tuple[Mapping[TopicPartition, tuple[OwnershipSpan, ...]], dict[Any, Any]]
-_owned_cache: _OwnedCache | None = None
+# The spans per member and the owners at an instant of the last few ownership mappings.
+# A frame of the live view asks for them several times per generation (diagnosis,
+# costs, its own row), of the same immutable mapping (the fold replaces it only when an
+# assignment changes): at 1,000 members and 10,000 partitions each pass over it cost
+# tens of milliseconds. More than one is kept: the view's diagnosis reads one state on
+# a worker thread while the frames read newer ones (with one entry, each reset the
+# other's, and the diagnosis did its passes again).
+_MAPPINGS_KEPT = 4  # the least recently asked for goes first
+_MEMO_KEYS_KEPT = 64  # an open rebalance asks at a new `now` every frame
+_Ownership = Mapping[TopicPartition, tuple[OwnershipSpan, ...]]
+_memos: dict[int, tuple[_Ownership, dict[Any, Any]]] = {}
+_memos_lock = threading.Lock()
 
 
 def _memo_of(state: GroupState) -> dict[Any, Any]:
-    global _owned_cache
-    cached = _owned_cache
-    if cached is None or cached[0] is not state.ownership or len(cached[1]) > 64:
-        # (an open rebalance asks at a new `now` every frame: keep the memo small)
-        cached = (state.ownership, {})
-        _owned_cache = cached
-    return cached[1]
+    mapping = state.ownership
+    with _memos_lock:
+        found = _memos.pop(id(mapping), None)
+        if found is None or found[0] is not mapping or len(found[1]) > _MEMO_KEYS_KEPT:
+            # (held with its mapping, so its id is not reused while it is kept)
+            found = (mapping, {})
+        _memos[id(mapping)] = found
+        while len(_memos) > _MAPPINGS_KEPT:
+            del _memos[next(iter(_memos))]
+        return found[1]
 
 
 # (member, start, end) -> the partitions owned over that interval
@@ -179,12 +192,64 @@ def _intervals(state: GroupState) -> _Intervals:
     memo = _memo_of(state)
     found: _Intervals | None = memo.get("intervals")
     if found is None:
-        found = {}
-        for tp, spans in state.ownership.items():
-            for sp in spans:
-                found.setdefault((sp.member, sp.start_ms, sp.end_ms), []).append(tp)
+        found = _intervals_changed(state.ownership)
+        if found is None:
+            found = intervals_of(state.ownership)
         memo["intervals"] = found
     return found
+
+
+def intervals_of(ownership: _Ownership) -> _Intervals:
+    """The intervals of `ownership`, from every span."""
+    out: _Intervals = {}
+    for tp, spans in ownership.items():
+        for sp in spans:
+            out.setdefault((sp.member, sp.start_ms, sp.end_ms), []).append(tp)
+    return out
+
+
+def _intervals_changed(ownership: _Ownership) -> _Intervals | None:
+    """The intervals of `ownership` from those of the mapping read last (the fold's
+    previous one, as a rule: while a rebalance runs, a frame's events change a few
+    hundred partitions of 10,000, and a pass over every span cost each frame about
+    25 ms), changed where the partitions' spans are not the same objects; None when no
+    mapping read has its intervals, or most partitions differ."""
+    with _memos_lock:
+        last = [
+            (mapping, memo["intervals"])
+            for mapping, memo in reversed(_memos.values())
+            if mapping is not ownership and "intervals" in memo
+        ]
+    if not last:
+        return None
+    base_map, base = last[0]
+    changed = [
+        (tp, base_map.get(tp, ()), spans)
+        for tp, spans in ownership.items()
+        if base_map.get(tp) is not spans
+    ]
+    if len(changed) > len(ownership) // 2:
+        return None
+    gone = len(base_map) - (len(ownership) - sum(1 for tp, _, _ in changed if tp not in base_map))
+    if gone:
+        changed += [(tp, spans, ()) for tp, spans in base_map.items() if tp not in ownership]
+    out = dict(base)  # its lists are the base's: each is copied before it changes
+    copied: set[tuple[str, int, int | None]] = set()
+    for tp, before, after in changed:
+        for spans, add in ((before, False), (after, True)):
+            for sp in spans:
+                key = (sp.member, sp.start_ms, sp.end_ms)
+                if key not in copied:
+                    out[key] = list(out.get(key, ()))
+                    copied.add(key)
+                if add:
+                    out[key].append(tp)
+                else:
+                    out[key].remove(tp)
+    for key in copied:
+        if not out[key]:
+            del out[key]
+    return out
 
 
 def _owned_spans(state: GroupState) -> dict[str, list[tuple[int, int | None]]]:
