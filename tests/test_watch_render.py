@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 
 import pytest
@@ -388,3 +389,39 @@ def test_a_mixed_group_back_to_classic_is_shown_classic() -> None:
     assert "KIP-848" not in text and "group epoch" not in text and "reconciling" not in text
     assert state.group_epoch == -1
     assert all(m.target is None and m.epoch == -1 for m in state.members.values() if m.alive)
+
+
+def test_the_memos_quick_reading_of_a_change_is_the_full_reading() -> None:
+    """The frame memo reads the fold's usual changes to a partition's spans (spans
+    added after the same ones, the last one's end set) without mapping each side: on
+    random changes it finds the instant the full comparison finds (which the quick
+    reading cannot take: equal spans that are not the same objects)."""
+    import copy
+    import random
+
+    from kgctl.model.state import OwnershipSpan
+    from kgctl.render.group_view import _first_change
+
+    rng = random.Random(27)
+
+    def span() -> OwnershipSpan:
+        end = rng.choice([None, rng.randint(0, 9)])
+        return OwnershipSpan(rng.choice("ab"), rng.randint(1, 2), rng.randint(0, 5), end)
+
+    def split(sp: OwnershipSpan) -> tuple[tuple[str, int, int], int, int | None]:
+        return (sp.member, sp.generation, sp.start_ms), sp.start_ms, sp.end_ms
+
+    quick = 0
+    for _ in range(3000):
+        old = tuple(span() for _ in range(rng.randint(0, 3)))
+        how = rng.choice(["added", "ended", "other"])
+        if how == "added":
+            new = old + tuple(span() for _ in range(rng.randint(1, 2)))
+        elif how == "ended" and old:
+            new = old[:-1] + (dataclasses.replace(old[-1], end_ms=rng.randint(0, 9)),)
+        else:
+            new = tuple(span() for _ in range(rng.randint(0, 3)))
+        full = _first_change([(old, tuple(copy.copy(sp) for sp in new))], False, split)
+        assert _first_change([(old, new)], False, split) == full, (old, new)
+        quick += how != "other"
+    assert quick > 1000

@@ -114,6 +114,10 @@ def _first_change(
     for old, new in pairs:
         if old is new:
             continue
+        quick = _added_or_ended(old, new, split)
+        if quick is not None:
+            first = min(first, quick)
+            continue
         before = {key: (start, end) for key, start, end in map(split, old)}
         after = {key: (start, end) for key, start, end in map(split, new)}
         if len(before) != len(old) or len(after) != len(new):
@@ -125,6 +129,29 @@ def _first_change(
                 ends = [e for e in (before[key][1], after[key][1]) if e is not None]
                 first = min(first, min(ends))
     return first
+
+
+def _added_or_ended(
+    old: tuple[Any, ...],
+    new: tuple[Any, ...],
+    split: Callable[[Any], tuple[Hashable, int, int | None]],
+) -> float | None:
+    """`_first_change` of one pair, read without a mapping of each side, for the two
+    changes the fold makes (while a rebalance runs, thousands a frame): spans added after
+    the same ones, or the last one's end set. None for any other change, or spans
+    `split` does not tell apart."""
+    n = len(old)
+    if len(new) > n and all(a is b for a, b in zip(old, new, strict=False)):
+        added = [split(x) for x in new[n:]]
+        keys = {split(x)[0] for x in old} | {key for key, _, _ in added}
+        return min(start for _, start, _ in added) if len(keys) == len(new) else None
+    if n and len(new) == n and all(a is b for a, b in zip(old[:-1], new, strict=False)):
+        (k0, s0, e0), (k1, s1, e1) = split(old[-1]), split(new[-1])
+        if k0 != k1 or s0 != s1 or len({split(x)[0] for x in old}) != n:
+            return None
+        ends = [e for e in (e0, e1) if e is not None]
+        return min(ends) if e0 != e1 else math.inf
+    return None
 
 
 STATE_STYLE = {
