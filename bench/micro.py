@@ -19,6 +19,7 @@ from rich.console import Console
 from kgctl.model.events import Event
 from kgctl.model.fold import fold
 from kgctl.model.state import GroupState
+from kgctl.render import plain_console
 from kgctl.render.group_view import render_group
 
 TOPIC = "orders"
@@ -172,7 +173,7 @@ def bench_fold(members: int, partitions: int, rounds: int) -> dict[str, Any]:
 
 def terminal_console(file: Any, width: int, height: int) -> Console:
     """A console that renders as a truecolor terminal of this size would, into `file`."""
-    return Console(
+    return plain_console(
         file=file,
         width=width,
         height=height,

@@ -113,3 +113,36 @@ def test_lines_written_in_pieces_lose_only_their_trailing_spaces() -> None:
     for piece in ("a  b   ", "  ", "c   \n", "   \n", "  d", "  \ne  "):
         stream.write(piece)
     assert sink.getvalue() == "a  b     c\n\n  d\ne"
+
+
+def test_names_are_printed_as_given_not_read_as_markup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A group's names are its users' (client ids and group ids may hold any character):
+    rich read "[/x]" in one as a closing tag and the command failed, "[bold]" and
+    ":fire:" as styling. The report and the live view print them as they are."""
+    from rich.console import Console
+
+    from kgctl.model.events import Event
+    from kgctl.model.fold import fold_many
+    from kgctl.model.state import GroupState
+    from kgctl.render import plain_console
+    from kgctl.render.group_view import render_group
+
+    monkeypatch.setenv("COLUMNS", "200")
+    text = RUN.read_text(encoding="utf-8")
+    text = text.replace('"member": "a"', '"member": "a[/x]"')
+    text = text.replace('"member": "b"', '"member": "[bold]b:fire:"')
+    odd = tmp_path / "odd_names.jsonl"
+    odd.write_text(text, encoding="utf-8")
+    status, out, err = kgctl("report", str(odd))
+    assert status == 0, err
+    assert "a[/x]: member joined" in out and "[bold]b:fire:: member joined" in out
+
+    events = [Event.from_json(line) for line in text.splitlines() if line.strip()]
+    state = fold_many(GroupState(events[0].group), ((e, e.ts_ms) for e in events))
+    console = plain_console(record=True, width=160, height=50, file=io.StringIO())
+    assert isinstance(console, Console)
+    console.print(render_group(state, events[-1].ts_ms, width=160, height=50))
+    shown = console.export_text()
+    assert "a[/x]" in shown and "[bold]b:fire:" in shown

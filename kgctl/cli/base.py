@@ -53,20 +53,20 @@ class Env:
     @property
     def out(self) -> Console:
         if self._out is None:
-            from rich.console import Console
+            from kgctl.render import plain_console
 
-            self._out = Console(file=_trimmed(self.stdout_stream), soft_wrap=True)
+            self._out = plain_console(file=_trimmed(self.stdout_stream), soft_wrap=True)
         return self._out
 
     @property
     def err(self) -> Console:
         if self._err is None:
-            from rich.console import Console
+            from kgctl.render import plain_console
 
             self._err = (
-                Console(file=self.stderr, soft_wrap=True)
+                plain_console(file=self.stderr, soft_wrap=True)
                 if self.stderr is not None
-                else Console(stderr=True, soft_wrap=True)
+                else plain_console(stderr=True, soft_wrap=True)
             )
         return self._err
 

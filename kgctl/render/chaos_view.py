@@ -24,6 +24,7 @@ from kgctl.chaos.journal import Journal
 from kgctl.chaos.showdown import ShowdownRow
 from kgctl.model.events import Event
 from kgctl.model.state import GroupState
+from kgctl.render import plain_console
 from kgctl.render.group_view import fmt_clock, fmt_ms
 from kgctl.render.layout import Packed, Wrapped
 from kgctl.render.proxy_lines import describe_wire
@@ -390,7 +391,7 @@ class ChaosDisplay:
     def make(cls, console: Console | None, view: str) -> ChaosDisplay | None:
         if view == "none":
             return None
-        console = console or Console(stderr=False)
+        console = console or plain_console(stderr=False)
         live = view == "live" or (view == "auto" and console.is_terminal)
         return cls(console, live)
 

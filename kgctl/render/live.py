@@ -14,6 +14,7 @@ from rich.live import Live
 from rich.text import Text
 
 from kgctl.observe.watch import Watch
+from kgctl.render import plain_console
 from kgctl.render.explain_text import render_diagnosis
 from kgctl.render.group_view import FrameMemo, render_group
 from kgctl.render.keys import read_key, single_keys
@@ -65,7 +66,7 @@ class _Collections:
 def run_live(watch: Watch, console: Console | None = None, commits: bool = True) -> None:
     """Show the watch until q or Ctrl-C (a proxy's successful commits in its event log
     only with `commits`)."""
-    console = console or Console()
+    console = console or plain_console()
     watch.background = True  # diagnoses on a worker thread: the frames go on meanwhile
     paused = False
     frozen = None
