@@ -136,21 +136,22 @@ def _added_or_ended(
     new: tuple[Any, ...],
     split: Callable[[Any], tuple[Hashable, int, int | None]],
 ) -> float | None:
-    """`_first_change` of one pair, read without a mapping of each side, for the two
-    changes the fold makes (while a rebalance runs, thousands a frame): spans added after
-    the same ones, or the last one's end set. None for any other change, or spans
-    `split` does not tell apart."""
+    """`_first_change` of one pair, read by position, for the two changes the fold makes
+    (while a rebalance runs, thousands a frame): spans added after the same ones (the
+    history differs from the first added one's start), or the last one's end set (from
+    the earlier of its two ends). None for any other change. Where the full reading
+    cannot match two spans `split` does not tell apart, it answers -inf; the positions
+    say exactly which span changed."""
     n = len(old)
     if len(new) > n and all(a is b for a, b in zip(old, new, strict=False)):
-        added = [split(x) for x in new[n:]]
-        keys = {split(x)[0] for x in old} | {key for key, _, _ in added}
-        return min(start for _, start, _ in added) if len(keys) == len(new) else None
+        return min(split(x)[1] for x in new[n:])
     if n and len(new) == n and all(a is b for a, b in zip(old[:-1], new, strict=False)):
         (k0, s0, e0), (k1, s1, e1) = split(old[-1]), split(new[-1])
-        if k0 != k1 or s0 != s1 or len({split(x)[0] for x in old}) != n:
+        if k0 != k1 or s0 != s1:
             return None
-        ends = [e for e in (e0, e1) if e is not None]
-        return min(ends) if e0 != e1 else math.inf
+        if e0 == e1:
+            return math.inf
+        return min(e for e in (e0, e1) if e is not None)
     return None
 
 
