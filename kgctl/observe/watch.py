@@ -326,7 +326,17 @@ class Watch:
         # from what happened since shortly before they began: the cost stays bounded on a
         # group that has rebalanced for hours. A member's configuration is in its start.
         all_gens = self.state.generations
-        gens = all_gens[-(DIAGNOSED_GENERATIONS + 1) :]
+        newest = DIAGNOSED_GENERATIONS
+        if settling and all(
+            g.inferred or g.generation in self._diagnosed
+            for g in all_gens[-DIAGNOSED_GENERATIONS:-SETTLING_GENERATIONS]
+        ):
+            # While a rebalance runs or settles, only the generations it can change: its
+            # own, and the one it ended (where it began bounds what followed that one).
+            # The others keep what was said of them, and all are diagnosed again once it
+            # has settled. At 1,000 members each generation costs about 0.1 CPU-s.
+            newest = SETTLING_GENERATIONS
+        gens = all_gens[-(newest + 1) :]
         since = gens[0].start_ms - NEEDED_BEFORE_MS if gens else 0
         starts = [q[0].ts_ms for q in (self._routine,) if q]
         if len(self._steps) == self._steps.maxlen:
@@ -564,6 +574,7 @@ class _DiagnosisJob:
 # What the live view keeps for the diagnosis of each generation (`Watch.diagnoses`), and
 # how many of the newest generations it diagnoses again (the table shows at most 8).
 DIAGNOSED_GENERATIONS = 8
+SETTLING_GENERATIONS = 2
 DIAGNOSIS_STEPS = 20_000
 DIAGNOSIS_ROUTINE_MS = 120_000
 SETTLING_MS = 10_000
