@@ -181,22 +181,10 @@ def test_the_live_view_diagnoses_the_newest_generations_as_the_whole_run_does() 
     """Only the newest generations are diagnosed again (a group that rebalanced for hours
     stays cheap to redraw); they read as a diagnosis of the whole run reads them."""
     from kgctl.model.diagnosis import diagnose
-    from kgctl.model.events import Event
     from kgctl.report.summary import build_report
 
-    def stored(generation: int, ids: list[str]) -> Event:
-        ts = 1000 * generation
-        members = [{"member_id": m, "client_id": m.split("-")[0]} for m in ids]
-        return Event(
-            "GenerationChanged", ts, float(ts), generation, "g", generation=generation,
-            source="observer",
-            data={"inferred": False, "previous": generation - 1, "written_ms": ts,
-                  "stored_in": "__consumer_offsets", "state_ts_ms": ts, "sync_ms": ts,
-                  "members": members},
-        )  # fmt: skip
-
     # b comes and goes: 20 generations.
-    events = [stored(g, ["a-1", "b-1"] if g % 2 else ["a-1"]) for g in range(1, 21)]
+    events = [_stored(g, ["a-1", "b-1"] if g % 2 else ["a-1"], 1000 * g) for g in range(1, 21)]
     report = build_report(events)
     whole = {d.generation: d for d in diagnose(report.state, report.events, report.last_ms)}
     with Watch(ClientSettings(), "g", observe=False) as watch:
