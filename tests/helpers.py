@@ -330,6 +330,26 @@ def event_is(type_: str, **fields: Any) -> Callable[[dict[str, Any]], bool]:
 FOLD_GROUP = "orders-app"
 
 
+KEPT_RECORDINGS = sorted(
+    p
+    for d in (Path(__file__).parent / "data", Path(__file__).parent / "truth" / "data")
+    for p in d.glob("*.jsonl*")
+)
+
+
+def group_streams(path: Path) -> list[list[Event]]:
+    """Each group of a kept recording, as the views order it: by time, a proxy's trace
+    read as its members' steps."""
+    from kgctl.model.wire import member_steps
+    from kgctl.recordings import recording_lines
+
+    events = [Event.from_json(line) for line in recording_lines(path) if line.strip()]
+    return [
+        sorted(member_steps(e for e in events if e.group == group), key=lambda e: e.ts_ms)
+        for group in sorted({e.group for e in events})
+    ]
+
+
 def mev(type_: str, ts: int, member: str, gen: int = -1, **data: Any) -> Event:
     return Event(
         type=type_,

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import FOLD_GROUP, mev, oev
+from helpers import FOLD_GROUP, KEPT_RECORDINGS, group_streams, mev, oev
 
 from kgctl.model.events import Event
 from kgctl.model.fold import _observe_member, fold, fold_all, fold_many
@@ -22,8 +22,6 @@ from kgctl.model.state import (
     OwnershipSpan,
     evolve,
 )
-from kgctl.model.wire import member_steps
-from kgctl.recordings import recording_lines
 
 DATA = Path(__file__).parent / "data"
 G = FOLD_GROUP
@@ -154,13 +152,6 @@ def test_lag_is_read_from_json_keys_and_numbers_as_before() -> None:
     assert s.members["m1"].lag == 18
 
 
-TRUTH_DATA = Path(__file__).parent / "truth" / "data"
-
-
-def _every_recording() -> list[Path]:
-    return sorted(p for d in (DATA, TRUTH_DATA) for p in d.glob("*.jsonl*"))
-
-
 def _same_state(a: GroupState, b: GroupState) -> None:
     """Equal as the views read them: every compared field, the members' order, and an
     index that finds what a scan finds."""
@@ -172,16 +163,15 @@ def _same_state(a: GroupState, b: GroupState) -> None:
         assert a.find_member(m.member_id) == _scan(a, m.member_id)
 
 
-@pytest.mark.parametrize("path", _every_recording(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", KEPT_RECORDINGS, ids=lambda p: p.name)
 def test_a_batch_folds_every_recording_to_the_state_of_one_event_at_a_time(path: Path) -> None:
     """`fold_many` changes one private draft in place: every kept recording, of every
     group in it and as the views order it (a proxy's trace as its member steps), gives
     the state `fold` gives one event at a time, whether folded in one batch or in the
     live view's batches of a few events; and a state a batch started from is left as
     it was (the watch's diagnoses read it on a worker while the fold moves on)."""
-    events = [Event.from_json(line) for line in recording_lines(path) if line.strip()]
-    for group in sorted({e.group for e in events}):
-        ordered = sorted(member_steps(e for e in events if e.group == group), key=lambda e: e.ts_ms)
+    for ordered in group_streams(path):
+        group = ordered[0].group
         one_by_one = GroupState(group)
         for ev in ordered:
             one_by_one = fold(one_by_one, ev, ev.ts_ms)

@@ -3,11 +3,9 @@ and of the cause vocabulary (kgctl/model/reasons.py)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from helpers import FOLD_GROUP as G
-from helpers import mev, two_member_eager_history
+from helpers import KEPT_RECORDINGS, group_streams, mev, two_member_eager_history
 
 from kgctl.model.events import Event
 from kgctl.model.fold import fold_all, fold_many
@@ -25,8 +23,6 @@ from kgctl.model.timeline import (
     unassigned_by_member,
     unassigned_ms,
 )
-from kgctl.model.wire import member_steps
-from kgctl.recordings import recording_lines
 
 
 def state_of(events: list) -> GroupState:  # type: ignore[type-arg]
@@ -139,17 +135,7 @@ def test_a_dead_members_partitions_move_from_it_not_from_no_one() -> None:
 
 def _recorded_streams() -> list[list[Event]]:
     """Each group of each kept recording, as the views order it."""
-    here = Path(__file__).parent
-    out = []
-    for path in sorted(
-        p for d in (here / "data", here / "truth" / "data") for p in d.glob("*.jsonl*")
-    ):
-        events = [Event.from_json(line) for line in recording_lines(path) if line.strip()]
-        for group in sorted({e.group for e in events}):
-            out.append(
-                sorted(member_steps(e for e in events if e.group == group), key=lambda e: e.ts_ms)
-            )
-    return out
+    return [stream for path in KEPT_RECORDINGS for stream in group_streams(path)]
 
 
 def _recorded_states() -> list[GroupState]:

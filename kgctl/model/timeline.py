@@ -215,14 +215,17 @@ def _intervals_changed(ownership: _Ownership) -> _Intervals | None:
     25 ms), changed where the partitions' spans are not the same objects; None when no
     mapping read has its intervals, or most partitions differ."""
     with _memos_lock:
-        last = [
-            (mapping, memo["intervals"])
-            for mapping, memo in reversed(_memos.values())
-            if mapping is not ownership and "intervals" in memo
-        ]
-    if not last:
+        last = next(
+            (
+                (mapping, memo["intervals"])
+                for mapping, memo in reversed(_memos.values())
+                if mapping is not ownership and "intervals" in memo
+            ),
+            None,
+        )
+    if last is None:
         return None
-    base_map, base = last[0]
+    base_map, base = last
     changed = [
         (tp, base_map.get(tp, ()), spans)
         for tp, spans in ownership.items()
