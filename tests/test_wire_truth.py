@@ -451,3 +451,15 @@ def test_a_member_the_proxy_left_unanswered_is_not_advised_as_a_dead_one() -> No
     [wait] = d.critical_path
     assert "kgctl proxy" in wait.detail and "SyncGroup:hang" in wait.detail
     assert not any(a.pattern == "dead-member-held-join" for a in d.advice)
+
+
+def test_a_second_round_begun_in_the_first_rounds_last_millisecond_counts_nothing_twice() -> None:
+    # Cooperative librdkafka: c3 came back after its poll stall (generation 5). c1 got its
+    # generation-5 assignment at .124, gave partition 2 up and joined again at .130 (the
+    # second round, generation 6); the proxy dated c2's generation-5 answer (partition 0
+    # given up) .130 too. Their callbacks: c1 1, c2 1 revoked, both in generation 5's
+    # round; the second round only hands them out.
+    found = explained("wire_rdkafka-cooperative_max-poll-same-ms.jsonl.gz").generations
+    by = {d.generation: d for d in found}
+    assert (by[5].partitions_revoked, by[6].partitions_revoked) == (2, 0)
+    assert by[6].trigger.reason == "second round of generation 5"

@@ -370,7 +370,10 @@ def rebalance_instants(state: GroupState, rec: GenerationRecord, now_ms: int) ->
     i = state.generations.index(rec)
     prev = state.generations[i - 1] if i > 0 else None
     start = prev.stable_ms if prev is not None and prev.stable_ms is not None else None
-    if start is None or start >= rec.start_ms:
+    # (A previous generation stable in the millisecond this rebalance began is read at
+    # that millisecond, where its own rebalance's view ends: a cooperative member's last
+    # answer of that round, dated with the rejoin that began this one, counts once.)
+    if start is None or start > rec.start_ms:
         start = rec.start_ms - 1
     if rec.stable_ms is not None:
         end = rec.stable_ms
