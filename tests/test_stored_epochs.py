@@ -176,3 +176,40 @@ def test_the_first_members_leave_is_named_as_any_others() -> None:
     told = stored_epochs("g", records)
     [d] = [d for d in explain("g", list(told.events), 30000, None).generations if d.generation == 5]
     assert (d.trigger.cause, d.trigger.who, d.trigger.confidence) == ("member_left", "c3", INFERRED)
+
+
+def test_the_broker_logs_removal_of_a_first_member_names_it() -> None:
+    # A truth run of java-consumer's kill (12-04): c3 joined first (the story's start),
+    # was killed, and the broker's log named it by its member id alone as it removed it.
+    # The trigger and the wait said that id ("timed out by my0oa…", "waited for my0oa…
+    # dead"): nobody of that name was in the group.
+    records: list[AnyGroupRecord] = [
+        _member(C3, 18103, "c3"), _epoch(2, 18103), _assigned(C3, 18103, 2, 6),
+        _member(C1, 18275, "c1"), _epoch(3, 18275),
+        _member(C2, 18326, "c2"), _epoch(4, 18326),
+        _assigned(C1, 19853, 4, 2), _assigned(C2, 19865, 4, 2), _assigned(C3, 19710, 4, 2),
+        _member(C3, 32639, None), _epoch(5, 32639),
+        _assigned(C1, 32992, 5, 3), _assigned(C2, 33007, 5, 3),
+    ]  # fmt: skip
+    line = BrokerReason(
+        32639, "g", f"member {C3} has failed (session timeout), removed", kind=FAILED
+    )
+    bounds = GroupBounds.from_configs({"group.consumer.session.timeout.ms": "10000"})
+    told = stored_epochs("g", records)
+    members = tuple(
+        MemberSnapshot(
+            member_id=mid, client_id=name, host="/127.0.0.1", subscription=("t",),
+            partitions={"t": parts}, member_epoch=5, target={"t": parts},
+        )
+        for mid, name, parts in ((C1, "c1", [0, 1, 2]), (C2, "c2", [3, 4, 5]))
+    )  # fmt: skip
+    now = GroupSnapshot(
+        group="g", state="Stable", group_type="consumer", group_epoch=5, assignment_epoch=5,
+        members=members,
+    )  # fmt: skip
+    [described] = [e for e in Inferrer("g").observe(now, 39000) if e.type == "GroupObserved"]
+    ctx = Context(broker_reasons=(line,), bounds=bounds)
+    found = explain("g", [*told.events, described], 40000, ctx)
+    [d] = [d for d in found.generations if d.generation == 5]
+    assert (d.trigger.cause, d.trigger.who) == ("timed_out", "c3")
+    assert [(w.why, w.member) for w in d.critical_path] == [("dead", "c3")]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from kgctl.model.event_index import EventIndex
 from kgctl.model.reasons import REASON_CAUSE, Cause, RejoinReason
 from kgctl.model.state import (
     GroupState,
@@ -186,12 +187,31 @@ def member_id_in_broker_reason(reason: str) -> str:
     return ""
 
 
-def member_name(state: GroupState, member_id: str) -> str:
-    """A member id as its member's name; an unknown dynamic id (client.id, a dash and a
-    UUID) as its client id."""
+def member_name(state: GroupState, member_id: str, events: EventIndex | None = None) -> str:
+    """A member id as its member's name; one the state does not know by the client id
+    the group's records gave it (`events`: a member of the first stored epoch, which the
+    story starts from, is told only when it goes), else a dynamic id (client.id, a dash
+    and a UUID) as its client id."""
     found = state.find_member(member_id)
     if found is not None:
         return found.name
+    told = recorded_client_ids(events).get(member_id) if events is not None else None
+    if told:
+        return told
     if len(member_id) > 37 and member_id[-37] == "-" and member_id[-28] == "-":
         return member_id[:-37]
     return member_id
+
+
+def recorded_client_ids(events: EventIndex) -> dict[str, str]:
+    """member id -> client id, as the observer's joins and leaves (a description, the
+    group's records) gave them."""
+
+    def build(ix: EventIndex) -> dict[str, str]:
+        return {
+            e.member_id: e.client_id
+            for e in ix.of("MemberJoinedGroup", "MemberLeftGroup")
+            if e.source == "observer" and e.member_id and e.client_id
+        }
+
+    return events.memo("client-ids-by-member-id", build)

@@ -532,9 +532,9 @@ def chaos_said(e: Event) -> str:
     return f"kgctl chaos at {_clock(e.ts_ms)}: {what}"
 
 
-def _broker_log_trigger(br: BrokerReason, state: GroupState) -> Trigger:
+def _broker_log_trigger(br: BrokerReason, state: GroupState, events: EventIndex) -> Trigger:
     member_id = member_id_in_broker_reason(br.reason)
-    who = member_name(state, member_id)
+    who = member_name(state, member_id, events)
     client = br.reason.partition("client reason: ")[2]
     unsaid = not client or client == "not provided"
     if unsaid:
@@ -649,7 +649,7 @@ def _came_back(
             continue
         other = member_id_in_broker_reason(br.reason)
         new = "adding new member" in br.reason.lower()
-        if new and other and other != member_id and member_name(state, other) == who:
+        if new and other and other != member_id and member_name(state, other, events) == who:
             return br.ts_ms
     return None
 
@@ -866,7 +866,7 @@ def trigger_candidates(
         if t.who not in gone
     ]
     out += [
-        _broker_log_trigger(br, state)
+        _broker_log_trigger(br, state, events)
         for br in ctx.broker_reasons
         if br.group == state.group and _line_of(br, rec, since, until)
     ]
@@ -904,7 +904,7 @@ def _member_id_of(t: Trigger, events: EventIndex, state: GroupState, ctx: Contex
     for br in ctx.broker_reasons:
         if br.ts_ms == t.at_ms and br.group == state.group:
             found = member_id_in_broker_reason(br.reason)
-            if member_name(state, found) == t.who:
+            if member_name(state, found, events) == t.who:
                 return found
     found_member = state.members.get(t.who)
     return found_member.member_id if found_member is not None else ""

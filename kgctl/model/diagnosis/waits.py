@@ -197,7 +197,7 @@ def _logged_waits(
         out.append(
             Wait(
                 phase="join",
-                member=member_name(state, member_id),
+                member=member_name(state, member_id, events),
                 ms=br.ts_ms - start,
                 why=WAIT_DEAD,
                 detail=f"the broker removed it at {_clock(br.ts_ms)} when its session timed out"
@@ -237,7 +237,7 @@ def _detect_wait(
     event it saw of the member to the first sign of the rebalance) only checks it."""
     if trigger.reason != "session timeout":
         return []
-    removal = _logged_removal(start, state, trigger, broker)
+    removal = _logged_removal(start, state, events, trigger, broker)
     if trigger.who not in members:
         return _logged_detect_wait(events, trigger, removal, consumer_session_ms)
     last = last_heard_ms(events, trigger.who, start)
@@ -274,7 +274,11 @@ def _detect_wait(
 
 
 def _logged_removal(
-    start: int, state: GroupState, trigger: Trigger, broker: Sequence[BrokerReason]
+    start: int,
+    state: GroupState,
+    events: EventIndex,
+    trigger: Trigger,
+    broker: Sequence[BrokerReason],
 ) -> BrokerReason | None:
     """The broker's log line that removed `trigger.who` when its session expired, as
     the rebalance began (the old coordinator's and the new one's `… has failed,
@@ -283,7 +287,7 @@ def _logged_removal(
         expired = br.kind == FAILED or "heartbeat expiration" in br.reason
         if not expired or abs(br.ts_ms - start) > START_SLACK_MS:
             continue
-        if member_name(state, member_id_in_broker_reason(br.reason)) == trigger.who:
+        if member_name(state, member_id_in_broker_reason(br.reason), events) == trigger.who:
             return br
     return None
 
