@@ -548,6 +548,26 @@ def test_a_second_round_read_from_the_records_names_the_members_as_the_rest_does
     assert UUID[:8] not in d.trigger.evidence
 
 
+def test_a_second_round_whose_join_phase_the_records_date_late_is_still_one() -> None:
+    # The same, as CI's truth run of Java's cooperative scale-out had it (stop 36, loaded):
+    # the records date generation 3 by the end of its join phase, which waited 6.5 s for
+    # b's rejoin. When it began they do not say; a gave partition 2 up, so it joined again
+    # at once. Before, a start "6.5 s after" was no second round: "rejoin requested".
+    a, b, c = _id("a"), _id("b"), _id("c")
+    events = [
+        _assigned(1, 1000, {a: [0, 1, 2], b: [3, 4, 5]}, "cooperative-sticky"),
+        _assigned(2, 9000, {a: [0, 1], b: [3, 4], c: []}, "cooperative-sticky"),
+        _assigned(3, 15500, {a: [0, 1], b: [3, 4], c: [2, 5]}, "cooperative-sticky"),
+    ]
+    d = _diagnoses(events, ())[3]
+    assert d.trigger.reason == "second round of generation 2"
+    assert "join phase over 6500 ms after it" in d.trigger.evidence
+    # Nobody gave anything up: the same late generation is no second round.
+    same = [*events[:1], _assigned(2, 9000, {a: [0, 1, 2], b: [3, 4, 5], c: []}, "cooperative-sticky"),
+            _assigned(3, 15500, {a: [0, 1, 2], b: [3, 4, 5], c: []}, "cooperative-sticky")]  # fmt: skip
+    assert _diagnoses(same, ())[3].trigger.reason != "second round of generation 2"
+
+
 # -- a mixed group's way back, from the cluster's records ---------------------------------------
 
 

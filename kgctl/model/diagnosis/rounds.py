@@ -59,10 +59,18 @@ def as_second_round(
     if chosen.reason.startswith("kgctl proxy injected"):
         return d
     done = prev.stable_ms or prev.sync_ms or prev.start_ms
-    if not 0 <= rec.start_ms - done <= SECOND_ROUND_MS or not _same_members(events, rec, prev):
+    after_ms = rec.start_ms - done
+    if after_ms < 0 or not _same_members(events, rec, prev):
         return d
     said = _said_followup(events, prev, rec)
     given_up = _given_up(events, state, prev, rec)
+    # Begun at once, as a second round is. A start only bounded (the broker's record
+    # dates the end of the join phase, which waits for every member's rejoin: 6 s and
+    # more in a loaded CI run) cannot show that; a member's words or the partitions it
+    # gave up do without it, since a member that gives partitions up joins again at once.
+    soon = after_ms <= SECOND_ROUND_MS
+    if not soon and (rec.start_exact or not (said or given_up)):
+        return d
     if said:
         confidence: Confidence = EXACT
         how = f"{', '.join(said)}'s JoinGroup reason {_FOLLOWUP_WORDS[0]!r}"
@@ -80,13 +88,16 @@ def as_second_round(
     else:
         # Nothing shows whether anyone gave partitions up (the cluster's records, the
         # broker's log: a rejoin after an error reads the same there): say it may be.
-        return _maybe_second_round(d, prev, rec.start_ms - done, _assignor(events, prev, state))
-    after_ms = rec.start_ms - done
+        return _maybe_second_round(d, prev, after_ms, _assignor(events, prev, state))
+    when = (
+        f"begun {after_ms} ms after it"
+        if rec.start_exact
+        else f"its join phase over {after_ms} ms after it (when it began, the records do not say)"
+    )
     evidence = (
         f"the cooperative second round of generation {prev.generation} "
-        f"({first.trigger.cause_name.replace('_', ' ')}): the same members, begun "
-        f"{after_ms} ms after it, on the cooperative assignor {_assignor(events, prev, state)!r}; "
-        f"{how}"
+        f"({first.trigger.cause_name.replace('_', ' ')}): the same members, {when}, "
+        f"on the cooperative assignor {_assignor(events, prev, state)!r}; {how}"
     )
     second = Trigger(
         cause=first.trigger.cause,
