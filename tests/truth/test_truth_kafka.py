@@ -52,7 +52,31 @@ def test_kgctl_tells_the_truth(
     out = truth_outcomes[(client, situation)]
     assert out.error is None, out.error
     verdict = out.verdicts[view]
-    assert not verdict.problems, "; ".join(verdict.details)
+    assert not verdict.problems, "; ".join(verdict.details) + _what_was_said(out, view)
+
+
+def _what_was_said(out: Outcome, view: str) -> str:
+    """A wrong cell's evidence, in CI's output (the only thing a CI run keeps): what the
+    view said of each rebalance from a little before the action, timed from it, and
+    what the members' callbacks said then."""
+    if out.truth is None:
+        return ""
+    action = out.truth.expected.action_ms
+    answer = out.answers.get(view) or {}
+    lines = [f"\n  {view} of {out.group}; sources: {answer.get('sources')}"]
+    for g in answer.get("generations") or []:
+        start = g.get("start_ms") or 0
+        if start < action - 10_000:
+            continue
+        t = g.get("trigger") or {}
+        lines.append(
+            f"  gen {g.get('generation')} at {start - action:+d} ms (took {g.get('duration_ms')}, "
+            f"timed {g.get('timed')}): {t.get('cause')} by {t.get('who')!r} "
+            f"({t.get('confidence')}): {t.get('evidence')}"
+        )
+    lines += [f"  note: {n}" for n in answer.get("notes") or []]
+    lines += [f"  callback at {c.get('ts_ms', 0) - action:+d} ms: {c}" for c in out.callbacks[:40]]
+    return "\n".join(lines)
 
 
 def table(outcomes: dict[tuple[str, str], Outcome]) -> str:
