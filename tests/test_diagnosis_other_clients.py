@@ -563,9 +563,34 @@ def test_a_second_round_whose_join_phase_the_records_date_late_is_still_one() ->
     assert d.trigger.reason == "second round of generation 2"
     assert "join phase over 6500 ms after it" in d.trigger.evidence
     # Nobody gave anything up: the same late generation is no second round.
-    same = [*events[:1], _assigned(2, 9000, {a: [0, 1, 2], b: [3, 4, 5], c: []}, "cooperative-sticky"),
-            _assigned(3, 15500, {a: [0, 1, 2], b: [3, 4, 5], c: []}, "cooperative-sticky")]  # fmt: skip
+    kept = {a: [0, 1, 2], b: [3, 4, 5], c: []}
+    same = [*events[:1], _assigned(2, 9000, kept, "cooperative-sticky"),
+            _assigned(3, 15500, kept, "cooperative-sticky")]  # fmt: skip
     assert _diagnoses(same, ())[3].trigger.reason != "second round of generation 2"
+
+
+def test_a_round_that_hands_out_what_an_earlier_round_took_is_one_more_round() -> None:
+    # A truth run of librdkafka's cooperative join-not-coord (12-04): c joins
+    # (generation 4), whose assignment takes 3 from a and 0 from b. a revoked 3 at once;
+    # b's revocation of 0 ran only after generation 5 (the second round, 3 to c) had
+    # begun, so 0 went out in generation 6, when b joined again. The records show 0 held
+    # by nobody from generation 4 to 6; before, generation 6 read "rejoin requested".
+    a, b, c = _id("a"), _id("b"), _id("c")
+    coop = "cooperative-sticky"
+    events = [
+        _assigned(3, 1000, {a: [3, 4, 5], b: [0, 1, 2]}, coop),
+        _assigned(4, 9000, {a: [4, 5], b: [1, 2], c: []}, coop),
+        _assigned(5, 9870, {a: [4, 5], b: [1, 2], c: [3]}, coop),
+        _assigned(6, 10900, {a: [4, 5], b: [1, 2], c: [0, 3]}, coop),
+    ]
+    by = _diagnoses(events, ())
+    assert by[5].trigger.reason == "second round of generation 4"
+    assert by[6].trigger.reason == "second round of generation 5"
+    assert "nobody held when this one began" in by[6].trigger.evidence
+    # 0 handed out in 5 already: 6 is no round of 4's.
+    early = [*events[:2], _assigned(5, 9870, {a: [4, 5], b: [1, 2], c: [0, 3]}, coop),
+             _assigned(6, 10900, {a: [4, 5], b: [1, 2], c: [0, 3]}, coop)]  # fmt: skip
+    assert _diagnoses(early, ())[6].trigger.reason != "second round of generation 5"
 
 
 # -- a mixed group's way back, from the cluster's records ---------------------------------------

@@ -64,16 +64,29 @@ def as_second_round(
         return d
     said = _said_followup(events, prev, rec)
     given_up = _given_up(events, state, prev, rec)
+    unheld: set[str] = set()
+    if not given_up and first.trigger.round_of is not None:
+        # The previous generation was itself a later round: what a member gave up in
+        # the rounds before it, and nobody held since, is handed out now (a librdkafka
+        # member whose revocation ran only after the next round had begun).
+        unheld = _given_up_unheld(state, first.trigger.round_of, prev, rec)
     # Begun at once, as a second round is. A start only bounded (the broker's record
     # dates the end of the join phase, which waits for every member's rejoin: 6 s and
     # more in a loaded CI run) cannot show that; a member's words or the partitions it
     # gave up do without it, since a member that gives partitions up joins again at once.
     soon = after_ms <= SECOND_ROUND_MS
-    if not soon and (rec.start_exact or not (said or given_up)):
+    if not soon and (rec.start_exact or not (said or given_up or unheld)):
         return d
     if said:
         confidence: Confidence = EXACT
         how = f"{', '.join(said)}'s JoinGroup reason {_FOLLOWUP_WORDS[0]!r}"
+    elif unheld:
+        confidence = INFERRED
+        names = sorted({member_name(state, m) for m in unheld})
+        how = (
+            f"{', '.join(names)} gave up partitions in generation {first.trigger.round_of} "
+            "or after that nobody held when this one began, and joined again"
+        )
     elif given_up:
         confidence = INFERRED
         # By name, as the rest of the text says them (the cluster's records key a
@@ -193,6 +206,34 @@ def _given_up(
         for sp in spans:
             if sp.member in stayed and sp.end_ms is not None and since <= sp.end_ms <= rec.start_ms:
                 out.add(sp.member)
+    return out
+
+
+def _given_up_unheld(
+    state: GroupState, first: int, prev: GenerationRecord, rec: GenerationRecord
+) -> set[str]:
+    """Members of both generations that gave partitions up from generation `first`'s
+    assignment on, which nobody held when `rec` began."""
+    began = next((g for g in state.generations if g.generation == first), None)
+    if began is None:
+        return set()
+    stayed = set(prev.members) & set(rec.members)
+    since = began.sync_ms if began.sync_ms is not None else began.start_ms
+    out: set[str] = set()
+    for spans in state.ownership.values():
+        # (`rec`'s own assignment can be dated with its start: the records date both by
+        # the end of its join phase)
+        held = any(
+            sp.start_ms < rec.start_ms and (sp.end_ms is None or sp.end_ms > rec.start_ms)
+            for sp in spans
+        )
+        if held:
+            continue
+        out |= {
+            sp.member
+            for sp in spans
+            if sp.member in stayed and sp.end_ms is not None and since <= sp.end_ms <= rec.start_ms
+        }
     return out
 
 
