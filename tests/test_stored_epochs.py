@@ -160,20 +160,25 @@ def test_a_deleted_consumer_group_made_again_starts_over() -> None:
     assert stable[2] == 61300 and stable[7] == 47200
 
 
+def _first_member_goes(at: int) -> list[AnyGroupRecord]:
+    """c3 joins first (epoch 2, where the story starts), c1 and c2 after it; c3's record
+    is deleted at `at` (epoch 5)."""
+    return [
+        _member(C3, 18103, "c3"), _epoch(2, 18103), _assigned(C3, 18103, 2, 6),
+        _member(C1, 18275, "c1"), _epoch(3, 18275),
+        _member(C2, 18326, "c2"), _epoch(4, 18326),
+        _assigned(C1, 19853, 4, 2), _assigned(C2, 19865, 4, 2), _assigned(C3, 19710, 4, 2),
+        _member(C3, at, None), _epoch(5, at),
+        _assigned(C1, at + 353, 5, 3), _assigned(C2, at + 368, 5, 3),
+    ]  # fmt: skip
+
+
 def test_the_first_members_leave_is_named_as_any_others() -> None:
     # CI's truth run of java-consumer's stop (12-04): c3 joined first (epoch 2, where the
     # story starts), c1 and c2 after it; c3 stopped (epoch 5). Its join was never told,
     # so its leave was not news for the rebalance: "member left", nobody named, which the
     # docs table's cell said only when the member stopped happened to join first.
-    records: list[AnyGroupRecord] = [
-        _member(C3, 18103, "c3"), _epoch(2, 18103), _assigned(C3, 18103, 2, 6),
-        _member(C1, 18275, "c1"), _epoch(3, 18275),
-        _member(C2, 18326, "c2"), _epoch(4, 18326),
-        _assigned(C1, 19853, 4, 2), _assigned(C2, 19865, 4, 2), _assigned(C3, 19710, 4, 2),
-        _member(C3, 22639, None), _epoch(5, 22639),
-        _assigned(C1, 22992, 5, 3), _assigned(C2, 23007, 5, 3),
-    ]  # fmt: skip
-    told = stored_epochs("g", records)
+    told = stored_epochs("g", _first_member_goes(22639))
     [d] = [d for d in explain("g", list(told.events), 30000, None).generations if d.generation == 5]
     assert (d.trigger.cause, d.trigger.who, d.trigger.confidence) == ("member_left", "c3", INFERRED)
 
@@ -183,19 +188,11 @@ def test_the_broker_logs_removal_of_a_first_member_names_it() -> None:
     # was killed, and the broker's log named it by its member id alone as it removed it.
     # The trigger and the wait said that id ("timed out by my0oa…", "waited for my0oa…
     # dead"): nobody of that name was in the group.
-    records: list[AnyGroupRecord] = [
-        _member(C3, 18103, "c3"), _epoch(2, 18103), _assigned(C3, 18103, 2, 6),
-        _member(C1, 18275, "c1"), _epoch(3, 18275),
-        _member(C2, 18326, "c2"), _epoch(4, 18326),
-        _assigned(C1, 19853, 4, 2), _assigned(C2, 19865, 4, 2), _assigned(C3, 19710, 4, 2),
-        _member(C3, 32639, None), _epoch(5, 32639),
-        _assigned(C1, 32992, 5, 3), _assigned(C2, 33007, 5, 3),
-    ]  # fmt: skip
     line = BrokerReason(
         32639, "g", f"member {C3} has failed (session timeout), removed", kind=FAILED
     )
     bounds = GroupBounds.from_configs({"group.consumer.session.timeout.ms": "10000"})
-    told = stored_epochs("g", records)
+    told = stored_epochs("g", _first_member_goes(32639))
     members = tuple(
         MemberSnapshot(
             member_id=mid, client_id=name, host="/127.0.0.1", subscription=("t",),

@@ -80,21 +80,16 @@ def as_second_round(
     if said:
         confidence: Confidence = EXACT
         how = f"{', '.join(said)}'s JoinGroup reason {_FOLLOWUP_WORDS[0]!r}"
-    elif unheld:
-        confidence = INFERRED
-        names = sorted({member_name(state, m) for m in unheld})
-        how = (
-            f"{', '.join(names)} gave up partitions in generation {first.trigger.round_of} "
-            "or after that nobody held when this one began, and joined again"
-        )
-    elif given_up:
+    elif unheld or given_up:
         confidence = INFERRED
         # By name, as the rest of the text says them (the cluster's records key a
         # member by its member id).
-        names = sorted({member_name(state, m) for m in given_up})
+        names = ", ".join(sorted({member_name(state, m) for m in unheld or given_up}))
         how = (
-            f"{', '.join(names)} gave up partitions in generation {prev.generation} "
-            "and joined again"
+            f"{names} gave up partitions in generation {first.trigger.round_of} or after "
+            "that nobody held when this one began, and joined again"
+            if unheld
+            else f"{names} gave up partitions in generation {prev.generation} and joined again"
         )
     elif _assignments_known(state, prev):
         return d  # nobody gave anything up: no second round was needed
