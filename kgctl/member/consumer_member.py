@@ -56,7 +56,7 @@ from kgctl.member.membership import (
     re2j_problem,
 )
 from kgctl.member.reasons import fatal_error
-from kgctl.member.runner import CLOSE_BUDGET_S, Member
+from kgctl.member.runner import Member
 from kgctl.model.kafka_errors import COMMIT_LOSES_COORDINATOR, is_retriable
 
 # Java's auto.commit.interval.ms default.
@@ -865,7 +865,7 @@ class ConsumerProtocolMember(Member):
         # here: in a loaded CI run a static member's restart then met UNRELEASED_INSTANCE_ID
         # (the old process gone before its leave heartbeat's answer, as far as the run
         # shows), which Java, whose close waits up to its api timeout, would not.
-        deadline = time.monotonic() + min(self.settings.timeout_s, CLOSE_BUDGET_S)
+        deadline = self._close_deadline()
         # Java's leaveGroup does nothing for a member that is not in the group.
         in_group = m.state not in (
             MemberState.UNSUBSCRIBED,

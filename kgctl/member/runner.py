@@ -592,13 +592,18 @@ class Member:
     def _rejoin(self) -> None:
         self._coordinator.request_rejoin("explicit_request")
 
+    def _close_deadline(self) -> float:
+        """When a stopping member gives up on its last commit and its leave (either
+        protocol): CLOSE_BUDGET_S from now, or the client timeout when shorter."""
+        return time.monotonic() + min(self.settings.timeout_s, CLOSE_BUDGET_S)
+
     def _close(self, leave: bool) -> None:
         consumer = self._consumer
         if consumer is not None:
             # One budget for the final commit and the close (LeaveGroup, auto-commit): with
             # the broker gone each would wait out its own timeout, and a stopped member
             # should be gone within seconds.
-            deadline = time.monotonic() + min(self.settings.timeout_s, CLOSE_BUDGET_S)
+            deadline = self._close_deadline()
             coordinator = self._coordinator
             with contextlib.suppress(Exception):
                 if leave and self.config.commit in ("sync", "async"):
