@@ -421,6 +421,7 @@ def test_the_live_view_shows_no_cooperative_member_without_the_partitions_it_kep
     import gzip
     import re
 
+    from kgctl.render.grid import Grid
     from kgctl.render.group_view import render_generations
     from kgctl.report.summary import parse_lines
 
@@ -435,8 +436,9 @@ def test_the_live_view_shows_no_cooperative_member_without_the_partitions_it_kep
             watch.queue.put(e)
             watch.drain(clock=lambda e=e: e.ts_ms)
             table = render_generations(watch.state, e.ts_ms, 160, 8, watch.diagnoses(e.ts_ms))
-            labels = [str(c) for c in table.columns[0].cells]
-            unassigned = [str(c) for c in table.columns[-1].cells]
+            assert isinstance(table, Grid)
+            labels = [row.cells[0].plain for row in table.rows]
+            unassigned = [row.cells[-1].plain for row in table.rows]
             frames.append(set(labels) - {"-"})
             if "3" in labels:
                 third.append(unassigned[labels.index("3")])

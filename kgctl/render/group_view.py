@@ -14,9 +14,7 @@ import time
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
-from rich import box
 from rich.console import Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
 from kgctl.model.diagnosis import Diagnosis, diagnose
@@ -32,6 +30,7 @@ from kgctl.model.state import (
     format_owned,
 )
 from kgctl.model.timeline import rebalance_unassigned, unassigned_basis
+from kgctl.render.grid import Grid
 from kgctl.render.member_lines import CONSUMER_MEMBER_EVENTS, target_gap
 from kgctl.render.member_lines import describe as describe_member
 from kgctl.render.proxy_lines import describe_wire
@@ -268,37 +267,29 @@ def _protocol_text(s: GroupState, kip848: bool) -> str:
 # -- members ----------------------------------------------------------------------------
 
 
-def _table(title: str, wide: bool) -> Table:
-    return Table(
-        title=title,
-        title_justify="left",
-        title_style="bold",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        pad_edge=False,
-        padding=(0, 1),
-        expand=True,
-    )
+def _table(title: str) -> Grid:
+    """The view's table look: a bold title on the left, a ruled header, no edges."""
+    return Grid(title)
 
 
 def render_members(s: GroupState, now_ms: int, width: int, rows: int) -> RenderableType:
     wide = width >= 120
-    t = _table(f"Members ({len(s.live_members)} live)", wide)
-    t.add_column("member", no_wrap=True, overflow="ellipsis", max_width=28 if wide else 16)
+    t = _table(f"Members ({len(s.live_members)} live)")
+    t.add_column("member", overflow="ellipsis", max_width=28 if wide else 16)
     if wide:
-        t.add_column("member id", no_wrap=True, overflow="ellipsis", max_width=24)
-        t.add_column("host", no_wrap=True, overflow="ellipsis", max_width=18)
-        t.add_column("instance", no_wrap=True, overflow="ellipsis", max_width=14)
-    t.add_column("partitions", no_wrap=True, overflow="ellipsis", ratio=1)
+        t.add_column("member id", overflow="ellipsis", max_width=24)
+        t.add_column("host", overflow="ellipsis", max_width=18)
+        t.add_column("instance", overflow="ellipsis", max_width=14)
+    t.add_column("partitions", overflow="ellipsis", ratio=1)
     kip848 = _consumer_protocol(s)
     if kip848:
         # What each member still has to take (+) or give up (-) to reach its target.
-        t.add_column("target gap", no_wrap=True, overflow="ellipsis", ratio=1)
-        t.add_column("proto", no_wrap=True, min_width=5)
-    t.add_column("phase", no_wrap=True, min_width=9)
-    t.add_column("epoch" if kip848 else "gen", justify="right", no_wrap=True, min_width=3)
-    t.add_column("lag", justify="right", no_wrap=True, min_width=3)
-    t.add_column("seen", justify="right", no_wrap=True, min_width=5)
+        t.add_column("target gap", overflow="ellipsis", ratio=1)
+        t.add_column("proto", min_width=5)
+    t.add_column("phase", min_width=9)
+    t.add_column("epoch" if kip848 else "gen", justify="right", min_width=3)
+    t.add_column("lag", justify="right", min_width=3)
+    t.add_column("seen", justify="right", min_width=5)
     members = sorted(s.members.values(), key=lambda m: (not m.alive, m.name))
     shown = members[: max(rows, 0)]
     for m in shown:
@@ -362,17 +353,17 @@ def render_generations(
     short form when there is one (`kgctl explain GROUP` gives the full text)."""
     wide = width >= 120
     kip848 = _consumer_protocol(s)
-    t = _table("Group epochs" if kip848 else "Generations", wide)
-    t.add_column("epoch" if kip848 else "gen", justify="right", no_wrap=True, min_width=3)
-    t.add_column("started", no_wrap=True, min_width=8)
-    t.add_column("cause", no_wrap=True, overflow="ellipsis", ratio=3)
+    t = _table("Group epochs" if kip848 else "Generations")
+    t.add_column("epoch" if kip848 else "gen", justify="right", min_width=3)
+    t.add_column("started", min_width=8)
+    t.add_column("cause", overflow="ellipsis", ratio=3)
     if wide:
         # Consumer groups: until the target assignment, then until members reconciled.
-        t.add_column("assign" if kip848 else "join", justify="right", no_wrap=True)
-        t.add_column("reconcile" if kip848 else "sync", justify="right", no_wrap=True)
-    t.add_column("to stable", justify="right", no_wrap=True, min_width=9)
-    t.add_column("lasted", justify="right", no_wrap=True, min_width=7)
-    t.add_column("no partitions", no_wrap=True, overflow="ellipsis", ratio=1)
+        t.add_column("assign" if kip848 else "join", justify="right")
+        t.add_column("reconcile" if kip848 else "sync", justify="right")
+    t.add_column("to stable", justify="right", min_width=9)
+    t.add_column("lasted", justify="right", min_width=7)
+    t.add_column("no partitions", overflow="ellipsis", ratio=1)
     gens = list(s.generations)[-max(rows, 0) :] if rows > 0 else []
     for g in reversed(gens):
         d = (diagnoses or {}).get(g.generation) if not g.inferred else None
@@ -600,11 +591,11 @@ def render_group(
 
 
 def render_group_list(groups: Sequence[GroupListing]) -> RenderableType:
-    t = _table(f"{len(groups)} groups", False)
-    t.add_column("group", no_wrap=True, overflow="ellipsis")
-    t.add_column("state", no_wrap=True)
-    t.add_column("type", no_wrap=True)
-    t.add_column("members", justify="right", no_wrap=True)
+    t = _table(f"{len(groups)} groups")
+    t.add_column("group", overflow="ellipsis")
+    t.add_column("state")
+    t.add_column("type")
+    t.add_column("members", justify="right")
     for g in groups:
         t.add_row(
             g.group,
