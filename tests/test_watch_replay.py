@@ -12,7 +12,7 @@ import pytest
 
 from kgctl.errors import NotFoundError, UsageError
 from kgctl.model.events import Event
-from kgctl.observe.watch import Watch, replay_schedule
+from kgctl.observe.watch import Watch, replay_batches, replay_schedule
 from kgctl.settings import ClientSettings
 
 T0 = 1_700_000_000_000
@@ -44,6 +44,25 @@ def test_the_schedule_divides_recorded_gaps_by_the_speed() -> None:
     shuffled = [ev(T0, 1), ev(T0 + 2000, 2), ev(T0 + 1500, 3), ev(T0 + 2500, 4)]
     assert [d for d, _ in replay_schedule(shuffled, 1)] == [0.0, 2.0, 2.0, 2.5]
     assert [e.seq for _, e in replay_schedule(shuffled, 1)] == [1, 2, 3, 4]
+
+
+def test_a_replay_wakes_once_for_the_events_due_close_together() -> None:
+    events = [ev(T0 + ms, k) for k, ms in enumerate([0, 1, 2, 9, 10, 11, 50, 50, 62], 1)]
+    batches = list(replay_batches(replay_schedule(events, 1), grain_s=0.01))
+    assert [(at, [e.seq for e in b]) for at, b in batches] == [
+        (0.0, [1]),
+        (0.01, [2, 3, 4, 5]),  # woken a grain after the first: never before its due
+        (0.02, [6]),
+        (0.05, [7, 8]),  # due later than a grain: woken when due
+        (0.062, [9]),
+    ]
+    seqs = [e.seq for _, b in batches for e in b]
+    assert seqs == list(range(1, 10))  # each once, in order
+    for at, batch in batches:  # none early, none later than a grain
+        for e in batch:
+            due = (e.ts_ms - T0) / 1000
+            assert due <= at + 1e-9 < due + 0.01 + 1e-9
+    assert list(replay_batches([], grain_s=0.01)) == []
 
 
 def test_a_paced_replay_feeds_events_at_their_recorded_gaps(tmp_path: Path) -> None:

@@ -60,6 +60,33 @@ def replay_schedule(events: Iterable[Event], speed: float) -> Iterator[tuple[flo
         yield due, ev
 
 
+# A paced replay wakes at most this often and hands over every event due by then: at
+# 1,000 members a rebalance's events come a third of a millisecond apart, and a wake-up
+# for each cost the replay thread most of its time (docs/benchmarks.md). A trace
+# topic's reader gets its records in fetched batches too. An event is at most this late.
+REPLAY_GRAIN_S = 0.01
+
+
+def replay_batches(
+    schedule: Iterable[tuple[float, Event]], grain_s: float = REPLAY_GRAIN_S
+) -> Iterator[tuple[float, list[Event]]]:
+    """(seconds after the replay starts, the events due by then) from `replay_schedule`:
+    each event in the first batch at or after its due time, the batches at least
+    `grain_s` apart."""
+    at: float | None = None
+    batch: list[Event] = []
+    for due, ev in schedule:
+        if at is None:
+            at = due
+        elif due > at:
+            yield at, batch
+            batch = []
+            at = max(due, at + grain_s)
+        batch.append(ev)
+    if at is not None:
+        yield at, batch
+
+
 def read_events(path: Path) -> Iterator[Event]:
     """Events from a JSON-lines file (plain or gzip); a bad line is a usage error naming
     file and line."""
@@ -269,13 +296,17 @@ class Watch:
         assert self.replay is not None
         try:
             started = time.monotonic()
-            for due, ev in replay_schedule(read_events(self.replay), self.speed):
-                if self._replay_origin is None and ev.ts_ms > 0:
-                    self._replay_origin = (started, ev.ts_ms)
-                if self.stopping.wait(max(0.0, started + due - time.monotonic())):
+            schedule = replay_schedule(read_events(self.replay), self.speed)
+            for at, batch in replay_batches(schedule):
+                if self._replay_origin is None:
+                    first = next((ev for ev in batch if ev.ts_ms > 0), None)
+                    if first is not None:
+                        self._replay_origin = (started, first.ts_ms)
+                if self.stopping.wait(max(0.0, started + at - time.monotonic())):
                     return
-                if ev.group == self.group or not self.group:
-                    self.queue.put(ev)
+                for ev in batch:
+                    if ev.group == self.group or not self.group:
+                        self.queue.put(ev)
         except KgctlError as exc:  # a bad line: the view says so and stops
             self.fatal = exc
         finally:
