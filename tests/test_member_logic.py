@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import signal
 import threading
 import time
@@ -157,6 +158,24 @@ def test_an_event_read_back_is_the_one_written_whatever_else_its_line_holds() ->
     assert Event.from_json(newer.to_json()) == newer
     with pytest.raises(TypeError, match="group"):
         Event.from_dict({k: v for k, v in short.items() if k != "group"})
+
+
+def test_a_line_reads_as_the_standard_json_reader_reads_it() -> None:
+    # Events are parsed with orjson, and what it refuses goes to `json`: a recording with
+    # NaN or a huge number in its data reads as it always did, and a broken line fails
+    # with json's own error.
+    ev = Event("RecordsConsumed", 5, 1.5, 2, "g", member="m", data={"ratio": 0.5})
+    line = ev.to_json()
+    assert Event.from_json(line) == Event.from_json(line.encode()) == ev
+
+    def ratio(written: str) -> Any:
+        return Event.from_json(line.replace("0.5", written)).data["ratio"]
+
+    assert math.isnan(ratio("NaN"))
+    assert ratio("-Infinity") == -math.inf
+    assert ratio("18446744073709551616") == 2**64
+    with pytest.raises(json.JSONDecodeError, match="Expecting"):
+        Event.from_json(line[:-3])
 
 
 class _PollThatWaits:
