@@ -21,6 +21,7 @@ from kgctl.member.runner import Member, MemberConfig
 from kgctl.member.stats import ConsumeStats
 from kgctl.model.events import EVENT_TYPES, Event
 from kgctl.model.reasons import RejoinReason, partitions_changed, rejoin_reason
+from kgctl.recordings import event_of_line
 from kgctl.render.chaos_view import event_line
 from kgctl.render.group_view import describe_event
 from kgctl.render.member_lines import MemberHeader, describe, render_line, summary_lines
@@ -161,21 +162,23 @@ def test_an_event_read_back_is_the_one_written_whatever_else_its_line_holds() ->
 
 
 def test_a_line_reads_as_the_standard_json_reader_reads_it() -> None:
-    # Events are parsed with orjson, and what it refuses goes to `json`: a recording with
-    # NaN or a huge number in its data reads as it always did, and a broken line fails
-    # with json's own error.
+    # Event lines are parsed with orjson (kgctl/recordings.py), and what it refuses goes
+    # to `json`: a recording with NaN or a huge number in its data reads as it always
+    # did, and a broken line fails with json's own error.
     ev = Event("RecordsConsumed", 5, 1.5, 2, "g", member="m", data={"ratio": 0.5})
     line = ev.to_json()
-    assert Event.from_json(line) == Event.from_json(line.encode()) == ev
+    assert event_of_line(line) == event_of_line(line.encode()) == Event.from_json(line) == ev
 
     def ratio(written: str) -> Any:
-        return Event.from_json(line.replace("0.5", written)).data["ratio"]
+        return event_of_line(line.replace("0.5", written)).data["ratio"]
 
     assert math.isnan(ratio("NaN"))
     assert ratio("-Infinity") == -math.inf
     assert ratio("18446744073709551616") == 2**64
     with pytest.raises(json.JSONDecodeError, match="Expecting"):
-        Event.from_json(line[:-3])
+        event_of_line(line[:-3])
+    with pytest.raises(TypeError, match="group"):
+        event_of_line('{"type": "MemberStarted", "ts_ms": 5, "mono_ms": 1, "seq": 1}')
 
 
 class _PollThatWaits:

@@ -19,6 +19,7 @@ from kafka import TopicPartition
 from kgctl.adapters import clients
 from kgctl.errors import KgctlError, NotAuthorizedError, UsageError, grant_hint
 from kgctl.model.events import Event
+from kgctl.recordings import event_of_line
 from kgctl.settings import ClientSettings
 
 log = logging.getLogger(__name__)
@@ -104,7 +105,7 @@ def events_of(value: bytes | None, group: str) -> list[Event]:
         if not line.strip():
             continue
         try:
-            event = Event.from_json(line.decode("utf-8"))
+            event = event_of_line(line.decode("utf-8"))
         except (ValueError, TypeError, UnicodeDecodeError):
             log.debug("skipping a trace record line that is not a kgctl event")
             continue

@@ -37,7 +37,7 @@ from kgctl.broker.provision import java_executable, resolve_kafka_tools
 from kgctl.chaos.app import app_command, spawn_app
 from kgctl.chaos.java import JavaMember, java_command, translator, write_properties
 from kgctl.errors import UsageError
-from kgctl.model.events import Event
+from kgctl.recordings import event_of_line
 from kgctl.settings import ClientSettings
 
 
@@ -296,7 +296,7 @@ class Fleet:
         with contextlib.suppress(OSError, ValueError):
             for line in member.proc.stdout:
                 try:
-                    event = Event.from_dict(json.loads(line))
+                    event = event_of_line(line)
                 except (ValueError, TypeError):
                     member.stderr.append(f"stdout: {line.rstrip()[:200]}")
                     continue

@@ -13,8 +13,6 @@ from dataclasses import MISSING, asdict, dataclass, field
 from functools import cached_property
 from typing import Any
 
-import orjson
-
 SCHEMA_VERSION = 1
 
 # Partitions are always written as {topic: [partition ids, sorted]}.
@@ -156,8 +154,8 @@ class Event:
         return event
 
     @classmethod
-    def from_json(cls, line: str | bytes) -> Event:
-        return cls.from_dict(parse_json(line))
+    def from_json(cls, line: str) -> Event:
+        return cls.from_dict(json.loads(line))
 
 
 _FIELDS = frozenset(Event.__dataclass_fields__)
@@ -177,15 +175,3 @@ def partitions_of(pairs: Any) -> Partitions:
     for topic, partition in pairs:
         out.setdefault(str(topic), set()).add(int(partition))
     return {t: sorted(ps) for t, ps in sorted(out.items())}
-
-
-def parse_json(line: str | bytes) -> Any:
-    """One JSON document. Every event the watch and the readers of recordings take in is
-    parsed here: orjson reads a member's event in about a third of the standard
-    library's time (at 1,000 members a rebalance is some 3,500 events a second;
-    docs/benchmarks.md). What it refuses and `json` reads (NaN, Infinity, integers over
-    64 bits) is read by `json`, which also words the error of a line that is not JSON."""
-    try:
-        return orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return json.loads(line)

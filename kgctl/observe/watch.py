@@ -35,7 +35,7 @@ from kgctl.model.snapshot import GroupListing
 from kgctl.model.state import GroupState
 from kgctl.model.wire import WireSteps
 from kgctl.observe.infer import Inferrer
-from kgctl.recordings import recording_lines
+from kgctl.recordings import event_of_line, recording_lines
 from kgctl.settings import ClientSettings
 
 log = logging.getLogger(__name__)
@@ -94,7 +94,7 @@ def read_events(path: Path) -> Iterator[Event]:
         if not line.strip():
             continue
         try:
-            yield Event.from_json(line)
+            yield event_of_line(line)
         except (ValueError, TypeError) as exc:
             raise UsageError(
                 f"--replay {path}:{lineno}: not a kgctl event ({exc}); "

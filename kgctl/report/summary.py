@@ -32,6 +32,7 @@ from kgctl.model.timeline import (
     unassigned_ms,
 )
 from kgctl.model.wire import member_steps
+from kgctl.recordings import event_of_line
 
 
 @dataclass(frozen=True)
@@ -239,7 +240,7 @@ def parse_lines(lines: Iterable[str]) -> tuple[list[Event], list[str]]:
         if not line.strip():
             continue
         try:
-            events.append(Event.from_json(line))
+            events.append(event_of_line(line))
         except (ValueError, TypeError) as exc:
             skipped.append(f"line {lineno}: {exc}")
     return events, skipped
