@@ -10,6 +10,7 @@ import pytest
 from helpers import cmember, csnap, infer, member, snap, two_member_eager_history
 from rich.console import Console
 
+from kgctl.model.events import Event
 from kgctl.model.fold import fold_all
 from kgctl.model.state import GenerationRecord, GroupState
 from kgctl.render.group_view import render_group
@@ -273,6 +274,91 @@ def test_a_live_loops_memo_recomputes_only_the_generations_a_change_reaches_into
     assert computed == [2]  # generation 1's window ended at 1160, before the late change
     monkeypatch.setattr(view, "rebalance_unassigned", real)
     assert shown == frame_without_memo(state, 9250)
+
+
+def _memo_history() -> list[Event]:
+    """Two rebalances, and events that reach back into generation 2's window once it is
+    over: a late assignment, a late description with a new member, a member the broker
+    described during it that names itself later (a rename), and a late stop of that
+    member."""
+    from helpers import mev, oev
+
+    def described(at: int, state: str, *names: str) -> Event:
+        members = [{"member_id": f"{m}-id", "client_id": f"{m}-client"} for m in names]
+        return oev("GroupObserved", at, state=state, members=members)
+
+    eager = two_member_eager_history()
+    history = eager[:10] + [described(5320, "CompletingRebalance", "m1", "m2", "m3")]
+    history += eager[10:]
+    history += [mev("HeartbeatSucceeded", 6000 + 500 * i, f"m{1 + i % 2}", 2) for i in range(4)]
+    history += [
+        mev("PartitionsAssigned", 5420, "m2", 2, partitions={"t": [5]}),  # late
+        described(5440, "Stable", "m1", "m2", "m3", "m4"),  # late, and m4 is new
+        mev("MemberStarted", 8000, "m3"),  # m3, known by its member id, names itself
+        mev("MemberStopped", 5430, "m3", reason="SIGTERM"),  # late
+        mev("PartitionsRevoked", 9100, "m1", 2, partitions={"t": [0, 1, 4]}),
+        mev("JoinGroupSent", 9110, "m1", 2),
+        mev("MemberStopped", 9400, "m2", reason="SIGTERM"),
+        mev("JoinGroupReceived", 9500, "m1", 3, leader="m1-id"),
+        mev("PartitionsAssigned", 9600, "m1", 3, partitions={"t": [0, 1, 2, 3, 5]}),
+        mev("JoinCompleted", 9600, "m1", 3),
+    ]
+    history += [mev("HeartbeatSucceeded", 10_000 + 500 * i, "m1", 3) for i in range(3)]
+    return history
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_live_loops_memo_reads_each_batch_as_the_fold_accounts_for_it(
+    monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    # The watch folds what arrived between two frames as one batch (`fold_many`), which
+    # says where its changes to the timeline begin (`batch_edits`): the memo reads that
+    # instead of comparing every partition's spans. Every frame must still read as one
+    # computed afresh, whatever the batches hold (late events, a rename, a member gone),
+    # and with batches that follow one another nothing is compared.
+    import random
+
+    import kgctl.render.group_view as view
+    from kgctl.model.fold import fold_many
+    from kgctl.model.timeline import rebalance_unassigned
+    from kgctl.render.group_view import FrameMemo
+
+    compared: list[int] = []
+    real = view._first_change_between
+
+    def counted(old: GroupState, new: GroupState) -> float:
+        compared.append(new.events_folded)
+        return real(old, new)
+
+    monkeypatch.setattr(view, "_first_change_between", counted)
+    history = _memo_history()
+    rnd = random.Random(seed)
+    memo = FrameMemo()
+    state = GroupState("orders-app")
+    skipped = 0
+    at = 0
+    while at < len(history):
+        # (seed 0: one event a batch, a frame after each, so that each late event's
+        # own account is what the memo goes by)
+        batch = history[at : at + (rnd.randint(1, 4) if seed else 1)]
+        at += len(batch)
+        now = max(e.ts_ms for e in history[:at]) + 50
+        state = fold_many(state, [(e, now) for e in batch])
+        assert state.batch_edits is not None
+        if seed and rnd.random() < 0.2:
+            skipped += 1  # no frame between two batches (a paused view): compared then
+            continue
+        with_memo = frame_with(state, now, memo)
+        assert with_memo == frame_without_memo(state, now), (seed, at)
+        for g in state.generations:  # (a cell shows a few names, cut: the numbers too)
+            assert memo.unassigned(state, g, now) == rebalance_unassigned(state, g, now)
+    assert len(compared) <= skipped
+
+
+def frame_with(state: GroupState, now: int, memo: object) -> str:
+    console = Console(record=True, width=160, height=50, color_system=None, file=io.StringIO())
+    console.print(render_group(state, now, width=160, height=50, memo=memo))  # type: ignore[arg-type]
+    return console.export_text()
 
 
 def frame_without_memo(state: GroupState, now: int) -> str:

@@ -9,6 +9,7 @@ are logged and otherwise ignored), and never mutates the state it is given.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -31,8 +32,10 @@ from kgctl.model.state import (
     OwnershipSpan,
     TopicPartition,
     drafted,
+    edited,
     evolve,
     finished,
+    lives_changed_at,
     member_index,
     owned_from,
     owned_of_pairs,
@@ -49,6 +52,7 @@ def fold(state: GroupState, event: Event, now_ms: int) -> GroupState:
         recent=(state.recent + (event,))[-state.log_limit :] if state.log_limit > 0 else (),
         updated_ms=max(state.updated_ms, now_ms),
         events_folded=state.events_folded + 1,
+        batch_edits=None,  # (a batch's own, `fold_many`'s, are set when it is finished)
     )
     handler = _HANDLERS.get(event.type)
     if event.type in _MEMBER_TYPES:
@@ -90,6 +94,8 @@ def _with_member(s: GroupState, member: MemberState) -> GroupState:
     indexed = s.member_index_of is s.members
     members = writable(s, "members")
     old = members.get(member.key)
+    if old is None or old.lives is not member.lives:
+        edited(s, lives_changed_at(old.lives if old is not None else (), member.lives))
     members[member.key] = member
     index = s.member_index
     if not indexed:
@@ -166,6 +172,7 @@ def _merged_lives(
 
 
 def _rename_member(s: GroupState, old_key: str, new_key: str) -> GroupState:
+    edited(s, -math.inf)  # whose spans and lives are whose changes at every instant
     members = dict(s.members)
     old = members.pop(old_key)
     existing = members.get(new_key)
@@ -210,6 +217,7 @@ def _set_partitions(s: GroupState, key: str, new: Owned, t: int) -> GroupState:
     if before == after:
         return s
     gen = m.generation if m.generation >= 0 else s.generation
+    edited(s, t)  # spans closed and opened at t
     ownership = writable(s, "ownership")
     for tp in before - after:
         ownership[tp] = _close_span(ownership.get(tp, ()), key, t)
@@ -676,6 +684,9 @@ def _observe_members(
         found = members.get(key) if member_id in index else None
         rebuild = rebuild or (found is None and key in members)
         member, owned = _observed(found, raw, member_id, t, with_partitions, classic)
+        prior = members.get(member.key)
+        if prior is None or prior.lives is not member.lives:
+            edited(s, lives_changed_at(prior.lives if prior is not None else (), member.lives))
         members[member.key] = member
         index.setdefault(member_id, member.key)
         if owned is not None:

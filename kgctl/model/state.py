@@ -7,6 +7,7 @@ fold moves on. Times are wall-clock milliseconds taken from the events themselve
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
@@ -210,6 +211,13 @@ class GroupState:
     # next check looks at it first (`fold._maybe_stable`; a scan from the first member at
     # each member's completion made a rebalance of N members cost N²).
     pending_hint: str = field(default="", compare=False, repr=False)
+    # What the batch of events that made this state (`fold.fold_many`) changed of the
+    # timeline (ownership spans and members' lives): (events folded before the batch,
+    # the earliest instant a change reaches back to: inf for none, -inf for everywhere).
+    # None where that is not known (a state folded one event at a time): a reader
+    # compares the mappings itself. The live view's memo reads it instead of comparing
+    # 10,000 partitions' spans every frame (render/group_view.FrameMemo).
+    batch_edits: tuple[int, float] | None = field(default=None, compare=False, repr=False)
 
     @property
     def live_members(self) -> tuple[MemberState, ...]:
@@ -291,6 +299,8 @@ def evolve(obj: _T, **changes: Any) -> _T:
 # 30-field states and a copy of the members or of the 10,000-partition ownership
 # mapping; a batch makes each copy once. A draft never leaves the batch.
 _DRAFT = "_draft_mappings"
+_EDITED_FROM = "_draft_edited_from"  # the earliest instant the batch changed (`edited`)
+_BATCH_FROM = "_draft_batch_from"  # events folded before the batch
 
 
 def drafted(state: GroupState) -> GroupState:
@@ -299,13 +309,48 @@ def drafted(state: GroupState) -> GroupState:
     copy = object.__new__(type(state))
     copy.__dict__.update(state.__dict__)
     copy.__dict__[_DRAFT] = {}  # (a draft's copy is a new draft: nothing of it is its own)
+    copy.__dict__[_EDITED_FROM] = math.inf
+    copy.__dict__[_BATCH_FROM] = state.events_folded
     return copy
 
 
 def finished(draft: GroupState) -> GroupState:
     """The draft as an ordinary state, never changed again."""
-    draft.__dict__.pop(_DRAFT, None)
+    attrs = draft.__dict__
+    attrs.pop(_DRAFT, None)
+    if _BATCH_FROM in attrs:
+        attrs["batch_edits"] = (attrs.pop(_BATCH_FROM), attrs.pop(_EDITED_FROM))
     return draft
+
+
+def edited(state: GroupState, at: float) -> None:
+    """Note that the timeline (an ownership span, a member's life) changed at instant
+    `at`: a draft keeps the earliest for its `batch_edits`. A state that is not a draft
+    says nothing of its edits (`batch_edits` None), so there is nothing to note."""
+    attrs = state.__dict__
+    if _EDITED_FROM in attrs and at < attrs[_EDITED_FROM]:
+        attrs[_EDITED_FROM] = at
+
+
+def lives_changed_at(
+    old: tuple[tuple[int, int | None], ...], new: tuple[tuple[int, int | None], ...]
+) -> float:
+    """The earliest instant at which two versions of a member's lives differ: a life
+    added or gone at its start, a life's end moved at the earlier end; -inf when one
+    holds two lives of one start (which could not be told apart)."""
+    if old is new:
+        return math.inf
+    before, after = dict(old), dict(new)
+    if len(before) != len(old) or len(after) != len(new):
+        return -math.inf
+    first = math.inf
+    for start in before.keys() | after.keys():
+        if start not in before or start not in after:
+            first = min(first, start)
+        elif before[start] != after[start]:
+            ends = [e for e in (before[start], after[start]) if e is not None]
+            first = min(first, min(ends))
+    return first
 
 
 def writable(state: GroupState, name: str) -> dict[Any, Any]:
