@@ -479,8 +479,9 @@ class InstanceHolders:
 
 def _events_with_instance_id(events: EventIndex) -> list[Event]:
     """The events that name a group.instance.id, in order (none in a group of dynamic
-    members)."""
-    return [e for e in events if instance_id_of(e)]
+    members). `instance_id_of` is true of the same events: written out here, since a
+    call per event over a live view's 200,000 cost a diagnosis a tenth of a second."""
+    return [e for e in events if e.instance_id or e.data.get("instance_id")]
 
 
 def chaos_silenced_by(events: EventIndex, member: str, until: int) -> Event | None:
