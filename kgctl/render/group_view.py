@@ -26,6 +26,7 @@ from kgctl.model.state import (
     GroupState,
     MemberState,
     format_owned,
+    lives_changed_at,
 )
 from kgctl.model.timeline import rebalance_unassigned, unassigned_basis
 from kgctl.render.grid import Grid
@@ -100,18 +101,14 @@ def _first_change_between(old: GroupState, new: GroupState) -> float:
         len(old_owned) > len(owned),
         lambda sp: ((sp.member, sp.generation, sp.start_ms), sp.start_ms, sp.end_ms),
     )
-    return min(
-        since,
-        _first_change(
-            (
-                (old_lives.get(k, ()), mine)
-                for k, mine in lives.items()
-                if old_lives.get(k) is not mine
-            ),
-            any(k not in lives for k in old_lives),
-            lambda life: (life[0], life[0], life[1]),
-        ),
+    if any(k not in lives for k in old_lives):
+        return -math.inf
+    changed_lives = (
+        lives_changed_at(old_lives.get(k, ()), mine)
+        for k, mine in lives.items()
+        if old_lives.get(k) is not mine
     )
+    return min(since, min(changed_lives, default=math.inf))
 
 
 def _first_change(
