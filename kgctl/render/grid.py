@@ -3,11 +3,12 @@
 The watch draws its members and generations tables five times a second. rich's `Table`
 measures every cell by rendering it, then renders each one again through padding, line
 splitting and shaping: at 1,000 members and 10,000 partitions that was most of a frame
-(docs/benchmarks.md, "The live watch's tables"). These tables hold one line per cell
-and never wrap, so a cell's width is its text's length, and the table can be laid out
-by arithmetic and drawn as one run of segments per line. The layout is rich's own (the
-same measurements, the same `ratio_distribute` and `ratio_reduce`), and a test holds
-the output to `Table`'s, character by character and style by style, over many widths.
+(docs/benchmarks.md, "The live watch at 1,000 members, session 23"). These tables hold
+one line per cell and never wrap, so a cell's width is its text's length, and the table
+can be laid out by arithmetic and drawn as one run of segments per line. The layout is
+rich's own (the same measurements, the same `ratio_distribute` and `ratio_reduce`), and
+a test holds the output to `Table`'s, character by character and style by style, over
+many widths.
 
 It draws what `group_view` asks for: a left-justified bold title, a bold header, the
 `SIMPLE_HEAD` rule under it, no outer edge, one space of padding between columns, and
