@@ -122,7 +122,25 @@ def test_explain_unknown_group_in_a_recording_says_what_to_do() -> None:
     path = DATA / "dead_member_growth.jsonl"
     result = runner.invoke(app, ["explain", "nope", "--recording", str(path)])
     assert result.exit_code == ExitStatus.USAGE
-    assert "nothing known about group 'nope'" in result.stderr
+    groups = sorted({e.group for e in events_of("dead_member_growth.jsonl")})
+    assert groups and "nope" not in groups
+    said = result.stderr.strip()
+    assert said.startswith("kgctl: error: nothing known about group 'nope'")
+    assert f"(the recording holds {', '.join(groups)})" in said
+    assert len(said.splitlines()) == 1 and "Traceback" not in result.output
+
+
+def test_a_chaos_runs_own_events_do_not_make_another_group_known() -> None:
+    # kgctl chaos's events name the group they acted on: with a mistyped group, explain
+    # said "group nope unhealthy: no live member" (exit 12) from them alone.
+    path = DATA / "chaos_member_kill.jsonl"
+    [run_group] = {e.group for e in events_of("chaos_member_kill.jsonl") if e.source == "chaos"}
+    wrong = runner.invoke(app, ["explain", "nope", "--recording", str(path), "--offline"])
+    assert wrong.exit_code == ExitStatus.USAGE, wrong.output
+    assert f"nothing known about group 'nope' (the recording holds {run_group}" in wrong.stderr
+    right = runner.invoke(app, ["explain", run_group, "--recording", str(path), "--offline"])
+    assert right.exit_code in (ExitStatus.OK, ExitStatus.UNHEALTHY), right.output
+    assert "killed" in right.stdout or "SIGKILL" in right.stdout
 
 
 def test_broker_log_reasons_feed_the_diagnosis_of_untraced_generations() -> None:

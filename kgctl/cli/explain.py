@@ -149,9 +149,13 @@ def explain_command(
         for path in logs:
             read_broker_log(path, group, got)
         if not got.events:
+            # A group name mistyped against a recording: the names it does hold.
+            held = sorted(got.recorded_groups - {group})
+            which = "the recordings hold" if len(recording or []) > 1 else "the recording holds"
+            named = f" ({which} {', '.join(held)})" if held else ""
             raise UsageError(
-                f"nothing known about group {group!r}: give --recording FILE, or -b for a "
-                "cluster where it exists"
+                f"nothing known about group {group!r}{named}: give --recording FILE, or -b "
+                "for a cluster where it exists"
             )
         from kgctl.adapters.assignors import cooperative_sticky
 

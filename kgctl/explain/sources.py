@@ -27,7 +27,7 @@ from kgctl.adapters.trace import read_trace
 from kgctl.errors import KgctlError, NotFoundError, UsageError
 from kgctl.model.bounds import GroupBounds
 from kgctl.model.diagnosis import UPGRADE_REFUSED, BrokerReason
-from kgctl.model.events import Event
+from kgctl.model.events import Event, concerns
 from kgctl.observe.broker_log import parse_broker_log, refused_upgrade_note
 from kgctl.observe.infer import Inferrer
 from kgctl.observe.stored_epochs import stored_epochs
@@ -47,15 +47,18 @@ class Gathered:
     sources: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     live: bool = False
+    recorded_groups: set[str] = field(default_factory=set)  # every group a recording held
 
 
 def read_recording(path: Path, group: str, into: Gathered) -> None:
     if not path.exists():  # as `kgctl report` says it (exit 4)
         raise NotFoundError(f"--recording {path}: no such file")
     try:
-        events = [e for e in read_events(path) if e.group == group or e.source == "chaos"]
+        every = list(read_events(path))
     except UsageError as exc:
         raise UsageError(str(exc).replace("--replay", "--recording")) from None
+    events = [e for e in every if concerns(e, group)]
+    into.recorded_groups.update(e.group for e in every if e.group)
     into.events += events
     into.sources.append(f"recording {path} ({len(events)} events)")
 

@@ -158,6 +158,13 @@ class Event:
         return cls.from_dict(json.loads(line))
 
 
+def concerns(event: Event, group: str) -> bool:
+    """`event` is about `group`: it names it, or it is kgctl chaos's own about the run and
+    names no group (chaos's events name the group they acted on: a recording's events
+    of another group's run are not this group's)."""
+    return event.group == group or (event.source == "chaos" and not event.group)
+
+
 _FIELDS = frozenset(Event.__dataclass_fields__)
 _DEFAULTS = {
     name: f.default for name, f in Event.__dataclass_fields__.items() if f.default is not MISSING

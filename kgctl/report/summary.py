@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kgctl.model.diagnosis import Context, Diagnosis, diagnose
-from kgctl.model.events import Event
+from kgctl.model.events import Event, concerns
 from kgctl.model.fold import fold
 from kgctl.model.invariants import (
     Violation,
@@ -321,7 +321,7 @@ def build_report(
     names = groups_in(events)
     if group is None:
         group = names[0] if len(names) == 1 else ""
-    chosen = [e for e in events if e.group == group or e.source == "chaos"]
+    chosen = [e for e in events if concerns(e, group)]
     ordered = sorted(chosen, key=lambda e: e.ts_ms)  # stable: file order breaks ties
     first = ordered[0].ts_ms if ordered else 0
     last = ordered[-1].ts_ms if ordered else 0
