@@ -19,10 +19,11 @@ from rich.console import Console
 
 from kgctl.adapters.assignors import cooperative_sticky
 from kgctl.model.diagnosis import Context
+from kgctl.model.events import groups_in
 from kgctl.model.explanation import explain
 from kgctl.recordings import recording_lines
 from kgctl.render.explain_text import render_explanation
-from kgctl.report.summary import groups_in, parse_lines
+from kgctl.report.summary import parse_lines
 
 DATA = Path(__file__).parent / "data"
 GOLDEN = DATA / "diagnoses"

@@ -439,8 +439,9 @@ def test_a_wire_leave_then_a_join_from_the_same_process_is_a_poll_timeout_inferr
 
 def _explained(recording: str):  # type: ignore[no-untyped-def]
     """The recording's one group explained, as `kgctl explain --recording` does."""
+    from kgctl.model.events import groups_in
     from kgctl.recordings import recording_lines
-    from kgctl.report.summary import groups_in, parse_lines
+    from kgctl.report.summary import parse_lines
 
     events, _ = parse_lines(recording_lines(DATA / recording))
     (group,) = groups_in(events)

@@ -27,7 +27,7 @@ from kgctl.adapters.trace import read_trace
 from kgctl.errors import KgctlError, NotFoundError, UsageError
 from kgctl.model.bounds import GroupBounds
 from kgctl.model.diagnosis import UPGRADE_REFUSED, BrokerReason
-from kgctl.model.events import Event, concerns
+from kgctl.model.events import Event, concerns, groups_in
 from kgctl.observe.broker_log import parse_broker_log, refused_upgrade_note
 from kgctl.observe.infer import Inferrer
 from kgctl.observe.stored_epochs import stored_epochs
@@ -47,7 +47,7 @@ class Gathered:
     sources: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     live: bool = False
-    recorded_groups: set[str] = field(default_factory=set)  # every group a recording held
+    recorded_groups: set[str] = field(default_factory=set)  # the recordings' (`groups_in`)
 
 
 def read_recording(path: Path, group: str, into: Gathered) -> None:
@@ -58,7 +58,7 @@ def read_recording(path: Path, group: str, into: Gathered) -> None:
     except UsageError as exc:
         raise UsageError(str(exc).replace("--replay", "--recording")) from None
     events = [e for e in every if concerns(e, group)]
-    into.recorded_groups.update(e.group for e in every if e.group)
+    into.recorded_groups.update(groups_in(every))
     into.events += events
     into.sources.append(f"recording {path} ({len(events)} events)")
 

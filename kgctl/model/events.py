@@ -9,6 +9,7 @@ against.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import MISSING, asdict, dataclass, field
 from functools import cached_property
 from typing import Any
@@ -163,6 +164,12 @@ def concerns(event: Event, group: str) -> bool:
     names no group (chaos's events name the group they acted on: a recording's events
     of another group's run are not this group's)."""
     return event.group == group or (event.source == "chaos" and not event.group)
+
+
+def groups_in(events: Iterable[Event]) -> list[str]:
+    """The consumer groups that members or the observer reported on (a recording's
+    groups: chaos's own events name the one they acted on, or none)."""
+    return sorted({e.group for e in events if e.group and e.source != "chaos"})
 
 
 _FIELDS = frozenset(Event.__dataclass_fields__)

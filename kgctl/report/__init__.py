@@ -9,6 +9,7 @@ from pathlib import Path
 
 from kgctl.errors import NotFoundError, UsageError
 from kgctl.model.diagnosis import Context
+from kgctl.model.events import groups_in
 from kgctl.model.timeline import Move
 from kgctl.recordings import recording_lines
 from kgctl.report.summary import (
@@ -19,7 +20,6 @@ from kgctl.report.summary import (
     Report,
     Segment,
     build_report,
-    groups_in,
     parse_lines,
 )
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kgctl.model.diagnosis import Context, Diagnosis, diagnose
-from kgctl.model.events import Event, concerns
+from kgctl.model.events import Event, concerns, groups_in
 from kgctl.model.fold import fold
 from kgctl.model.invariants import (
     Violation,
@@ -244,11 +244,6 @@ def parse_lines(lines: Iterable[str]) -> tuple[list[Event], list[str]]:
         except (ValueError, TypeError) as exc:
             skipped.append(f"line {lineno}: {exc}")
     return events, skipped
-
-
-def groups_in(events: Sequence[Event]) -> list[str]:
-    """The consumer groups that members or the observer reported on."""
-    return sorted({e.group for e in events if e.group and e.source != "chaos"})
 
 
 # -- building ---------------------------------------------------------------------------
