@@ -177,8 +177,9 @@ class Grid:
         row_style: Style | None = None,
     ) -> Iterator[Segment]:
         # A blank divider takes the row's background only (as rich's).
-        blank = not between.strip() and row_style is not None
-        divider = Segment(between, row_style.background_style if blank else None)  # type: ignore[union-attr]
+        blank = row_style is not None and not between.strip()
+        shade = row_style.background_style if row_style is not None and blank else None
+        divider = Segment(between, shade)
         last = len(cells) - 1
         pads = [self._padding(i) for i in range(len(cells))]
         # (a row none of whose cells has room for text is one line of unstyled blanks)
