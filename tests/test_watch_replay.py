@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 
 from kgctl.errors import NotFoundError, UsageError
 from kgctl.model.events import Event
-from kgctl.observe.watch import Watch, replay_batches, replay_schedule
+from kgctl.observe.watch import EventInbox, Watch, replay_batches, replay_schedule
 from kgctl.settings import ClientSettings
 
 T0 = 1_700_000_000_000
@@ -63,6 +64,30 @@ def test_a_replay_wakes_once_for_the_events_due_close_together() -> None:
             due = (e.ts_ms - T0) / 1000
             assert due <= at + 1e-9 < due + 0.01 + 1e-9
     assert list(replay_batches([], grain_s=0.01)) == []
+
+
+def test_the_inbox_hands_over_everything_put_in_order_once() -> None:
+    inbox = EventInbox()
+    assert inbox.empty() and inbox.take_all() == []
+    inbox.put(ev(T0, 1))
+    inbox.put_all([ev(T0, 2), ev(T0, 3)])
+    inbox.put_all([])
+    inbox.put(ev(T0, 4))
+    assert not inbox.empty()
+    assert [e.seq for e in inbox.take_all()] == [1, 2, 3, 4]
+    assert inbox.empty() and inbox.take_all() == []
+
+
+def test_a_waiting_take_wakes_when_another_thread_puts() -> None:
+    inbox = EventInbox()
+    threading.Timer(0.05, inbox.put_all, args=([ev(T0, 1), ev(T0, 2)],)).start()
+    started = time.monotonic()
+    taken = inbox.take_all(wait_s=5.0)
+    assert [e.seq for e in taken] == [1, 2]
+    assert time.monotonic() - started < 4.0  # woken by the put, not by the timeout
+    started = time.monotonic()
+    assert inbox.take_all(wait_s=0.05) == []  # nothing comes: back after the wait
+    assert time.monotonic() - started >= 0.04
 
 
 def test_a_paced_replay_feeds_events_at_their_recorded_gaps(tmp_path: Path) -> None:

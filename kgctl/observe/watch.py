@@ -47,6 +47,42 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+class EventInbox:
+    """The events on their way to the fold: put by the sources' threads, taken all at
+    once by the caller's. At 1,000 members a rebalance brings 3,500 events a second; a
+    `queue.Queue` took its lock and woke its waiters once for every event on both sides,
+    a tenth of the drain and a third of a paced replay's thread (docs/benchmarks.md). A
+    source that has several at once hands them over in one take."""
+
+    def __init__(self) -> None:
+        self._ready = threading.Condition(threading.Lock())
+        self._events: list[Event] = []
+
+    def put(self, event: Event) -> None:
+        with self._ready:
+            self._events.append(event)
+            self._ready.notify()
+
+    def put_all(self, events: Iterable[Event]) -> None:
+        with self._ready:
+            before = len(self._events)
+            self._events.extend(events)
+            if len(self._events) > before:
+                self._ready.notify()
+
+    def take_all(self, wait_s: float = 0.0) -> list[Event]:
+        """Every event put so far, in order; waiting up to `wait_s` for one if none is."""
+        with self._ready:
+            if not self._events and wait_s > 0:
+                self._ready.wait_for(lambda: self._events, timeout=wait_s)
+            taken, self._events = self._events, []
+        return taken
+
+    def empty(self) -> bool:
+        with self._ready:
+            return not self._events
+
+
 def replay_schedule(events: Iterable[Event], speed: float) -> Iterator[tuple[float, Event]]:
     """(seconds after the replay starts, event), in file order: the recorded gaps divided
     by `speed`. An event recorded earlier than the one before it (members' clocks and
@@ -192,7 +228,7 @@ class Watch:
         # read as steps a second time (kgctl/model/wire.py, as explain and report do).
         self._speaking: set[str] = set()
         self._wire = WireSteps()  # what each traced consumer-protocol member last said
-        self.queue: queue.Queue[Event] = queue.Queue()
+        self.queue = EventInbox()
         self.notes: queue.Queue[str] = queue.Queue()
         self.stopping = threading.Event()
         # Set once a consumer group's epoch records are followed (from the end offset then).
@@ -223,8 +259,7 @@ class Watch:
                 "run `kgctl watch` without a group to list the groups"
             )
         events = self.observer.inferrer.observe(snap, now_ms())
-        for ev in events:
-            self.queue.put(ev)
+        self.queue.put_all(events)
         return events
 
     def start(self) -> None:
@@ -304,9 +339,8 @@ class Watch:
                         self._replay_origin = (started, first.ts_ms)
                 if self.stopping.wait(max(0.0, started + at - time.monotonic())):
                     return
-                for ev in batch:
-                    if ev.group == self.group or not self.group:
-                        self.queue.put(ev)
+                group = self.group
+                self.queue.put_all([ev for ev in batch if ev.group == group or not group])
         except KgctlError as exc:  # a bad line: the view says so and stops
             self.fatal = exc
         finally:
@@ -463,8 +497,7 @@ class Watch:
             events = inferrer.stored_unavailable(str(exc), now_ms())
         else:
             events = inferrer.stored_ready(partition, latest, scanned, now_ms())
-        for ev in events:
-            self.queue.put(ev)
+        self.queue.put_all(events)
 
     def _start_group_log(self) -> None:
         """Follow the group's records in __consumer_offsets: a classic group's generation
@@ -528,18 +561,7 @@ class Watch:
 
     def drain(self, clock: Callable[[], int] = now_ms, wait_s: float = 0.0) -> list[Event]:
         """Every event that arrived since the last call, folded into `state`."""
-        out: list[Event] = []
-        try:
-            out.append(self.queue.get(timeout=wait_s) if wait_s > 0 else self.queue.get_nowait())
-        except queue.Empty:
-            pass
-        else:
-            # The rest in one take: at 1,000 members a rebalance puts 3,500 events a
-            # second, and a locked get for each was a tenth of the drain. (The queue
-            # has no bound: nobody waits to put.)
-            with self.queue.mutex:
-                out.extend(self.queue.queue)
-                self.queue.queue.clear()
+        out = self.queue.take_all(wait_s)
         now = clock()
         steps: list[tuple[Event, int]] = []
         for ev in out:
