@@ -148,7 +148,7 @@ def test_lag_is_read_from_json_keys_and_numbers_as_before() -> None:
               generation=1, assignment={"t": [0, 1, 3, 4]})]  # fmt: skip
     s = fold_all(GroupState(G), traced, now_ms=20)
     s = fold(s, oev("GroupObserved", 30, state="Stable", lag=json.loads(line)), 30)
-    assert dict(s.lag) == {("t", 0): 3, ("t", 1): 4, ("t", 3): 5, ("t", 4): 6}
+    assert {t: dict(v) for t, v in s.lag.items()} == {"t": {0: 3, 1: 4, 3: 5, 4: 6}}
     assert s.members["m1"].lag == 18
 
 
@@ -211,3 +211,69 @@ def test_a_batch_hands_back_an_ordinary_state() -> None:
     t = fold(s, mev("JoinCompleted", 20, "m1", 1, generation=1, assignment={"t": [0]}), 20)
     assert t is not s and t.members is not s.members and t.ownership is not s.ownership
     _same_state(s, kept)
+
+
+def _owned_one_by_one(raw: object) -> dict[str, tuple[int, ...]]:
+    """What `owned_from` means, entry by entry: a topic's whole-number ids (not bools),
+    sorted and each once; a topic with none left out; topics by name."""
+    out: dict[str, set[int]] = {}
+    items = raw.items() if isinstance(raw, dict) else []
+    for topic, ids in items:
+        if isinstance(ids, list | tuple):
+            for pid in ids:
+                if isinstance(pid, int) and not isinstance(pid, bool):
+                    out.setdefault(str(topic), set()).add(pid)
+    return {t: tuple(sorted(ids)) for t, ids in sorted(out.items()) if ids}
+
+
+def _whole(x: object) -> int:
+    """A whole number as the fold reads one (an int, not a bool, or a string of one),
+    else -1."""
+    if isinstance(x, bool):
+        return -1
+    if isinstance(x, int):
+        return x
+    if isinstance(x, str):
+        try:
+            return int(x)
+        except ValueError:
+            return -1
+    return -1
+
+
+def _lag_one_by_one(raw: dict[object, object]) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for pid, value in raw.items():
+        p, v = _whole(pid), _whole(value)
+        if p >= 0 and v >= 0:
+            out[p] = v
+    return out
+
+
+def test_assignments_and_lag_read_in_bulk_are_what_reading_each_entry_gives() -> None:
+    """`owned_from` and a description's lag read what JSON gives in bulk; anything else
+    (a bool, a string, a negative, a tuple, a number as a topic) entry by entry. Both
+    ways give the same."""
+    import random
+
+    from kgctl.model.fold import _lag_of_topic
+    from kgctl.model.state import owned_from
+
+    rng = random.Random(7)
+    odd: list[object] = [True, False, -1, "3", 2.0, None, "x", " 4", "²", 10**20]
+    for _ in range(2000):
+        clean = rng.random() < 0.5
+        raw: dict[object, object] = {}
+        for k in range(rng.randint(0, 3)):
+            topic: object = f"t{k}" if clean or rng.random() < 0.8 else k
+            ids = [rng.randint(0, 40) for _ in range(rng.randint(0, 6))]
+            if not clean and rng.random() < 0.5:
+                ids.insert(rng.randint(0, len(ids)), rng.choice(odd))  # type: ignore[arg-type]
+            raw[topic] = ids if clean or rng.random() < 0.8 else tuple(ids)
+        assert owned_from(raw) == _owned_one_by_one(raw), raw
+        lag: dict[object, object] = {
+            str(p): rng.randint(0, 10**6) for p in rng.sample(range(50), rng.randint(0, 8))
+        }
+        if not clean:
+            lag[rng.choice(odd + ["7"])] = rng.choice(odd + [5])
+        assert _lag_of_topic(lag) == _lag_one_by_one(lag), lag

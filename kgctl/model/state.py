@@ -190,7 +190,8 @@ class GroupState:
     ownership: Mapping[TopicPartition, tuple[OwnershipSpan, ...]] = field(default_factory=dict)
     recent: tuple[Event, ...] = ()
     log_limit: int = DEFAULT_LOG_LIMIT
-    lag: Mapping[TopicPartition, int] = field(default_factory=dict)
+    # The broker's last description's lag: topic -> partition -> records behind.
+    lag: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
     total_lag: int | None = None
     connected: bool = True
     disconnected_since_ms: int | None = None
@@ -207,10 +208,12 @@ class GroupState:
     member_index_of: Mapping[str, MemberState] | None = field(
         default=None, compare=False, repr=False
     )
-    # The member the last check for the end of a rebalance found still on its way: the
-    # next check looks at it first (`fold._maybe_stable`; a scan from the first member at
-    # each member's completion made a rebalance of N members cost N²).
+    # The member the last check for the end of a rebalance found still on its way, and
+    # its place in `members`' order: the next check looks at it first and goes on from
+    # there (`fold._maybe_stable`; a scan from the first member at each member's
+    # completion made a rebalance of N members cost N²).
     pending_hint: str = field(default="", compare=False, repr=False)
+    pending_at: int = field(default=0, compare=False, repr=False)
     # What the batch of events that made this state (`fold.fold_many`) changed of the
     # timeline (ownership spans and members' lives): (events folded before the batch,
     # the earliest instant a change reaches back to: inf for none, -inf for everywhere).
@@ -374,6 +377,13 @@ def owned_from(raw: object) -> Owned:
     """
     out: dict[str, set[int]] = {}
     if isinstance(raw, Mapping):
+        if all(
+            type(t) is str and type(ids) is list and {*map(type, ids)} <= {int}
+            for t, ids in raw.items()
+        ):
+            # What an event's JSON gives, read in bulk: every member's callbacks carry
+            # one, 2,000 of them in a 1,000-member rebalance.
+            return {t: tuple(sorted(set(ids))) for t, ids in sorted(raw.items()) if ids}
         for topic, ids in raw.items():
             if isinstance(ids, list | tuple):
                 for pid in ids:
