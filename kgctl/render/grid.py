@@ -18,7 +18,7 @@ one line).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -158,13 +158,16 @@ class Grid:
         # (on an ASCII terminal rich draws another box: '|' between columns, '-' rules)
         lines = box.SIMPLE_HEAD.substitute(options, safe=console.safe_box)
         cells = [Text(c.header) for c in self.columns]
-        yield from self._line(console, options, cells, widths, header, lines.head_vertical)
+        yield from _joined(self._line(console, options, cells, widths, header, lines.head_vertical))
+        yield Segment.line()
         yield Segment(lines.get_row(widths, "head", edge=False))
         yield Segment.line()
         for k, row in enumerate(self.rows):
             style = console.get_style(row.style) if row.style else Style.null()
             between = lines.foot_vertical if k == len(self.rows) - 1 else lines.mid_vertical
-            yield from self._line(console, options, list(row.cells), widths, style, between, style)
+            cells = list(row.cells)
+            yield from _joined(self._line(console, options, cells, widths, style, between, style))
+            yield Segment.line()
 
     def _line(
         self,
@@ -176,6 +179,7 @@ class Grid:
         between: str,
         row_style: Style | None = None,
     ) -> Iterator[Segment]:
+        """One line's cells and the dividers between them (the caller ends the line)."""
         # A blank divider takes the row's background only (as rich's).
         blank = row_style is not None and not between.strip()
         shade = row_style.background_style if row_style is not None and blank else None
@@ -213,7 +217,22 @@ class Grid:
             yield from drawn
             if i < last:
                 yield divider
-        yield Segment.line()
+
+
+def _joined(segments: Iterable[Segment]) -> list[Segment]:
+    """The segments with each run of one style joined into one. A line of the member
+    table was some 30 segments (each cell's padding, text and divider); rich goes over
+    every segment of a frame several times to fit it to the screen, and a frame at 1,000
+    members spent more time there than in drawing it (docs/benchmarks.md)."""
+    out: list[Segment] = []
+    for seg in segments:
+        if out and not seg.control:
+            prev = out[-1]
+            if not prev.control and (prev.style is seg.style or prev.style == seg.style):
+                out[-1] = Segment(prev.text + seg.text, prev.style)
+                continue
+        out.append(seg)
+    return out
 
 
 def _rich_cell(
