@@ -21,7 +21,7 @@ def test_the_view_sets_aside_what_has_lived_and_hands_it_back_in_time(
     keep = [[i] for i in range(1000)]  # objects that live on
     try:
         with live._Collections() as collections:
-            assert gc.get_threshold()[0] == 10_000
+            assert gc.get_threshold()[0] == live._Collections.YOUNG_THRESHOLD
             collections.tick()
             first = gc.get_freeze_count()
             assert first >= len(keep)
