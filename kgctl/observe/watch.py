@@ -50,9 +50,9 @@ def now_ms() -> int:
 class EventInbox:
     """The events on their way to the fold: put by the sources' threads, taken all at
     once by the caller's. At 1,000 members a rebalance brings 3,500 events a second; a
-    `queue.Queue` took its lock and woke its waiters once for every event on both sides,
-    a tenth of the drain and a third of a paced replay's thread (docs/benchmarks.md). A
-    source that has several at once hands them over in one take."""
+    `queue.Queue` took its lock and notified once for every event on both sides (its get,
+    one by one, was a tenth of the drain: docs/benchmarks.md). A source that has several
+    at once hands them over in one take."""
 
     def __init__(self) -> None:
         self._ready = threading.Condition(threading.Lock())
