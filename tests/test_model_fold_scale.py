@@ -213,51 +213,14 @@ def test_a_batch_hands_back_an_ordinary_state() -> None:
     _same_state(s, kept)
 
 
-def _owned_one_by_one(raw: object) -> dict[str, tuple[int, ...]]:
-    """What `owned_from` means, entry by entry: a topic's whole-number ids (not bools),
-    sorted and each once; a topic with none left out; topics by name."""
-    out: dict[str, set[int]] = {}
-    items = raw.items() if isinstance(raw, dict) else []
-    for topic, ids in items:
-        if isinstance(ids, list | tuple):
-            for pid in ids:
-                if isinstance(pid, int) and not isinstance(pid, bool):
-                    out.setdefault(str(topic), set()).add(pid)
-    return {t: tuple(sorted(ids)) for t, ids in sorted(out.items()) if ids}
-
-
-def _whole(x: object) -> int:
-    """A whole number as the fold reads one (an int, not a bool, or a string of one),
-    else -1."""
-    if isinstance(x, bool):
-        return -1
-    if isinstance(x, int):
-        return x
-    if isinstance(x, str):
-        try:
-            return int(x)
-        except ValueError:
-            return -1
-    return -1
-
-
-def _lag_one_by_one(raw: dict[object, object]) -> dict[int, int]:
-    out: dict[int, int] = {}
-    for pid, value in raw.items():
-        p, v = _whole(pid), _whole(value)
-        if p >= 0 and v >= 0:
-            out[p] = v
-    return out
-
-
 def test_assignments_and_lag_read_in_bulk_are_what_reading_each_entry_gives() -> None:
     """`owned_from` and a description's lag read what JSON gives in bulk; anything else
     (a bool, a string, a negative, a tuple, a number as a topic) entry by entry. Both
     ways give the same."""
     import random
 
-    from kgctl.model.fold import _lag_of_topic
-    from kgctl.model.state import owned_from
+    from kgctl.model.fold import _lag_of_topic, lag_by_entry
+    from kgctl.model.state import owned_by_entry, owned_from
 
     rng = random.Random(7)
     odd: list[object] = [True, False, -1, "3", 2.0, None, "x", " 4", "²", 10**20]
@@ -270,10 +233,10 @@ def test_assignments_and_lag_read_in_bulk_are_what_reading_each_entry_gives() ->
             if not clean and rng.random() < 0.5:
                 ids.insert(rng.randint(0, len(ids)), rng.choice(odd))  # type: ignore[arg-type]
             raw[topic] = ids if clean or rng.random() < 0.8 else tuple(ids)
-        assert owned_from(raw) == _owned_one_by_one(raw), raw
+        assert owned_from(raw) == owned_by_entry(raw), raw
         lag: dict[object, object] = {
             str(p): rng.randint(0, 10**6) for p in rng.sample(range(50), rng.randint(0, 8))
         }
         if not clean:
             lag[rng.choice(odd + ["7"])] = rng.choice(odd + [5])
-        assert _lag_of_topic(lag) == _lag_one_by_one(lag), lag
+        assert _lag_of_topic(lag) == lag_by_entry(lag), lag

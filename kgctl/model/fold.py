@@ -830,8 +830,13 @@ def _lag_of_topic(parts: Mapping[Any, Any]) -> dict[int, int]:
         else:
             if not ids or (min(ids) >= 0 and min(values) >= 0):
                 return dict(zip(ids, values, strict=True))
+    return lag_by_entry(parts)
+
+
+def lag_by_entry(parts: Mapping[Any, Any]) -> dict[int, int]:
+    """`_lag_of_topic`, entry by entry."""
     out: dict[int, int] = {}
-    for pid, value in zip(keys, values, strict=True):
+    for pid, value in parts.items():
         p, v = _int(pid, -1), _int(value, -1)
         if p >= 0 and v >= 0:
             out[p] = v
@@ -1018,8 +1023,10 @@ def _on_partitions_moved(s: GroupState, ev: Event, t: int) -> GroupState:
         dst = s.find_member(str(mv.get("to", "") or ""))
         # (a traced member's own events say what it owns: asked first, since the
         # observer's moves of a 10,000-partition rebalance each built its owned set)
-        if src is not None and "member" not in src.sources and tp in owned_pairs(src.partitions):
-            s = _set_pairs(s, src.key, owned_pairs(src.partitions) - {tp}, t)
+        if src is not None and "member" not in src.sources:
+            src_owned = owned_pairs(src.partitions)
+            if tp in src_owned:
+                s = _set_pairs(s, src.key, src_owned - {tp}, t)
         if dst is not None and dst.alive and "member" not in dst.sources:
             now_owned = owned_pairs(s.members[dst.key].partitions)
             if tp not in now_owned:

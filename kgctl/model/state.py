@@ -375,15 +375,21 @@ def owned_from(raw: object) -> Owned:
 
     Anything malformed is skipped: events from other versions must not break the fold.
     """
+    if isinstance(raw, Mapping) and all(
+        type(t) is str and type(ids) is list and {*map(type, ids)} <= {int}
+        for t, ids in raw.items()
+    ):
+        # What an event's JSON gives, read in bulk: every member's callbacks carry one,
+        # 2,000 of them in a 1,000-member rebalance.
+        return {t: tuple(sorted(set(ids))) for t, ids in sorted(raw.items()) if ids}
+    return owned_by_entry(raw)
+
+
+def owned_by_entry(raw: object) -> Owned:
+    """`owned_from`, entry by entry: what is not a whole-number id (a bool, a string, a
+    float) skipped, topics named as strings."""
     out: dict[str, set[int]] = {}
     if isinstance(raw, Mapping):
-        if all(
-            type(t) is str and type(ids) is list and {*map(type, ids)} <= {int}
-            for t, ids in raw.items()
-        ):
-            # What an event's JSON gives, read in bulk: every member's callbacks carry
-            # one, 2,000 of them in a 1,000-member rebalance.
-            return {t: tuple(sorted(set(ids))) for t, ids in sorted(raw.items()) if ids}
         for topic, ids in raw.items():
             if isinstance(ids, list | tuple):
                 for pid in ids:
